@@ -1,0 +1,38 @@
+# Entry points. `make demo` runs the whole flow on any machine; `make reproduce` is the real thing
+# on an 8xH100 node; `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU development and CI take torch's CPU build; on GPU nodes training runs inside the pinned image.
+TORCH_SPEC ?= torch==2.13.0
+RECORD ?= 2025-09-23_MuonCustomSizing
+RUNS   ?= 4
+
+.PHONY: setup test lint demo reproduce docker-engine clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check "$(TORCH_SPEC)"
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[train,dev]'
+	touch $@
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+# Install and start a Docker engine on this machine (root): what the docker tests need.
+docker-engine:
+	bash tests/ci/docker-engine.sh
+
+demo: setup
+	$(BIN)/repro reproduce --demo --runs 2
+
+reproduce: setup
+	$(BIN)/repro reproduce --record $(RECORD) --runs $(RUNS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

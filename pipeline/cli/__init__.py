@@ -1,0 +1,76 @@
+"""The `repro` command line: thin click commands that parse, call a stage function and print.
+
+Each subcommand lives in its own module under pipeline/cli/ and is imported only when used,
+so `repro records list` never pays for torch, docker or matplotlib imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ..errors import ReproError
+
+# command name -> "module:attribute" (module relative to pipeline.cli)
+SUBCOMMANDS = {
+    "records": "records:records",
+    "verify": "verify:verify",
+    "data": "data:data",
+    "env": "env:env",
+    "preflight": "preflight:preflight",
+    "train": "train:train",
+    "archive": "bundle:archive",
+    "bundle": "bundle:bundle",
+    "report": "report:report",
+    "reproduce": "reproduce:reproduce",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx, name):
+        target = SUBCOMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith(__name__):
+                return None  # a stage not built yet: click reports "no such command"
+            raise
+        return getattr(module, attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="repro-speedrun")
+def cli():
+    """Reproduce GPU training speed records and archive verified record bundles.
+
+    Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
+    4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
+    """
+
+
+def main(argv=None):
+    try:
+        cli.main(args=argv, prog_name="repro", standalone_mode=False)
+    except ReproError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)

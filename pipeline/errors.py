@@ -1,0 +1,66 @@
+"""One error base class for the whole tool; the CLI maps each subclass to an exit code.
+
+Every error says what failed and how to fix it, so a user never has to read a traceback.
+Exit codes (documented in README.md):
+  0  success (and, for `verify`, verdict reproduced / reproduced-with-deviations)
+  1  a check ran and failed (verdict not-reproduced or invalid, bad shards, bad bundle, failed preflight)
+  2  usage error (click's own)
+  3  bad input: a manifest, a log, a file or an option value is wrong
+  4  something the tool needs is missing from the machine (Docker daemon, GPU, network source)
+  5  a run or a build failed
+  130 interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+
+class ReproError(Exception):
+    """Base class: `what` says what failed, `fix` says what the user should do about it."""
+
+    exit_code = 3
+
+    def __init__(self, what: str, fix: str | None = None):
+        super().__init__(what)
+        self.what = what
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return self.what if not self.fix else f"{self.what}\n  fix: {self.fix}"
+
+
+class CheckFailed(ReproError):
+    """A check ran to completion and its answer is no."""
+
+    exit_code = 1
+
+
+class InputError(ReproError):
+    """A manifest, log, file or option value is wrong."""
+
+    exit_code = 3
+
+
+class ManifestError(InputError):
+    """A manifest file is malformed; names the file, the field and the fix."""
+
+    def __init__(self, path, field: str, problem: str, fix: str):
+        where = f"{path}: field '{field}'" if field else str(path)
+        super().__init__(f"{where}: {problem}", fix)
+        self.path = path
+        self.field = field
+
+
+class MissingDependency(ReproError):
+    """Something the tool needs is not on this machine (a daemon, a GPU, a source)."""
+
+    exit_code = 4
+
+
+class RunFailed(ReproError):
+    """A training run or an image build failed."""
+
+    exit_code = 5
+
+
+class Interrupted(ReproError):
+    exit_code = 130
