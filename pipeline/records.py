@@ -111,6 +111,7 @@ class Rules:
     p_value_max: float
     loss_evidence: str
     consistency_alpha: float
+    consistency_required: tuple[str, ...]
     time_confidence: float
     time_tolerance: float
     compare_hardware: tuple[str, ...]
@@ -209,18 +210,22 @@ def _dataset(f: Fields) -> DatasetRef:
 
 
 def _rules(f: Fields) -> Rules:
-    f.only("version", "target_val_loss", "p_value_max", "loss_evidence", "consistency_alpha",
+    f.only("version", "target_val_loss", "p_value_max", "loss_evidence", "consistency_alpha", "consistency_required",
            "time_confidence", "time_tolerance", "compare_hardware", "compare_software")
     evidence = f.req("loss_evidence", str)
     if evidence not in LOSS_EVIDENCE:
         raise f.fail("loss_evidence", f"is {evidence!r}", f"use one of: {', '.join(LOSS_EVIDENCE)}")
+    required = f.list_of("consistency_required", str)
+    for item in required:
+        if item not in ("record", "parent"):
+            raise f.fail("consistency_required", f"names {item!r}", "list only: record, parent")
     for key in ("p_value_max", "consistency_alpha", "time_confidence"):
         value = f.req(key, float)
         if not 0 < value < 1:
             raise f.fail(key, f"is {value}, outside (0, 1)", "give a probability such as 0.01 or 0.95")
     return Rules(version=f.req("version", int), target_val_loss=f.req("target_val_loss", float),
                  p_value_max=f.req("p_value_max", float), loss_evidence=evidence,
-                 consistency_alpha=f.req("consistency_alpha", float),
+                 consistency_alpha=f.req("consistency_alpha", float), consistency_required=required,
                  time_confidence=f.req("time_confidence", float), time_tolerance=f.req("time_tolerance", float),
                  compare_hardware=f.list_of("compare_hardware", str),
                  compare_software=f.list_of("compare_software", str))

@@ -1,0 +1,31 @@
+"""Printing helpers shared by the click commands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+
+def _default(obj):
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, bytes):
+        return None  # raw bytes (a program text) never go into JSON output
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def to_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=_default, ensure_ascii=False)
+
+
+def emit_json(obj) -> None:
+    click.echo(to_json(obj))

@@ -1,0 +1,81 @@
+"""The speedrun's statistics: one-sided t-test against the target, runs needed, consistency, time ratio."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import mean, stdev
+
+from scipy import stats as sps
+
+MAX_RUNS_SEARCHED = 100_000
+
+
+def p_value_below(losses: list[float], target: float) -> float | None:
+    """scipy.stats.ttest_1samp(losses, target, alternative="less").pvalue; None with fewer than 2 runs."""
+    if len(losses) < 2:
+        return None
+    if stdev(losses) == 0:
+        return 0.0 if mean(losses) < target else 1.0
+    return float(sps.ttest_1samp(losses, target, alternative="less").pvalue)
+
+
+def runs_needed(mean_loss: float, sd: float, target: float, p_max: float) -> int | None:
+    """Fewest runs with this mean and sd whose one-sided t-test gives p < p_max; None if none can."""
+    if mean_loss >= target:
+        return None
+    if sd == 0:
+        return 2
+    for n in range(2, MAX_RUNS_SEARCHED):
+        t = (mean_loss - target) / (sd / math.sqrt(n))
+        if sps.t.cdf(t, n - 1) < p_max:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class Consistency:
+    against: str
+    role: str  # "record" or "parent"
+    p_value: float | None
+    consistent: bool
+    method: str
+
+
+def consistency(losses: list[float], published: list[float], against: str, role: str, alpha: float) -> Consistency:
+    """Are these losses plausibly from the same distribution as the published ones?
+
+    Two or more runs: two-sided Welch t-test. One run: inside the published runs' prediction interval.
+    """
+    if len(published) < 2 or not losses:
+        return Consistency(against, role, None, True, "not tested: too few published runs")
+    if len(losses) >= 2:
+        if stdev(losses) == 0 and stdev(published) == 0:
+            same = mean(losses) == mean(published)
+            return Consistency(against, role, 1.0 if same else 0.0, same, "exact comparison (no spread)")
+        p = float(sps.ttest_ind(losses, published, equal_var=False).pvalue)
+        return Consistency(against, role, p, p >= alpha, "Welch two-sided t-test")
+    m, s, k = mean(published), stdev(published), len(published)
+    t = (losses[0] - m) / (s * math.sqrt(1 + 1 / k)) if s > 0 else (0.0 if losses[0] == m else math.inf)
+    p = float(2 * sps.t.sf(abs(t), k - 1))
+    return Consistency(against, role, p, p >= alpha, "prediction interval of the published runs")
+
+
+@dataclass(frozen=True)
+class TimeRatio:
+    mean_s: float
+    record_mean_s: float
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+
+
+def time_ratio(times_s: list[float], record_mean_s: float, confidence: float) -> TimeRatio:
+    """Mean time over the record's mean, with a t-interval on our mean (the record's mean taken as fixed)."""
+    m = mean(times_s)
+    low = high = None
+    if len(times_s) >= 2:
+        half = sps.t.ppf(0.5 + confidence / 2, len(times_s) - 1) * stdev(times_s) / math.sqrt(len(times_s))
+        low, high = float((m - half) / record_mean_s), float((m + half) / record_mean_s)
+    return TimeRatio(m, record_mean_s, m / record_mean_s, low, high, confidence)
