@@ -1,0 +1,48 @@
+from pipeline.logparse import parse_log, parse_text
+from tests.conftest import shared_path
+from tests.logfactory import PROGRAM, make_log
+
+
+def test_record_fixture_logs_parse_completely():
+    logs = sorted(shared_path("fixtures", "record-logs", "2025-09-23_MuonCustomSizing").glob("*.txt"))
+    assert len(logs) == 4
+    for path in logs:
+        log = parse_log(path)
+        assert log.problems == ()
+        assert log.program is None  # the fixtures start at the first '=' line
+        assert (log.python, log.torch, log.torch_cuda, log.triton) == (
+            "3.10.12", "2.9.0.dev20250726+cu126", "12.6", "3.4.0")
+        assert log.hardware.driver == "570.148.08" and log.hardware.cuda == "12.8"
+        assert [g.name for g in log.hardware.gpus] == ["NVIDIA H100 80GB HBM3"] * 8
+        assert log.completed and log.scheduled_steps == 1680 and log.last_step == 1680
+        assert len(log.steps) == 1680 and [v.step for v in log.vals][:3] == [0, 125, 250]
+        assert log.peak_allocated_mib == 30760 and log.peak_reserved_mib > 45000
+    losses = sorted(parse_log(p).final_val_loss for p in logs)
+    assert losses == [3.2792, 3.2792, 3.2799, 3.2801]
+
+
+def test_full_log_with_program_keeps_exact_program_bytes():
+    log = parse_text(make_log(PROGRAM).encode())
+    assert log.program == PROGRAM.encode()
+    assert log.completed and log.final_val_loss == 3.2795 and log.train_time_ms == round(1680 * 89.1)
+
+
+def test_truncated_log_reports_last_step_and_never_raises():
+    log = parse_text(make_log(cut_after_step=431).encode())
+    assert not log.completed and log.final_val_loss is None
+    assert log.last_step == 431
+    assert any("truncated: the last step reached is 431 of 1680" in p for p in log.problems)
+    assert any("unreadable step line" in p for p in log.problems)
+
+
+def test_log_cut_inside_the_header():
+    text = make_log()
+    log = parse_text(text[: text.index("Running Triton")].encode())
+    assert log.torch == "2.9.0.dev20250726+cu126" and log.triton is None
+    assert any("never reached its first step" in p for p in log.problems)
+
+
+def test_empty_and_garbage_logs():
+    assert parse_text(b"").problems[0] == "the log is empty"
+    garbage = parse_text(b"\x00\xff not a log at all\n")
+    assert not garbage.completed and garbage.problems
