@@ -78,3 +78,7 @@ def test_cli_list_and_show_json():
     assert shown["published"]["mean_time_s"] == 149.6905 and shown["parent"] == "2025-09-21_DropAttn"
     human = runner.invoke(cli, ["records", "show", RECORD]).output
     assert "8 x NVIDIA H100 80GB HBM3" in human
+
+
+def test_record_pins_the_code_fingerprint():
+    assert load_record(RECORD).program.fingerprint.startswith("ast1-") and len(load_record(RECORD).program.fingerprint) == 69
