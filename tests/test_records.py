@@ -81,4 +81,5 @@ def test_cli_list_and_show_json():
 
 
 def test_record_pins_the_code_fingerprint():
-    assert load_record(RECORD).program.fingerprint.startswith("ast1-") and len(load_record(RECORD).program.fingerprint) == 69
+    pinned = load_record(RECORD).program.fingerprint
+    assert pinned.startswith("ast1-") and len(pinned) == len("ast1-") + 64
