@@ -1,0 +1,278 @@
+"""Real HTTP servers on 127.0.0.1 for tests: byte ranges, fault injection, a byte counter, a hub.
+
+    with FileServer({"/a.bin": data}) as server:
+        server.fault("/a.bin", Fault("drop", after=1000))   # next GET closes the socket after 1000 body bytes
+        urlopen(server.url("/a.bin")).read()
+        server.bytes_served                                   # body bytes actually written to sockets
+
+    with HubServer("kjj0/fineweb10B-gpt2", {"x.bin": data}) as hub:   # HF_ENDPOINT=hub.endpoint
+        hf_hub_download("kjj0/fineweb10B-gpt2", "x.bin", repo_type="dataset", endpoint=hub.endpoint)
+
+HubServer answers what `huggingface_hub.hf_hub_download` asks (read from huggingface_hub 2.x,
+file_download.get_hf_file_metadata and http_get): HEAD/GET
+{endpoint}/datasets/{repo}/resolve/{revision}/{filename} → 302 to a separate "CDN" server (another
+origin, so the client stops there as it does for the real hub's LFS storage) with X-Repo-Commit,
+X-Linked-Etag (the LFS sha256), X-Linked-Size and a git ETag; the CDN serves the blob with ranges.
+Unknown revision / file / repo → 404 / 404 / 401 with the hub's X-Error-Code values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+CHUNK = 64 << 10
+
+
+@dataclass
+class Fault:
+    """A misbehaviour for the next `times` requests of one path (times=-1: every request).
+
+    kind "drop": send `after` body bytes, then close the connection (Content-Length promised more);
+    "wrong": send the right length with 64 bytes flipped at offset `at` (default: the middle);
+    "status": answer `status` (404, 500, ...) with no body.
+    """
+
+    kind: str
+    after: int = 0
+    status: int = 500
+    at: int | None = None
+    times: int = 1
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    body_bytes: int
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "repro-test"
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def do_HEAD(self):
+        self.server.owner.handle(self, head=True)
+
+    def do_GET(self):
+        self.server.owner.handle(self, head=False)
+
+
+class FileServer:
+    """A threaded HTTP server on 127.0.0.1 serving in-memory files, with faults and counters."""
+
+    def __init__(self, files: dict[str, bytes] | None = None, range_support: bool = True):
+        self.files: dict[str, bytes] = dict(files or {})
+        self.range_support = range_support
+        self.faults: dict[str, list[Fault]] = {}
+        self.requests: list[Request] = []
+        self.served: dict[str, int] = {}
+        self._guard = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    # -- lifecycle
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def url(self, path: str = "") -> str:
+        return self.base + path
+
+    # -- test controls
+    def fault(self, path: str, fault: Fault) -> None:
+        with self._guard:
+            self.faults.setdefault(path, []).append(fault)
+
+    @property
+    def bytes_served(self) -> int:
+        with self._guard:
+            return sum(self.served.values())
+
+    def reset_counts(self) -> None:
+        with self._guard:
+            self.served.clear()
+            self.requests.clear()
+
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._guard:
+            queue = self.faults.get(path)
+            if not queue:
+                return None
+            fault = queue[0]
+            if fault.times > 0:
+                fault.times -= 1
+                if fault.times == 0:
+                    queue.pop(0)
+            return fault
+
+    def _log(self, handler, status: int, body_bytes: int, path: str) -> None:
+        with self._guard:
+            self.requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes))
+            self.served[path] = self.served.get(path, 0) + body_bytes
+
+    # -- serving
+    def handle(self, handler: _Handler, head: bool) -> None:
+        path = unquote(urlsplit(handler.path).path)
+        if not self.route(handler, path, head):
+            self.send_status(handler, 404, path)
+
+    def route(self, handler: _Handler, path: str, head: bool) -> bool:
+        """Serve `path` if this server knows it; subclasses add routes (the hub)."""
+        if path not in self.files:
+            return False
+        self.send_file(handler, path, self.files[path], head, extra_headers={})
+        return True
+
+    def send_status(self, handler: _Handler, status: int, path: str, headers: dict | None = None) -> None:
+        handler.send_response(status)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        self._log(handler, status, 0, path)
+
+    def send_file(self, handler: _Handler, path: str, data: bytes, head: bool, extra_headers: dict) -> None:
+        fault = None if head else self._take_fault(path)
+        if fault is not None and fault.kind == "status":
+            self.send_status(handler, fault.status, path)
+            return
+        start, end, status = 0, len(data), 200
+        range_header = handler.headers.get("Range")
+        if range_header and self.range_support:
+            match = re.fullmatch(r"bytes=(\d+)-(\d*)", range_header.strip())
+            if not match or int(match[1]) >= len(data):
+                self.send_status(handler, 416, path, {"Content-Range": f"bytes */{len(data)}"})
+                return
+            start = int(match[1])
+            end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
+            status = 206
+        body = data[start:end]
+        if fault is not None and fault.kind == "wrong":
+            at = len(data) // 2 if fault.at is None else fault.at
+            flipped = bytearray(body)
+            for i in range(max(at - start, 0), min(at - start + 64, len(body))):
+                flipped[i] ^= 0xFF
+            body = bytes(flipped)
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Accept-Ranges", "bytes" if self.range_support else "none")
+        handler.send_header("Content-Length", str(len(body)))
+        if status == 206:
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        for key, value in extra_headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if head:
+            self._log(handler, status, 0, path)
+            return
+        limit = len(body) if fault is None or fault.kind != "drop" else min(fault.after, len(body))
+        sent = 0
+        try:
+            while sent < limit:
+                piece = body[sent:min(sent + CHUNK, limit)]
+                handler.wfile.write(piece)
+                sent += len(piece)
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
+        finally:
+            self._log(handler, status, sent, path)
+        if limit < len(body):
+            # The promised Content-Length is not met: the client must see the connection end early.
+            handler.close_connection = True
+            try:
+                handler.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class HubServer(FileServer):
+    """A Hugging Face Hub look-alike for one repo: resolve routes here, LFS blobs on a CDN server."""
+
+    def __init__(self, repo_id: str, files: dict[str, bytes], repo_type: str = "dataset",
+                 commit: str = "0123456789abcdef0123456789abcdef01234567", declared_sha256: dict | None = None):
+        super().__init__()
+        self.repo_id, self.repo_type, self.commit = repo_id, repo_type, commit
+        self.repo_files = dict(files)
+        self.sha256 = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        self.sha256.update(declared_sha256 or {})  # a hub that declares a hash its bytes do not have
+        self.cdn = FileServer({f"/blobs/{hashlib.sha256(d).hexdigest()}": d for d in files.values()})
+
+    def __enter__(self):
+        self.cdn.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        self.cdn.__exit__(*exc)
+
+    @property
+    def endpoint(self) -> str:
+        return self.base
+
+    @property
+    def bytes_served(self) -> int:
+        return self.cdn.bytes_served
+
+    def blob_path(self, filename: str) -> str:
+        return f"/blobs/{hashlib.sha256(self.repo_files[filename]).hexdigest()}"
+
+    def fault_blob(self, filename: str, fault: Fault) -> None:
+        self.cdn.fault(self.blob_path(filename), fault)
+
+    def route(self, handler: _Handler, path: str, head: bool) -> bool:
+        prefix = "/datasets/" if self.repo_type == "dataset" else "/"
+        match = re.fullmatch(re.escape(prefix) + r"(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)", path)
+        if not match:
+            return False
+        fault = self._take_fault(path)
+        if fault is not None and fault.kind == "status":
+            self.send_status(handler, fault.status, path)
+            return True
+        if match["repo"] != self.repo_id:
+            self.send_status(handler, 401, path, {"X-Error-Code": "RepoNotFound",
+                                                  "X-Error-Message": "Repository not found"})
+            return True
+        if match["rev"] not in (self.commit, "main"):
+            self.send_status(handler, 404, path, {"X-Error-Code": "RevisionNotFound",
+                                                  "X-Error-Message": "Invalid rev id"})
+            return True
+        name = match["file"]
+        if name not in self.repo_files:
+            self.send_status(handler, 404, path, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": self.commit,
+                                                  "X-Error-Message": "Entry not found"})
+            return True
+        data = self.repo_files[name]
+        self.send_status(handler, 302, path, {
+            "Location": self.cdn.url(self.blob_path(name)),
+            "X-Repo-Commit": self.commit,
+            "X-Linked-Etag": f'"{self.sha256[name]}"',
+            "X-Linked-Size": str(len(data)),
+            "ETag": f'"{git_blob_sha1(data)}"',
+        })
+        return True
