@@ -1,11 +1,12 @@
 """train/ optimizers: Newton–Schulz accuracy, DistAdam and Muon against float64 references, the Muon group
-plan at world sizes 1-16, and real gloo runs at world sizes 1, 2, 4 against the single-process optimizers.
+plan at world sizes 1-16, and real gloo runs at world sizes 1-4 against the single-process optimizers.
 
     .venv/bin/python -m pytest -q tests/test_train_optim.py
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import secrets
 import socket
@@ -102,8 +103,8 @@ def make_grads(step: int, rank: int, world: int) -> list[torch.Tensor]:
     """Rank r's gradients (Adam's parameters, then Muon's) G + c_r·E with sum_r c_r = 0.
 
     G and E are multiples of 1/16 in [-0.5, 0.5] and c_r in {±0.5, ±1.5}: every rank's gradient, every
-    partial sum over <= 4 ranks and the average are exact even in bf16, so the average is G bit for bit
-    at world sizes 1, 2 and 4 whatever order a collective sums in.
+    partial sum over <= 4 ranks and the average are exact even in bf16 (and x/3 of an exact 3x rounds
+    back to x), so the average is G bit for bit at world sizes 1-4 whatever order a collective sums in.
     """
     adam, _, _, muon = make_params()
     gen = torch.Generator().manual_seed(100 + step)
@@ -217,6 +218,44 @@ def test_plan_groups_for_the_record_kinds(world, with_shapes):
     assert str(plan).startswith("muon plan {") and plan.to_dict()["sizes"] == plan.sizes
 
 
+def test_state_dict_round_trip_continues_the_same_run():
+    """The loop snapshots and restores optimizer state around its warm-up: a restored optimizer must
+    continue exactly, with Adam's moments still bf16 (load_state_dict casts them to the parameter dtype)."""
+    def two_optimizers():
+        adam_params, groups, _, muon_params = make_params()
+        return (adam_params + muon_params, DistAdam(groups), Muon(muon_params, RECORD_KINDS))
+
+    def step(params, adam, muon, k):
+        for p, g in zip(params, make_grads(k, 0, 1)):
+            p.grad = g
+        adam.step()
+        muon.step()
+
+    params, adam, muon = two_optimizers()
+    step(params, adam, muon, 0)
+    saved = copy.deepcopy(([p.detach() for p in params], adam.state_dict(), muon.state_dict()))
+    step(params, adam, muon, 1)
+    params2, adam2, muon2 = two_optimizers()
+    with torch.no_grad():
+        for p, q in zip(params2, saved[0]):
+            p.copy_(q)
+    adam2.load_state_dict(saved[1])
+    muon2.load_state_dict(saved[2])
+    step(params2, adam2, muon2, 1)
+    assert all(torch.equal(p, q) for p, q in zip(params, params2))
+    assert {s["exp_avg"].dtype for s in adam2.state.values()} == {torch.bfloat16}
+
+
+def test_muon_refuses_a_missing_gradient_and_a_plan_for_another_world():
+    *_, muon_params = make_params()
+    with pytest.raises(ValueError, match="world size 8"):
+        Muon(muon_params, RECORD_KINDS, plan=plan_groups(RECORD_KINDS, 8))
+    with pytest.raises(ValueError, match="one kind per parameter"):
+        Muon(muon_params, RECORD_KINDS[:-1])
+    with pytest.raises(RuntimeError, match=r"parameter 0 \(gate\) has no gradient"):
+        Muon(muon_params, RECORD_KINDS).step()
+
+
 def test_plan_groups_rejects_bad_input():
     with pytest.raises(ValueError, match="unknown parameter kinds"):
         plan_groups(["gate", "conv"], 8)
@@ -242,7 +281,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("world", [1, 2, 3, 4])  # 2, 3, 4: chunks mixing attention and MLP; 3: padding
 def test_gloo_steps_match_the_single_process_optimizers(world, tmp_path):
     mp.spawn(_gloo_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
     single = run_problem(0, 1)
