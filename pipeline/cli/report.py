@@ -1,0 +1,29 @@
+"""`repro report RUN_DIR... [--record NAME] [--out DIR]`: report.md and PNG plots for runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..records import load_record
+from ..report import report_runs
+from .output import emit_json
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--out", "out_dir", default=Path("report"), show_default=True, type=click.Path(path_type=Path),
+              help="Folder for report.md and plots/.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def report(runs, record_name, out_dir, as_json):
+    """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
+    verdict, files = report_runs(load_record(record_name), list(runs), out_dir)
+    if as_json:
+        emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
+                   "published_source": files.published_source})
+        return
+    click.echo(f"verdict {verdict.outcome}; record curves from {files.published_source}")
+    for rel in files.files:
+        click.echo(f"  wrote {files.out_dir / rel}")
