@@ -1,0 +1,118 @@
+"""`repro archive RUN_DIR...` and `repro bundle verify|show BUNDLE`: the verified record bundle.
+
+    repro archive runs/2025-09-23_MuonCustomSizing/* --record 2025-09-23_MuonCustomSizing [--sign-key key.pem]
+    repro bundle verify bundles/<name>.tar.gz [--pubkey key.pub.pem] [--json]
+    repro bundle show bundles/<name>.tar.gz [--json]
+
+Exit codes: archive 0 when written; bundle verify 0 when every check passes, 1 on any problem.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..bundle import ArchiveSources
+from ..bundle import archive as archive_runs
+from ..bundle_verify import MAX_MEMBER_BYTES, show_bundle, verify_bundle
+from ..records import load_record
+from .output import emit_json
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--out", "out_dir", default=Path("bundles"), show_default=True, type=click.Path(path_type=Path),
+              help="Folder for the bundle.")
+@click.option("--name", default=None, help="Bundle name (default: <record>-<last run end>-<N>runs).")
+@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="ed25519 private key (PEM) to sign SHA256SUMS with (writes SHA256SUMS.sig).")
+@click.option("--preflight", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The node's preflight.json (default: the first run's).")
+@click.option("--env-lock", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Environment lock (default: manifests/environments/<environment>.lock.yaml when present).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Data folder whose data.lock.yaml goes in (default: the runs' data_dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def archive(runs, record_name, out_dir, name, sign_key, preflight, env_lock, data_dir, as_json):
+    """Bundle run directories, their environment, data lock, verdict and report into one archive."""
+    sources = ArchiveSources(preflight=preflight, env_lock=env_lock, data_dir=data_dir)
+    result = archive_runs(load_record(record_name), list(runs), out_dir, name=name, sources=sources,
+                          sign_key=sign_key)
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(f"bundle {result.path} ({len(result.members)} members, sha256 {result.sha256})")
+    click.echo(f"  verdict: {result.outcome}" + ("; signed" if result.signed else ""))
+    for member, count in result.redactions:
+        click.echo(f"  redacted {count} secret value(s) in {member}")
+    click.echo(f"  check it with: repro bundle verify {result.path}")
+
+
+@click.group()
+def bundle():
+    """Check or show a record bundle written by `repro archive`."""
+
+
+@bundle.command("verify")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--pubkey", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The signer's ed25519 public key (PEM); the signature must then be present and valid.")
+@click.option("--max-member-mb", type=click.IntRange(min=1), default=MAX_MEMBER_BYTES >> 20, show_default=True,
+              help="Refuse members larger than this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def verify(path, pubkey, max_member_mb, as_json):
+    """Recompute every hash, the signature and the verdict of a bundle; exit 1 on any problem."""
+    check = verify_bundle(path, pubkey=pubkey, max_member_bytes=max_member_mb << 20)
+    if as_json:
+        emit_json(check.to_dict())
+    else:
+        click.echo(f"bundle {check.path}: {len(check.members)} members, signature {check.signature}")
+        if check.recomputed_outcome:
+            click.echo(f"  verdict: {check.recomputed_outcome} (recomputed from the logs inside; "
+                       f"the manifest says {check.manifest_outcome})")
+        for note in check.notes:
+            click.echo(f"  note: {note}")
+        for problem in check.problems:
+            click.secho(f"  problem: {problem}", fg="red")
+        if check.ok:
+            click.secho("bundle verified: every hash, the manifest and the verdict check out", fg="green", bold=True)
+        else:
+            click.secho(f"bundle NOT verified: {len(check.problems)} problem(s)", fg="red", bold=True)
+    sys.exit(0 if check.ok else 1)
+
+
+@bundle.command("show")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest and member list as JSON.")
+def show(path, as_json):
+    """Show what a bundle says about itself (not a check: use `repro bundle verify`)."""
+    summary = show_bundle(path)
+    if as_json:
+        emit_json({"path": summary.path, "manifest": summary.manifest,
+                   "members": [{"name": n, "size": s} for n, s in summary.members]})
+        return
+    m = summary.manifest
+    record, verdict, env = m.get("record") or {}, m.get("verdict") or {}, m.get("environment") or {}
+    click.echo(f"bundle {m.get('name')} (schema {m.get('schema_version')}, created {m.get('created') or '?'})")
+    click.echo(f"  record   {record.get('name')}: target {record.get('target_val_loss')} "
+               f"(p < {record.get('p_value_max')})")
+    click.echo(f"  verdict  {verdict.get('outcome')}")
+    for reason in verdict.get("reasons") or []:
+        click.echo(f"    - {reason}")
+    for run in m.get("runs") or []:
+        loss = f"{run['final_val_loss']:.4f}" if run.get("final_val_loss") is not None else "—"
+        time = f"{run['train_time_s']:.3f} s" if run.get("train_time_s") is not None else "—"
+        click.echo(f"  run      {run.get('id')}  {run.get('status')} (exit {run.get('exit_code')})  "
+                   f"steps {run.get('steps')}  val_loss {loss}  time {time}")
+    click.echo(f"  env      runtime {', '.join(env.get('runtimes') or []) or '?'}; image "
+               f"{', '.join(env.get('image_ids') or []) or 'none'}; lock {env.get('lock_sha256') or 'none'}")
+    data = m.get("data") or {}
+    click.echo(f"  data     {data.get('dataset') or '?'}: {len(data.get('shards') or [])} shard(s), "
+               f"lock {data.get('lock_sha256') or 'none'}")
+    click.echo(f"  signed   {'yes' if m.get('signature') else 'no'}")
+    click.echo(f"  members  {len(summary.members)}:")
+    for name, size in summary.members:
+        click.echo(f"    {size:>10}  {name}")
