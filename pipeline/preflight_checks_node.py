@@ -122,7 +122,7 @@ def check_docker(facts: HostFacts, record: Record, runtime: str) -> Check:
         state = f"daemon {docker.server_version}" if docker else "no daemon"
         return Check("docker", "skip", f"not used with --runtime {runtime} ({state})", NO_TIME)
     if docker is None:
-        return Check("docker", "fail", f"Docker daemon not reachable ({facts.missing_reason('docker') or 'unknown'})",
+        return Check("docker", "fail", f"no Docker daemon ({facts.missing_reason('docker') or 'not read'})",
                      "the docker runtime cannot start: start the daemon or use --runtime host")
     if rt is not None and rt.gpu_access_error:
         return Check("docker", "fail", f"containers get no GPU: {rt.gpu_access_error}",

@@ -256,10 +256,14 @@ def _version(value) -> str | None:
 
 def parse_runtime_versions(text: str, where: str, gpu_access_error: str | None = None) -> RuntimeFacts:
     """The JSON line printed by the snippet in pipeline/preflight_collect.py (or a saved torch-env.json)."""
-    try:
-        data = json.loads(text.strip().splitlines()[-1]) if text.strip() else None
-    except json.JSONDecodeError:
-        data = None
+    data = None
+    # A saved file is one JSON document; a live runtime may print warnings before its last-line JSON.
+    for candidate in (text, text.strip().splitlines()[-1] if text.strip() else ""):
+        try:
+            data = json.loads(candidate)
+            break
+        except json.JSONDecodeError:
+            continue
     if not isinstance(data, dict):
         raise InputError(f"{where}: the runtime did not print a JSON object of versions",
                          "check that the runtime's python starts: run it by hand with `-c 'import torch'`")
