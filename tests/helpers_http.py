@@ -34,6 +34,7 @@ class Fault:
     """A misbehaviour for the next `times` requests of one path (times=-1: every request).
 
     kind "drop": send `after` body bytes, then close the connection (Content-Length promised more);
+    "stall": send `after` body bytes, then hold the connection silent for `seconds` and close it;
     "wrong": send the right length with 64 bytes flipped at offset `at` (default: the middle);
     "status": answer `status` (404, 500, ...) with no body.
     """
@@ -43,6 +44,7 @@ class Fault:
     status: int = 500
     at: int | None = None
     times: int = 1
+    seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,11 @@ class FileServer:
         self.requests: list[Request] = []
         self.served: dict[str, int] = {}
         self._guard = threading.Lock()
+        self._closing = threading.Event()  # ends stalls when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
 
     # -- lifecycle
     def __enter__(self):
@@ -89,6 +92,7 @@ class FileServer:
         return self
 
     def __exit__(self, *exc):
+        self._closing.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -186,7 +190,8 @@ class FileServer:
         if head:
             self._log(handler, status, 0, path)
             return
-        limit = len(body) if fault is None or fault.kind != "drop" else min(fault.after, len(body))
+        cut = fault is not None and fault.kind in ("drop", "stall")
+        limit = min(fault.after, len(body)) if cut else len(body)
         sent = 0
         try:
             while sent < limit:
@@ -198,6 +203,8 @@ class FileServer:
             handler.close_connection = True
         finally:
             self._log(handler, status, sent, path)
+        if cut and fault.kind == "stall":
+            self._closing.wait(fault.seconds)
         if limit < len(body):
             # The promised Content-Length is not met: the client must see the connection end early.
             handler.close_connection = True
