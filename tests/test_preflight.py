@@ -1,0 +1,176 @@
+"""Preflight end to end: collection on this very machine, `repro preflight` as a subprocess, the Docker path.
+
+    .venv/bin/python -m pytest -q tests/test_preflight.py
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import REPO_ROOT
+from pipeline.errors import InputError
+from pipeline.preflight import SCHEMA_VERSION, default_locations, preflight, read_report, write_report
+from pipeline.preflight_collect import HostSources, SavedSources, SourceMissing, collect
+from tests.conftest import docker_client_or_skip, shared_path
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+RECORD_NAME = "2025-09-23_MuonCustomSizing"
+SECRETS = ("hunter2", "hf_secret_do_not_record", "AWS_SECRET_ACCESS_KEY", "NCCL_SECRET_KEY", "0000000000000")
+
+
+def repro(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def this_machine(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("node")
+    locations = default_locations(RECORD_NAME, tmp / "data", tmp / "runs")
+    return collect(HostSources(), runtime="host", locations=locations)
+
+
+def test_this_machine_is_read_without_a_traceback(this_machine):
+    torch = pytest.importorskip("torch")
+    facts = this_machine
+    if shutil.which("nvidia-smi") is None:
+        assert facts.gpus == () and facts.missing_reason("nvidia-smi -q -x") == "nvidia-smi not found on PATH"
+        assert facts.missing_reason("nvidia-smi topo -m") is None  # not asked: one missing entry says why
+    else:
+        assert facts.gpus and facts.driver
+    # the runtime that will train (--runtime host) is this interpreter
+    assert facts.runtime.torch == torch.__version__ and facts.runtime.where == f"host: {sys.executable}"
+    assert facts.runtime.python == sys.version.split()[0]
+    meminfo = Path("/proc/meminfo").read_text().split()
+    assert facts.memory.total_kib == int(meminfo[meminfo.index("MemTotal:") + 1])
+    assert {d.label for d in facts.disks} >= {"data", "runs", "shm"}
+    assert facts.disk("data").path.endswith("data") and facts.disk("data").free_bytes > 0
+    assert facts.cpu.logical_cpus and facts.os.kernel
+
+
+def test_host_sources_report_failures_as_missing_sources():
+    sources = HostSources(timeout_s=1)
+    with pytest.raises(SourceMissing, match="not found on PATH"):
+        sources._run(["no-such-tool-xyz"])
+    with pytest.raises(SourceMissing, match="exited 9: driver not loaded"):
+        sources._run(["sh", "-c", "echo driver not loaded >&2; exit 9"])
+    with pytest.raises(SourceMissing, match="did not answer within 1 s"):
+        sources._run(["sleep", "5"])
+
+
+def test_saved_folder_with_only_some_files_carries_on(tmp_path):
+    shutil.copy(HOSTS / "h100-mig" / "nvidia-smi-q.xml", tmp_path)
+    (tmp_path / "nvidia-smi-topo.txt").write_text("garbled\n")
+    facts = collect(SavedSources(tmp_path), runtime="docker", locations={"shm": (Path("/dev/shm"), None)})
+    assert len(facts.gpus) == 1 and facts.topology is None
+    assert facts.missing_reason("nvidia-smi topo -m").startswith("unreadable: nvidia-smi topo -m: no GPU0")
+    assert facts.missing_reason("docker") == "docker-info.json not saved in " + str(tmp_path)
+    with pytest.raises(InputError, match="not a folder of saved outputs"):
+        SavedSources(tmp_path / "absent")
+
+
+def test_cli_on_this_machine_host_runtime(tmp_path):
+    """What `repro preflight --runtime host --json` does here: a clean report, the documented exit code."""
+    out = tmp_path / "preflight.json"
+    done = repro("preflight", "--runtime", "host", "--json", "--output", str(out),
+                 "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"))
+    assert "Traceback" not in done.stderr
+    report = json.loads(done.stdout)
+    assert report == json.loads(out.read_text())
+    assert report["schema_version"] == SCHEMA_VERSION and report["runtime"] == "host"
+    visible = next(c for c in report["checks"] if c["name"] == "gpus_visible")
+    if shutil.which("nvidia-smi") is None:
+        assert done.returncode == 4, done.stderr
+        assert visible["status"] == "fail" and "nvidia-smi not found" in visible["reason"]
+        assert "no GPU visible" in done.stderr and "fix:" in done.stderr
+    else:
+        assert done.returncode in (0, 1) and visible["status"] == "pass"
+    # without Docker's help: the host runtime never needs the daemon
+    assert next(c for c in report["checks"] if c["name"] == "docker")["status"] == "skip"
+
+
+def test_cli_h200_fixture_warns_and_strict_fails():
+    folder = shared_path("fixtures", "hosts", "h200-1gpu")
+    done = repro("preflight", "--runtime", "host", "--from-dir", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert "WARN  gpu_count         1 GPU(s); the record used 8" in done.stdout
+    assert "outcome: warn: 0 failed, 8 warned" in done.stdout
+    strict = repro("preflight", "--runtime", "host", "--from-dir", str(folder), "--strict")
+    assert strict.returncode == 1
+    assert "preflight failed: gpu_count, gpu_model, driver, cuda_driver, software" in strict.stderr
+
+
+def test_cli_record_node_fixture_passes_and_writes_no_secret(tmp_path):
+    out = tmp_path / "run" / "preflight.json"
+    done = repro("preflight", "--from-dir", str(HOSTS / "h100-8gpu-nvlink"), "--strict", "--output", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "outcome: pass: 0 failed, 0 warned" in done.stdout
+    report = read_report(out)
+    assert report["outcome"] == "pass" and report["facts"]["environment"]["NCCL_IB_HCA"] == "mlx5"
+    text = out.read_text()
+    assert not [s for s in SECRETS if s in text]
+
+
+def test_cli_failures_exit_one():
+    done = repro("preflight", "--runtime", "host", "--from-dir", str(HOSTS / "h100-throttled"))
+    assert done.returncode == 1 and "preflight failed: throttling" in done.stderr
+
+
+def test_cli_record_log_header():
+    log = sorted(shared_path("fixtures", "record-logs", RECORD_NAME).glob("*.tail.txt"))[0]
+    done = repro("preflight", "--from-log", str(log), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "warn" and report["facts_from"].startswith("run log ")
+    assert [c["name"] for c in report["checks"] if c["status"] == "warn"] == ["interconnect"]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--record", "1999-01-01_Nothing"], 3, "unknown record '1999-01-01_Nothing'"),
+    (["--from-dir", "/nonexistent/folder"], 2, "does not exist"),
+    (["--from-dir", str(HOSTS / "h100-mig"), "--from-log", __file__], 2, "not both"),
+    (["--runtime", "podman"], 2, "'podman' is not one of"),
+])
+def test_cli_bad_input(args, code, message):
+    done = repro("preflight", *args)
+    assert done.returncode == code and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_report_schema_is_checked(tmp_path):
+    report = preflight(RECORD_NAME, "host", sources=SavedSources(HOSTS / "h100-mig"), locations={})
+    path = write_report(report, tmp_path / "preflight.json")
+    assert read_report(path)["facts"]["gpus"][0]["mig_mode"] == "Enabled"
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="schema_version 99"):
+        read_report(path)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_runtime_runs_the_snippet_in_the_recorded_image(tmp_path, monkeypatch):
+    client = docker_client_or_skip()
+    from pipeline.env_image import save_image_state, state_from_image
+    from tests.docker_base import ensure_test_base
+
+    monkeypatch.setenv("REPRO_STATE", str(tmp_path / "state"))
+    locations = {"shm": (Path("/dev/shm"), None)}
+    facts = collect(HostSources(), runtime="docker", locations=locations)
+    assert facts.docker is not None and facts.docker.server_version
+    assert "no image recorded" in facts.missing_reason("runtime")  # no image yet: a missing source, no crash
+
+    tag = ensure_test_base(client)  # bookworm + python3, no torch
+    save_image_state(state_from_image(client.api, tag, "build"), tmp_path / "state")
+    facts = collect(HostSources(), runtime="docker", locations=locations)
+    rt = facts.runtime
+    assert rt.where.startswith("docker: sha256:") and rt.python.startswith("3.11")
+    assert rt.error.startswith("import torch failed")
+    if not facts.docker.nvidia_runtime:
+        assert rt.gpu_access_error  # this engine cannot give containers GPUs, and says why
