@@ -1,0 +1,273 @@
+"""The training run (trainer.md section 4): setup, untimed warm-up, timed loop with untimed validations.
+
+    python -m train --preset tiny --train-files 'data/x/train_*.bin' --val-files 'data/x/val_*.bin' \
+        --log-file runs/x/log.txt --metrics-file runs/x/metrics.jsonl          (see train/__main__.py)
+    from train.loop import train; result = train(cfg, log_path, metrics_path)
+
+Gradient convention: each micro-step's loss is summed over its tokens; after grad_accum micro-steps the
+gradients are divided by grad_accum, and the optimizers average across ranks. So every world size that divides
+batch_slots hands the optimizers the same gradient as the record's 8 ranks x 1 micro-step (no division there).
+"""
+
+import copy
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from train.adam import DistAdam
+from train.attention import select_backend
+from train.config import TrainConfig
+from train.data import DataError, TrainLoader, ValLoader, shards_total_tokens
+from train.log import RunLog
+from train.model import GPT
+from train.muon import Muon
+from train.schedule import lr_multiplier, muon_momentum, warmup_long_window, window_blocks
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    final_val_loss: float
+    val_losses: tuple[tuple[int, float], ...]  # (step, loss)
+    steps: int
+    train_time_ms: float
+    step_avg_ms: float
+    warmup_s: float  # wall time of model build, compile and warm-up (untimed in the record)
+    peak_allocated_mib: int
+    peak_reserved_mib: int
+    world_size: int
+    grad_accum: int
+    attention: str
+    fp8: bool
+
+
+def init_distributed() -> DistEnv:
+    """torchrun's environment -> process group (nccl on CUDA, gloo on CPU); plain `python` -> world size 1."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if "RANK" in os.environ and not dist.is_initialized():
+        if device.type == "cuda":
+            dist.init_process_group(backend="nccl", device_id=device)
+        else:
+            dist.init_process_group(backend="gloo")
+    return DistEnv(rank, local_rank, world, device)
+
+
+def fp8_enabled(cfg: TrainConfig, device: torch.device) -> bool:
+    """FP8 head: config on, CUDA, and not switched off by DISABLE_FP8 (any value but "" or "0")."""
+    return cfg.fp8 and device.type == "cuda" and os.environ.get("DISABLE_FP8", "0") in ("", "0")
+
+
+def check_train_supply(cfg: TrainConfig) -> None:
+    """Fail before compiling when the training files cannot possibly last the run."""
+    have = shards_total_tokens(cfg.train_files, "train")
+    need = cfg.total_steps * cfg.train_batch_tokens
+    if not cfg.data_cycle and have < need:
+        raise DataError(f"the training files ({cfg.train_files}) hold {have:,} tokens, fewer than the {need:,} "
+                        f"that {cfg.total_steps} steps of {cfg.train_batch_tokens:,} tokens consume (BOS alignment "
+                        "skips more): add shards, run fewer steps, or opt in to reuse with --set data_cycle=true")
+
+
+class AttnArgs:
+    """Window (tokens) and scale arguments of the forward pass: Python numbers for FA3, which compiles one graph
+    per window like the record, else cached 0-dim tensors so one compiled graph serves every window."""
+
+    def __init__(self, backend: str, block_size: int, device: torch.device):
+        self.backend, self.block_size, self.device = backend, block_size, device
+        self._cache: dict[tuple, tuple] = {}
+
+    def __call__(self, ws_short: int, ws_long: int, scale: float) -> tuple:
+        short, long = ws_short * self.block_size, ws_long * self.block_size
+        if self.backend == "fa3":
+            return short, long, scale
+        key = (short, long, scale)
+        if key not in self._cache:
+            self._cache[key] = (torch.tensor(short, device=self.device), torch.tensor(long, device=self.device),
+                                torch.tensor(scale, dtype=torch.float32, device=self.device))
+        return self._cache[key]
+
+
+def build_optimizers(model: GPT, cfg: TrainConfig) -> tuple[DistAdam, Muon]:
+    adam = DistAdam(model.adam_groups(), lr=cfg.adam_lr, betas=(0.8, 0.95), eps=1e-8)
+    params, kinds = model.muon_params()
+    muon = Muon(params, kinds, lr=cfg.muon_lr, momentum=0.95)
+    return adam, muon
+
+
+def set_hyperparameters(adam: DistAdam, muon: Muon, cfg: TrainConfig, step: int) -> tuple[float, float]:
+    lrm, momentum = lr_multiplier(step, cfg), muon_momentum(step, cfg)
+    for group in adam.param_groups:
+        group["lr"] = cfg.adam_lr * lrm  # DistAdam multiplies by the group's lr_mul, as the record does
+    for group in muon.param_groups:
+        group["lr"] = cfg.muon_lr * lrm
+        group["momentum"] = momentum
+    return lrm, momentum
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def validate(forward, model: GPT, cfg: TrainConfig, env: DistEnv, micro_steps: int, attn_args: tuple) -> float:
+    model.eval()
+    loader = ValLoader(cfg.val_files, cfg.val_tokens_per_slot, env.world_size, env.rank, micro_steps)
+    total = torch.zeros((), device=env.device)
+    with torch.no_grad():
+        for _ in range(micro_steps):
+            b = loader.next_batch().to(env.device)
+            total += forward(b.inputs, b.targets, b.doc_bounds, *attn_args)
+    loss = total / micro_steps
+    if env.world_size > 1:
+        dist.all_reduce(loss, op=dist.ReduceOp.SUM)  # gloo has no AVG all-reduce
+        loss /= env.world_size
+    model.train()
+    return loss.item()
+
+
+def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, env: DistEnv | None = None,
+          save_model: Path | None = None, console: bool = True) -> RunResult:
+    started = time.perf_counter()
+    env = env or init_distributed()
+    cfg.validate()
+    grad_accum = cfg.grad_accum(env.world_size)
+    val_micro_steps = grad_accum * cfg.val_tokens // cfg.val_batch_tokens
+    # data problems surface before any model is built or compiled
+    check_train_supply(cfg)
+    ValLoader(cfg.val_files, cfg.val_tokens_per_slot, env.world_size, env.rank, val_micro_steps)
+    TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, env.world_size, env.rank)
+
+    backend = select_backend(cfg.attention, env.device)
+    fp8 = fp8_enabled(cfg, env.device)
+    if cfg.seed is not None:
+        torch.manual_seed(cfg.seed)
+    with torch.device(env.device):
+        model = GPT(cfg, attention_backend=backend, fp8=fp8, world_size=env.world_size)
+    if env.world_size > 1:
+        for p in model.parameters():  # rank 0's initialisation everywhere
+            dist.broadcast(p.detach(), 0)
+    adam, muon = build_optimizers(model, cfg)
+    if cfg.compile:
+        dynamo = torch._dynamo.config
+        setattr(dynamo, "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit", 64)
+        forward = torch.compile(model, dynamic=False, fullgraph=True)
+    else:
+        forward = model
+    attn_args = AttnArgs(backend, cfg.block_size, env.device)
+
+    log = RunLog(log_path, metrics_path, enabled=env.is_main, console=console)
+    log.header()
+    log.event("config", config=dataclasses.asdict(cfg), world_size=env.world_size, grad_accum=grad_accum,
+              attention=backend, fp8=fp8, device=str(env.device), torch=torch.__version__,
+              parameters=sum(p.numel() for p in model.parameters()))
+    plan = muon.plan
+    log.event("muon_plan", plan=plan.to_dict() if hasattr(plan, "to_dict") else str(plan))
+    log.note(str(plan))
+
+    # ---- untimed warm-up: compile every graph on real batches, then undo its effect ----------------------------
+    initial_state = copy.deepcopy(model.state_dict())
+    loader = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, env.world_size,
+                         env.rank, cycle=cfg.data_cycle)
+    ws_long = cfg.ws_schedule[0]
+    for i in range(cfg.warmup_steps):
+        new_long = warmup_long_window(i, cfg)
+        if new_long > ws_long:
+            model.yarn.extend(ws_long, new_long)
+        elif new_long < ws_long:
+            model.yarn.reset()
+        ws_long = new_long
+        b = loader.next_batch().to(env.device)
+        forward(b.inputs, b.targets, b.doc_bounds, *attn_args(ws_long // 2, ws_long, model.yarn.attn_scale)).backward()
+        adam.step()
+        muon.step()
+        model.zero_grad(set_to_none=True)
+    model.yarn.reset()
+    model.load_state_dict(initial_state)
+    adam, muon = build_optimizers(model, cfg)  # fresh optimizer state
+    del initial_state, loader
+    warmup_s = time.perf_counter() - started
+    log.event("warmup", seconds=round(warmup_s, 2), steps=cfg.warmup_steps)
+
+    # ---- timed run -------------------------------------------------------------------------------------------
+    loader = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, env.world_size,
+                         env.rank, cycle=cfg.data_cycle)
+    total_steps, training_ms, val_losses = cfg.total_steps, 0.0, []
+    _, ws_long = window_blocks(0, cfg)
+    synchronize(env.device)
+    t0 = time.perf_counter()
+    for step in range(total_steps + 1):
+        last = step == total_steps
+        ws_short, new_long = window_blocks(step, cfg)
+        if new_long != ws_long:
+            model.yarn.extend(ws_long, new_long)
+            ws_long = new_long
+
+        if last or (cfg.val_every > 0 and step % cfg.val_every == 0):
+            synchronize(env.device)
+            training_ms += 1000 * (time.perf_counter() - t0)
+            val_long = cfg.ws_final_long if last else ws_long
+            loss = validate(forward, model, cfg, env, val_micro_steps,
+                            attn_args(ws_short, val_long, model.yarn.attn_scale))
+            val_losses.append((step, loss))
+            log.val(step, total_steps, loss, training_ms)
+            log.event("val", step=step, val_loss=loss, train_time_ms=round(training_ms, 3),
+                      step_avg_ms=training_ms / max(step, 1), ws_short=ws_short, ws_long=val_long,
+                      attn_scale=model.yarn.attn_scale)
+            synchronize(env.device)
+            t0 = time.perf_counter()
+        if last:
+            break
+
+        args = attn_args(ws_short, ws_long, model.yarn.attn_scale)
+        for _ in range(grad_accum):
+            b = loader.next_batch().to(env.device)
+            forward(b.inputs, b.targets, b.doc_bounds, *args).backward()
+        if grad_accum > 1:
+            torch._foreach_div_([p.grad for p in model.parameters() if p.grad is not None], grad_accum)
+        lrm, momentum = set_hyperparameters(adam, muon, cfg, step)
+        adam.step()
+        muon.step()
+        model.zero_grad(set_to_none=True)
+        elapsed = training_ms + 1000 * (time.perf_counter() - t0)
+        log.step(step + 1, total_steps, elapsed)
+        log.event("step", step=step + 1, train_time_ms=round(elapsed, 3), step_avg_ms=elapsed / (step + 1),
+                  lr_mult=lrm, muon_momentum=momentum, ws_short=ws_short, ws_long=ws_long)
+
+    if env.device.type == "cuda":
+        peak = (torch.cuda.max_memory_allocated() // MiB, torch.cuda.max_memory_reserved() // MiB)
+    else:
+        peak = (0, 0)  # no allocator statistics on CPU
+    log.peak_memory(*peak)
+    result = RunResult(final_val_loss=val_losses[-1][1], val_losses=tuple(val_losses), steps=total_steps,
+                       train_time_ms=training_ms, step_avg_ms=training_ms / total_steps, warmup_s=warmup_s,
+                       peak_allocated_mib=peak[0], peak_reserved_mib=peak[1], world_size=env.world_size,
+                       grad_accum=grad_accum, attention=backend, fp8=fp8)
+    log.event("end", **dataclasses.asdict(result))
+    log.close()
+    if save_model is not None and env.is_main:
+        Path(save_model).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, save_model)
+    return result
