@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,12 +72,15 @@ SAVED_FILES = {
     "disk": "disk.json",
     "environment": "environ.json",
 }
+# Error texts can quote URLs (DOCKER_HOST, proxies); a password inside one must not reach preflight.json.
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
 _COMMANDS = {"nvidia-smi -q -x": ["nvidia-smi", "-q", "-x"], "nvidia-smi topo -m": ["nvidia-smi", "topo", "-m"],
              "lscpu": ["lscpu"]}
 
 
 class SourceMissing(Exception):
     def __init__(self, reason: str):
+        reason = _URL_CREDENTIALS.sub("[REDACTED]", reason)
         super().__init__(reason)
         self.reason = reason
 
@@ -183,7 +187,7 @@ def _run_in_image(snippet: str) -> tuple[str, str, str | None]:
             return out.decode(), f"docker: {image}", None
         except docker.errors.APIError as exc:
             # No GPU runtime: still read the versions, and say why containers get no GPU.
-            reason = str(getattr(exc, "explanation", None) or exc)[:200]
+            reason = _URL_CREDENTIALS.sub("[REDACTED]", str(getattr(exc, "explanation", None) or exc)[:200])
             out = client.containers.run(image, ["-c", snippet], entrypoint="python3", remove=True, stderr=False)
             return out.decode(), f"docker: {image}", reason
     except docker.errors.DockerException as exc:
@@ -247,7 +251,7 @@ def collect(sources, runtime: str, locations: Mapping[str, tuple[Path, Path | No
         except SourceMissing as exc:
             missing.append(MissingSource(source, exc.reason))
         except InputError as exc:
-            missing.append(MissingSource(source, f"unreadable: {exc.what}"))
+            missing.append(MissingSource(source, _URL_CREDENTIALS.sub("[REDACTED]", f"unreadable: {exc.what}")))
         return None
 
     gpus, driver, cuda = attempt("nvidia-smi -q -x", lambda: parse_nvidia_smi_xml(sources.text("nvidia-smi -q -x"))) \

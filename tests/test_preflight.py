@@ -62,6 +62,9 @@ def test_host_sources_report_failures_as_missing_sources():
         sources._run(["sh", "-c", "echo driver not loaded >&2; exit 9"])
     with pytest.raises(SourceMissing, match="did not answer within 1 s"):
         sources._run(["sleep", "5"])
+    with pytest.raises(SourceMissing) as leaked:
+        sources._run(["sh", "-c", "echo cannot reach tcp://admin:s3cr3t@10.0.0.1:2376 >&2; exit 1"])
+    assert "s3cr3t" not in leaked.value.reason and "tcp://[REDACTED]@10.0.0.1" in leaked.value.reason
 
 
 def test_saved_folder_with_only_some_files_carries_on(tmp_path):
