@@ -17,25 +17,26 @@ FROM ${RUNTIME_IMAGE} AS python
 ARG PYTHON_VERSION
 RUN python3 -c "import platform, sys; v = platform.python_version(); sys.exit(0 if v == '${PYTHON_VERSION}' else f'python {v} is not the pinned ${PYTHON_VERSION}')"
 
-# ---- install: the lock into /opt/venv; wheels stay in this stage, only the venv moves on
+# ---- install: the lock into /opt/venv; wheels stay in this stage, only /export moves on
 FROM python AS install
 ARG SOURCE_DATE_EPOCH
 COPY requirements/ /tmp/requirements/
 COPY wheelhouse/ /tmp/wheelhouse/
 COPY repro-environment.json /etc/repro/environment.json
-# SOURCE_DATE_EPOCH makes .pyc files hash-checked (no embedded mtimes); the final touch gives every file
-# one mtime, so the copied venv's layer depends on content, not on when it was built.
+# SOURCE_DATE_EPOCH makes .pyc files hash-checked (no embedded mtimes). Everything the runtime gets is
+# gathered under /export with one mtime, directories included, so its layer depends on content only.
 RUN python3 -m venv --without-pip /opt/venv \
  && PIP_WHEEL=$(ls /usr/share/python-wheels/pip-*.whl) \
  && export SOURCE_DATE_EPOCH \
  && /opt/venv/bin/python "$PIP_WHEEL/pip" install --no-cache-dir --no-index --no-deps --require-hashes -r /tmp/requirements/runtime.txt \
  && if [ -f /tmp/fa3/fa3.txt ]; then /opt/venv/bin/python "$PIP_WHEEL/pip" install --no-cache-dir --no-index --no-deps --require-hashes -r /tmp/fa3/fa3.txt && cp /tmp/fa3/fa3.json /etc/repro/fa3.json; fi \
- && find /opt/venv /etc/repro -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +
+ && mkdir -p /export/opt /export/etc /export/workspace \
+ && mv /opt/venv /export/opt/venv && cp -a /etc/repro /export/etc/repro \
+ && find /export -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +
 
-# ---- runtime: the python stage plus the venv
+# ---- runtime: the python stage plus one layer: /opt/venv, /etc/repro, /workspace
 FROM python AS runtime
-COPY --from=install /opt/venv /opt/venv
-COPY --from=install /etc/repro /etc/repro
+COPY --from=install /export/ /
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /workspace
 CMD ["python"]

@@ -196,10 +196,10 @@ def build_image(env_name: str, wheelhouse: Path | None = None, nocache: bool = F
                 client=None, log: Callable[[str], None] = lambda line: None, state_directory: Path | None = None,
                 max_jobs: int | None = None) -> BuildResult:
     env = load_environment(env_name)
+    for deviation in env.deviations():
+        log(f"DEVIATION: {deviation}")
     lock = load_lock(env)
     lock.require_complete(env)
-    for deviation in lock.deviations:
-        log(f"DEVIATION: {deviation}")
     epoch = source_date_epoch()
     args = build_args(env, lock, epoch, max_jobs or os.cpu_count() or 1)
     policy = check_dockerfile(env.dockerfile_path, args)

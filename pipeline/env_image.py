@@ -53,11 +53,26 @@ class ImageState:
     lock_sha256: str
     labels: dict
     layers: tuple[str, ...]  # rootfs diff ids: the content of each layer
+    content_sha256: str  # see content_digest: equal for rebuilds from the same inputs, unlike image_id
     deviations: tuple[str, ...]
     source: str  # "build" or "load"
     recorded_at: str
     build_seconds: float | None = None
     tarball_sha256: str = ""
+
+
+def content_digest(info: dict) -> str:
+    """sha256 of what a container sees: layer diff ids and the runtime config, without build times.
+
+    The classic builder writes the build time and its build containers' ids into the image config, so
+    two builds from the same inputs never share an image id; they do share this digest.
+    """
+    config = info.get("Config") or {}
+    seen = {"layers": info.get("RootFS", {}).get("Layers") or [], "os": info.get("Os"),
+            "architecture": info.get("Architecture"),
+            **{key: config.get(key) for key in ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels",
+                                                "ExposedPorts", "Volumes")}}
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
 
 
 def state_from_image(client, image: str, source: str, **extra) -> ImageState:
@@ -68,7 +83,8 @@ def state_from_image(client, image: str, source: str, **extra) -> ImageState:
                       environment=labels.get(LABEL_PREFIX + "environment", ""),
                       record=labels.get(LABEL_PREFIX + "record", ""),
                       lock_sha256=labels.get(LABEL_PREFIX + "environment-lock.sha256", ""), labels=labels,
-                      layers=tuple(info.get("RootFS", {}).get("Layers") or ()), deviations=tuple(deviations),
+                      layers=tuple(info.get("RootFS", {}).get("Layers") or ()), content_sha256=content_digest(info),
+                      deviations=tuple(deviations),
                       source=source, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra)
 
 

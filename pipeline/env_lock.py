@@ -32,8 +32,8 @@ from .errors import InputError, ManifestError, MissingDependency, RunFailed
 from .manifest_io import Fields, check_schema_version, load_yaml
 
 SCHEMA_VERSION = 1
-LOCK_HEADER = ("# Written by `repro env lock`; do not edit by hand. Entries with an empty sha256 are unknown:\n"
-               "# `repro env lock --env {name}` fills them on a machine with network access.\n")
+LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand: empty\n"
+               "# sha256 and `unresolved` entries are unknown, and `repro env lock --env {name}` (network) fills them.\n")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class Lock:
     expect: dict
     deviations: tuple[str, ...]
     path: Path
+    # requirements not resolved into files yet (a lock written offline); a build refuses any
+    unresolved: tuple[str, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -69,7 +71,8 @@ class Lock:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def unknown_entries(self) -> list[str]:
-        out = [f"packages[{f.name}]" for f in self.packages if not f.sha256]
+        out = [f"unresolved[{item}]" for item in self.unresolved]
+        out += [f"packages[{f.name}]" for f in self.packages if not f.sha256]
         out += [f"build_packages[{f.name}]" for f in self.build_packages if not f.sha256]
         out += [f"bases.{stage}" for stage, ref in self.bases.items() if not DIGEST_REF_RE.match(ref)]
         return out
@@ -82,8 +85,8 @@ class Lock:
         unknown = self.unknown_entries()
         if unknown:
             more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-            raise InputError(f"{self.path}: entry {unknown[0]} has no sha256{more}; the build installs only hashed "
-                             f"files", f"run `repro env lock --env {env.name}` on a machine with network access "
+            raise InputError(f"{self.path}: entry {unknown[0]} is not resolved to a file with a sha256{more}; the "
+                             "build installs only hashed files", f"run `repro env lock --env {env.name}` on a machine with network access "
                              "(add --wheelhouse DIR to keep the files for an offline build)")
 
 
@@ -100,7 +103,7 @@ def load_lock_file(path: Path) -> Lock:
     top = Fields(load_yaml(path), path)
     check_schema_version(top, SCHEMA_VERSION)
     top.only("schema_version", "environment", "manifest_sha256", "resolved_by", "python", "bases", "packages",
-             "build_packages", "flash_attention", "expect", "deviations", "notes")
+             "build_packages", "flash_attention", "expect", "deviations", "unresolved", "notes")
     fa = top.opt("flash_attention", dict)
     return Lock(environment=top.req("environment", str), manifest_sha256=top.sha256("manifest_sha256"),
                 resolved_by=top.req("resolved_by", str), python=top.req("python", str),
@@ -108,7 +111,7 @@ def load_lock_file(path: Path) -> Lock:
                 build_packages=_locked_files(top, "build_packages"), flash_attention=fa,
                 expect={str(k): str(v) for k, v in top.opt("expect", dict, {}).items()},
                 deviations=top.list_of("deviations", str, required=False),
-                notes=top.list_of("notes", str, required=False), path=Path(path))
+                unresolved=top.list_of("unresolved", str, required=False), notes=top.list_of("notes", str, required=False), path=Path(path))
 
 
 def load_lock(env: Environment) -> Lock:
@@ -132,7 +135,8 @@ def lock_to_yaml(lock: Lock) -> str:
             "manifest_sha256": lock.manifest_sha256, "resolved_by": lock.resolved_by, "python": lock.python,
             "bases": dict(lock.bases), "packages": files(lock.packages),
             "build_packages": files(lock.build_packages), "flash_attention": lock.flash_attention,
-            "expect": dict(lock.expect), "deviations": list(lock.deviations), "notes": list(lock.notes)}
+            "expect": dict(lock.expect), "deviations": list(lock.deviations), "unresolved": list(lock.unresolved),
+            "notes": list(lock.notes)}
     return LOCK_HEADER.format(name=lock.environment) + yaml.safe_dump(data, sort_keys=False, width=200)
 
 
@@ -282,6 +286,6 @@ def resolve_lock(env: Environment, wheelhouse: Path | None = None, client=None,
                 flash_attention=None if fa is None else {
                     "repository": fa.repository, "commit": fa.commit, "cutlass_commit": fa.cutlass_commit,
                     "subdirectory": fa.subdirectory, "build_env": dict(sorted(fa.build_env.items()))},
-                expect={"python": env.python, **env.expect}, deviations=env.deviations(), path=lock_path(env.name))
+                expect=env.expected, deviations=env.deviations(), path=lock_path(env.name))
     lock.path.write_text(lock_to_yaml(lock))
     return load_lock_file(lock.path)

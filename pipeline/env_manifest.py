@@ -66,6 +66,11 @@ class Environment:
         tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
         return tags + [f"manylinux2014_{self.arch}", f"linux_{self.arch}"]
 
+    @property
+    def expected(self) -> dict:
+        """component -> the version verify must find: Python from `python`, the rest from `expect`."""
+        return {"python": self.python, **self.expect}
+
     def deviations(self) -> tuple[str, ...]:
         """Every way this environment differs from its record's software: always reported."""
         out = []
@@ -75,7 +80,7 @@ class Environment:
             software = load_record(self.record).software
             for component, pinned in (("python", software.python), ("torch", software.torch),
                                       ("triton", software.triton), ("cuda", software.torch_cuda)):
-                ours = self.expect.get(component, "")
+                ours = self.expected.get(component, "")
                 if pinned and ours != pinned:
                     out.append(f"{component} {ours or 'absent'} instead of the record's {pinned}")
         return tuple(out)

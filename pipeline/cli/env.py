@@ -1,0 +1,212 @@
+"""`repro env list|lock|build|verify|save|load|compare|check-dockerfile`: the pinned container.
+
+    repro env lock   [--env NAME] [--wheelhouse DIR]                 resolve pins -> <env>.lock.yaml
+    repro env build  [--env NAME] [--wheelhouse DIR] [--no-cache]    image + state/image.json
+    repro env verify [--env NAME] [--image ID]                       versions inside vs the lock
+    repro env save OUT.tar[.gz] / repro env load IN.tar[.gz]         image <-> tarball (+ .sha256)
+
+--env defaults to $REPRO_ENV, else the environment of the newest record. A fallback environment is
+chosen by name and every use of it prints its deviations from the record.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ..errors import CheckFailed, InputError
+from .output import emit_json
+
+ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
+                          help="Environment (manifests/environments/NAME.yaml); default: $REPRO_ENV or the "
+                               "newest record's.")
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+WHEELHOUSE_OPTION = click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path), default=None,
+                                 help="Folder of the lock's files: lock fills it, build installs from it offline.")
+
+
+def _env_name(name: str | None) -> str:
+    from ..env_manifest import default_environment_name
+
+    return name or os.environ.get("REPRO_ENV") or default_environment_name()
+
+
+def _say(as_json: bool):
+    return (lambda line: None) if as_json else click.echo
+
+
+def _deviations(items) -> None:
+    for line in items:
+        click.secho(f"DEVIATION: {line}", fg="yellow", err=True)
+
+
+@click.group()
+def env():
+    """The pinned container: lock, build, verify, save and load the record's environment."""
+
+
+@env.command("list")
+@JSON_OPTION
+def list_(as_json):
+    """Environments and whether each has a complete lock."""
+    from ..env_lock import load_lock
+    from ..env_manifest import environment_names, load_environment
+
+    rows = []
+    for name in environment_names():
+        e = load_environment(name)
+        try:
+            lock = load_lock(e)
+            unknown = lock.unknown_entries()
+            state = "stale" if lock.manifest_sha256 != e.manifest_sha256 else (
+                f"{len(unknown)} unknown entries" if unknown else "complete")
+        except InputError:
+            state = "not locked"
+        rows.append({"name": name, "record": e.record, "lock": state, "deviations": list(e.deviations())})
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        flag = "  (deviates from the record)" if row["deviations"] else ""
+        click.echo(f"{row['name']:24} record {row['record'] or '-':30} lock: {row['lock']}{flag}")
+
+
+@env.command()
+@ENV_OPTION
+@WHEELHOUSE_OPTION
+@JSON_OPTION
+def lock(env_name, wheelhouse, as_json):
+    """Resolve the environment's pins to exact URLs + sha256 (needs the package index)."""
+    from ..env_lock import resolve_lock
+    from ..env_manifest import load_environment
+
+    environment = load_environment(_env_name(env_name))
+    result = resolve_lock(environment, wheelhouse=wheelhouse, log=_say(as_json))
+    if as_json:
+        emit_json({"lock": str(result.path), "sha256": result.sha256, "packages": result.packages,
+                   "build_packages": result.build_packages, "bases": result.bases,
+                   "deviations": result.deviations})
+        return
+    _deviations(result.deviations)
+    click.echo(f"wrote {result.path} ({len(result.packages)} packages, sha256 {result.sha256})")
+
+
+@env.command()
+@ENV_OPTION
+@WHEELHOUSE_OPTION
+@click.option("--no-cache", is_flag=True, help="Rebuild every step.")
+@click.option("--tag", default=None, help="Image tag (default repro/<env>:<lock sha256 prefix>).")
+@click.option("--max-jobs", type=int, default=None, help="Parallel compile jobs for FA3 (default: CPU count).")
+@JSON_OPTION
+def build(env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
+    """Build the image from the lock through the Docker SDK; records state/image.json."""
+    from ..env_build import build_image
+
+    result = build_image(_env_name(env_name), wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
+                         log=_say(as_json), max_jobs=max_jobs)
+    if as_json:
+        emit_json(result)
+        return
+    _deviations(result.deviations)
+    click.echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
+               f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
+
+
+@env.command()
+@ENV_OPTION
+@click.option("--image", default=None, help="Image id or tag (default: the one in state/image.json).")
+@JSON_OPTION
+def verify(env_name, image, as_json):
+    """Run the image and compare Python, torch, triton, FA3, CUDA and packages with the lock."""
+    from ..env_verify import verify_image
+
+    report = verify_image(env_name, image)
+    if as_json:
+        emit_json({"ok": report.ok, **report.__dict__, "checks": report.checks})
+    else:
+        click.echo(f"image {report.image_id} against {report.environment} (lock {report.lock_sha256[:12]})")
+        for c in report.checks:
+            mark = "ok  " if c.ok else "DIFF"
+            click.echo(f"  {mark} {c.component:28} expected {c.expected:20} found {c.found}")
+        _deviations(report.deviations)
+    if not report.ok:
+        names = ", ".join(c.component for c in report.mismatches)
+        raise CheckFailed(f"image {report.image_id[:19]} does not match the lock of {report.environment}: {names}",
+                          "rebuild with `repro env build`, or re-lock if the environment changed on purpose")
+
+
+@env.command()
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--image", default=None, help="Image id or tag (default: the one in state/image.json).")
+@JSON_OPTION
+def save(out, image, as_json):
+    """Write the image as a tarball (gzip if OUT ends in .gz) and OUT.sha256."""
+    from ..env_image import save_image
+
+    saved = save_image(out, image)
+    if as_json:
+        emit_json(saved)
+        return
+    click.echo(f"saved {saved.image_id} to {saved.path} ({saved.bytes / 1e6:.1f} MB)\n  sha256 {saved.sha256}")
+
+
+@env.command()
+@click.argument("tarball", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--sha256", "sha256", default=None, help="Expected sha256 (default: read TARBALL.sha256).")
+@JSON_OPTION
+def load(tarball, sha256, as_json):
+    """Check a saved tarball's sha256, load it, and record it in state/image.json."""
+    from ..env_image import load_image
+
+    state = load_image(tarball, sha256)
+    if as_json:
+        emit_json(state)
+        return
+    click.echo(f"loaded {state.image_id} (environment {state.environment or '?'}, "
+               f"lock {state.lock_sha256[:12] or '?'})")
+    _deviations(state.deviations)
+
+
+@env.command()
+@click.argument("image_a")
+@click.argument("image_b")
+@JSON_OPTION
+def compare(image_a, image_b, as_json):
+    """What differs between two images (config fields; layer files: bytes vs metadata)."""
+    from ..env_compare import compare_images, describe
+
+    diff = compare_images(image_a, image_b)
+    if as_json:
+        emit_json({"identical": diff.identical, "layers_identical": diff.layers_identical, **diff.__dict__})
+        return
+    click.echo("\n".join(describe(diff)))
+
+
+@env.command("check-dockerfile")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), default=None, required=False)
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", help="As the build would pass.")
+@JSON_OPTION
+def check_dockerfile_(path, build_args, as_json):
+    """Every FROM pinned by digest, every install pinned (pip hashes, apt versions or snapshot, git commits)."""
+    from .. import REPO_ROOT
+    from ..dockerfile_policy import check_dockerfile
+
+    args = {}
+    for item in build_args:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--build-arg {item!r} has no '='", "write --build-arg NAME=VALUE")
+        args[name] = value
+    report = check_dockerfile(path or REPO_ROOT / "docker" / "Dockerfile", args)
+    if as_json:
+        emit_json({"ok": report.ok, **report.__dict__})
+    else:
+        for v in report.violations:
+            click.echo(f"{report.path}:{v.line}: {v.instruction}: {v.problem}\n  fix: {v.fix}")
+        click.echo(f"{report.path}: {report.instructions_checked} instructions, "
+                   f"{len(report.violations)} violation(s); bases: {', '.join(report.base_images) or '-'}")
+    if not report.ok:
+        raise CheckFailed(f"{report.path} has {len(report.violations)} unpinned instruction(s)",
+                          "pin each as the messages above say")
