@@ -32,8 +32,8 @@ from .errors import InputError, ManifestError, MissingDependency, RunFailed
 from .manifest_io import Fields, check_schema_version, load_yaml
 
 SCHEMA_VERSION = 1
-LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand: empty\n"
-               "# sha256 and `unresolved` entries are unknown, and `repro env lock --env {name}` (network) fills them.\n")
+LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand:\n"
+               "# empty sha256 and `unresolved` entries are unknown; `repro env lock --env {name}` fills them.\n")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ class Lock:
         if unknown:
             more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
             raise InputError(f"{self.path}: entry {unknown[0]} is not resolved to a file with a sha256{more}; the "
-                             "build installs only hashed files", f"run `repro env lock --env {env.name}` on a machine with network access "
+                             "build installs only hashed files",
+                             f"run `repro env lock --env {env.name}` on a machine with network access "
                              "(add --wheelhouse DIR to keep the files for an offline build)")
 
 
@@ -111,7 +112,8 @@ def load_lock_file(path: Path) -> Lock:
                 build_packages=_locked_files(top, "build_packages"), flash_attention=fa,
                 expect={str(k): str(v) for k, v in top.opt("expect", dict, {}).items()},
                 deviations=top.list_of("deviations", str, required=False),
-                unresolved=top.list_of("unresolved", str, required=False), notes=top.list_of("notes", str, required=False), path=Path(path))
+                unresolved=top.list_of("unresolved", str, required=False),
+                notes=top.list_of("notes", str, required=False), path=Path(path))
 
 
 def load_lock(env: Environment) -> Lock:
