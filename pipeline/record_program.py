@@ -43,6 +43,8 @@ def _sha256(data: bytes) -> str:
 
 def cut_program(log: bytes) -> bytes | None:
     """The program at the top of a run log: everything before the first separator line."""
+    if log.startswith(SEPARATOR[1:]):  # output only (no program): its first line is the separator itself
+        return None
     cut = log.find(SEPARATOR)
     return log[:cut] if cut >= 0 else None
 

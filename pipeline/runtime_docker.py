@@ -23,6 +23,7 @@ CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": f"{CACHE_TARGET}/inductor", "TRITON_CACH
 STACK_BYTES = 64 << 20
 STOP_TIMEOUT_S = 10
 ALL_GPUS = -1
+UNLIMITED = -1
 
 
 def cache_volume_name(image_id: str, program_sha256: str) -> str:
@@ -39,6 +40,7 @@ class ContainerSpec:
     binds: tuple[tuple[str, str, bool], ...]  # (host path, container path, read-only)
     cache_volume: str
     gpus: int  # ALL_GPUS, 0 (none: CPU-only hosts and tests) or a count
+    memlock: int = UNLIMITED  # bytes; lower only where the engine may not raise it (an unprivileged daemon)
     labels: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -49,7 +51,7 @@ class ContainerSpec:
             "mounts": [{"source": s, "target": t, "read_only": ro, "type": "bind"} for s, t, ro in self.binds]
             + [{"source": self.cache_volume, "target": CACHE_TARGET, "read_only": False, "type": "volume"}],
             "gpus": "all" if self.gpus == ALL_GPUS else self.gpus,
-            "ipc_mode": "host", "ulimits": {"memlock": -1, "stack": STACK_BYTES}, "labels": dict(self.labels),
+            "ipc_mode": "host", "ulimits": {"memlock": self.memlock, "stack": STACK_BYTES}, "labels": dict(self.labels),
         }
 
     def create_kwargs(self) -> dict:
@@ -60,7 +62,7 @@ class ContainerSpec:
         kwargs = dict(
             image=self.image, command=list(self.command), name=self.name, working_dir=self.working_dir,
             environment=dict(self.environment), mounts=mounts, labels=dict(self.labels), ipc_mode="host",
-            ulimits=[Ulimit(name="memlock", soft=-1, hard=-1),
+            ulimits=[Ulimit(name="memlock", soft=self.memlock, hard=self.memlock),
                      Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
             detach=True, stdin_open=False, tty=False)
         if self.gpus != 0:
@@ -68,12 +70,12 @@ class ContainerSpec:
         return kwargs
 
 
-def container_spec(launch: Launch, image: str, name: str, cache_volume: str, gpus: int,
-                   labels: dict[str, str]) -> ContainerSpec:
+def container_spec(launch: Launch, image: str, name: str, cache_volume: str, gpus: int, labels: dict[str, str],
+                   memlock: int = UNLIMITED) -> ContainerSpec:
     env = {"PYTHONUNBUFFERED": "1", **CACHE_ENV, **launch.env}
     binds = tuple((str(m.source), m.target, m.read_only) for m in launch.mounts)
     return ContainerSpec(image=image, command=launch.argv, name=name, working_dir=launch.workdir, environment=env,
-                         binds=binds, cache_volume=cache_volume, gpus=gpus, labels=labels)
+                         binds=binds, cache_volume=cache_volume, gpus=gpus, memlock=memlock, labels=labels)
 
 
 def docker_client():
@@ -124,7 +126,7 @@ def _remove(client, name: str, container) -> None:
 def run_docker(client, spec: ContainerSpec, tee: Tee, stop_timeout_s: int = STOP_TIMEOUT_S) -> Outcome:
     import docker
 
-    container = None
+    container, streamed = None, 0
     try:
         # create + start, not containers.run: run() pulls a missing image from a registry, and a
         # record run must use the image that was built and locked here, never whatever a tag resolves to.
@@ -132,6 +134,7 @@ def run_docker(client, spec: ContainerSpec, tee: Tee, stop_timeout_s: int = STOP
         container.start()
         for chunk in container.logs(stream=True, follow=True):
             tee.write(chunk)
+            streamed += len(chunk)
         return Outcome(int(container.wait()["StatusCode"]), aborted=False)
     except KeyboardInterrupt:
         with interrupts_deferred():
@@ -141,6 +144,7 @@ def run_docker(client, spec: ContainerSpec, tee: Tee, stop_timeout_s: int = STOP
                 container = container or client.containers.get(spec.name)
                 container.stop(timeout=stop_timeout_s)
                 code = int(container.wait(timeout=stop_timeout_s + 30)["StatusCode"])
+                tee.write(container.logs()[streamed:])  # what the trainer printed while it was stopping
             except docker.errors.NotFound:
                 pass  # interrupted before the container existed
             except Exception as exc:  # still remove it below; say why stopping went wrong
@@ -152,9 +156,12 @@ def run_docker(client, spec: ContainerSpec, tee: Tee, stop_timeout_s: int = STOP
         raise InputError(f"the image {spec.image} is not on this Docker engine",
                          "build it with `repro env build` (or load it with `repro env load`)") from None
     except docker.errors.APIError as exc:
-        raise RunFailed(f"the Docker engine refused the container: {exc.explanation or exc}",
-                        "check the message; GPU requests need the NVIDIA container toolkit "
-                        "(`repro preflight` checks it)") from None
+        why = str(exc.explanation or exc)
+        fix = ("this engine may not raise the memlock limit (its daemon lacks CAP_SYS_RESOURCE); run it "
+               "privileged, or give --memlock BYTES at most its limit (NCCL over RDMA wants unlimited)"
+               if "rlimit" in why else "check the message; GPU requests need the NVIDIA container toolkit "
+               "(`repro preflight` checks it)")
+        raise RunFailed(f"the Docker engine refused the container: {why}", fix) from None
     finally:
         if container is not None:
             with interrupts_deferred():

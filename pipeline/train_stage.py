@@ -26,7 +26,7 @@ from .logparse import parse_log
 from .record_program import resolve_program
 from .records import Record, load_record
 from .rundir import RunDir, RunMeta, atomic_write_bytes, atomic_write_json, atomic_write_jsonl, new_run_id, utc_now
-from .runtime_docker import ALL_GPUS, ContainerSpec, cache_volume_name, container_spec
+from .runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
 
 TRAINERS = ("record", "native")
 RUNTIMES = ("docker", "host")
@@ -50,6 +50,7 @@ class TrainRequest:
     program_source: str | None = None  # record only: URL, log/program file, or a clone
     image: str | None = None  # docker only; default: the image `repro env build` recorded
     gpus: int = ALL_GPUS  # docker only: all, 0 (none) or a count
+    memlock: int = UNLIMITED  # docker only: the container's memlock limit in bytes
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     launch = _docker_launch(req, run_dir, data_dir, nproc)
     volume = cache_volume_name(image, program.sha256)
     spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
-                          {"io.repro.run-id": run_id, "io.repro.record": record.name})
+                          {"io.repro.run-id": run_id, "io.repro.record": record.name}, req.memlock)
     return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, spec, image,
                      environment or record.environment, env_lock, None, volume)
 
@@ -306,7 +307,7 @@ def metrics_from_log(log_path: Path) -> list[dict]:
             for p in log.steps]
     rows += [{"step": v.step, "kind": "val", "val_loss": v.val_loss, "train_time_ms": v.train_time_ms}
              for v in log.vals]
-    return sorted(rows, key=lambda row: (row["step"], row["kind"] == "train"))
+    return sorted(rows, key=lambda row: (row["step"], row["kind"] == "val"))  # as logged: step s, then its val
 
 
 def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:

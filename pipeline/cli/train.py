@@ -17,9 +17,17 @@ import click
 import yaml
 
 from ..errors import Interrupted, RunFailed
-from ..runtime_docker import ALL_GPUS
+from ..runtime_docker import ALL_GPUS, UNLIMITED
 from ..train_stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
 from .output import emit_json
+
+
+def _memlock(value: str) -> int:
+    if value == "unlimited":
+        return UNLIMITED
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise click.BadParameter(f"{value!r}: use unlimited or a byte count")
 
 
 def _gpus(value: str) -> int:
@@ -47,15 +55,18 @@ def _gpus(value: str) -> int:
               help="The record's log or program (URL or file), or a clone of upstream. Default: the pinned commit.")
 @click.option("--image", help="Docker image id or tag. Default: the one `repro env build` recorded.")
 @click.option("--gpus", default="all", show_default=True, help="Docker: GPUs for the container: all, none or N.")
+@click.option("--memlock", default="unlimited", show_default=True,
+              help="Docker: the container's locked-memory limit in bytes; lower it only on engines that may not "
+              "raise it.")
 @click.option("--dry-run", is_flag=True, help="Print the container spec or command; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan / result as JSON (training output goes to "
               "stderr).")
 def train(record_name, trainer, runtime, nproc, preset, overrides, data_dir, runs_dir, program_source, image, gpus,
-          dry_run, as_json):
+          memlock, dry_run, as_json):
     """Run training once and leave a complete run directory (runs/<record>/<run-id>/)."""
     request = TrainRequest(record=record_name, trainer=trainer, runtime=runtime, nproc=nproc, preset=preset,
                            overrides=tuple(overrides), data_dir=data_dir, runs_dir=runs_dir,
-                           program_source=program_source, image=image, gpus=_gpus(gpus))
+                           program_source=program_source, image=image, gpus=_gpus(gpus), memlock=_memlock(memlock))
     plan = plan_train(request)
     if dry_run:
         if as_json:

@@ -1,0 +1,78 @@
+"""A synthetic record whose "program" is tests/standin/train_gpt.py, served by a real HTTP server.
+
+    manifests = standin_manifests(tmp_path, server.base)   # REPRO_MANIFESTS=manifests
+    server.files[url_path()] = standin_log()
+    data = write_data(tmp_path / "data", steps=20, step_s=0.1, fail_at=3, exit_code=3)
+
+The record manifest is the real one with the stand-in's pins: one log (the stand-in's source +
+separator + output, as logfactory lays it out) with its sha256 and program sha256, the stand-in's
+fingerprint, a 20-step schedule, and a raw_url_template pointing at the test server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from pipeline import REPO_ROOT
+from pipeline.identity import fingerprint
+from tests.logfactory import make_log
+
+NAME = "2099-01-01_StandIn"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+FOLDER = "records/010199_StandIn"
+LOG_FILE = "00000000-0000-4000-8000-000000000000.txt"
+STEPS = 20
+PROGRAM_PATH = Path(__file__).with_name("train_gpt.py")
+
+
+def program_bytes() -> bytes:
+    return PROGRAM_PATH.read_bytes()
+
+
+def standin_log(program: bytes | None = None) -> bytes:
+    """The published log of the stand-in record: its program, the separator, a 20-step run."""
+    return make_log((program or program_bytes()).decode(), steps=STEPS, val_every=10, final_loss=3.275).encode()
+
+
+def url_path(file: str = LOG_FILE) -> str:
+    return f"/{COMMIT}/{FOLDER}/{file}"
+
+
+def standin_manifests(tmp: Path, base_url: str, log: bytes | None = None, program_sha256: str | None = None) -> Path:
+    """A copy of manifests/ with the stand-in record added; pins `log` (default: standin_log())."""
+    out = tmp / "manifests"
+    shutil.copytree(REPO_ROOT / "manifests", out)
+    log = log if log is not None else standin_log()
+    data = yaml.safe_load((out / "records" / "2025-09-23_MuonCustomSizing.yaml").read_text())
+    program = program_bytes()
+    data.update(name=NAME, title="stand-in record for tests", date="2099-01-01")
+    data["upstream"].update(commit=COMMIT, folder=FOLDER, folder_after_rename=f"records/track_1_short/{NAME}",
+                            raw_url_template=base_url + "/{commit}/{folder}/{file}")
+    data["logs"] = [{"file": LOG_FILE, "sha256": hashlib.sha256(log).hexdigest(),
+                     "program_sha256": program_sha256 or hashlib.sha256(program).hexdigest(),
+                     "program_bytes": len(program), "val_loss": 3.275, "train_time_ms": 1782}]
+    data["program"]["fingerprint"] = fingerprint(program)
+    data["published"].update(steps=STEPS, losses=[3.275, 3.276, 3.274, 3.275], times_s=[1.78, 1.79, 1.78, 1.77],
+                             mean_time_s=1.78)
+    (out / "records" / f"{NAME}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def write_data(folder: Path, **options) -> Path:
+    """A data folder the stand-in accepts: one empty train and val shard, and its options file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fineweb_train_000001.bin").write_bytes(b"")
+    (folder / "fineweb_val_000000.bin").write_bytes(b"")
+    (folder / "standin.json").write_text(json.dumps({"steps": STEPS, **options}))
+    return folder
+
+
+def repro_env(manifests: Path, state: Path) -> dict:
+    """The environment for a `python -m pipeline` subprocess that sees the stand-in record."""
+    return {**os.environ, "REPRO_MANIFESTS": str(manifests), "REPRO_STATE": str(state), "PYTHONUNBUFFERED": "1"}
