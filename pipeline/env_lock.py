@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,11 @@ def _public_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
+def _public_url_text(text: str) -> str:
+    """Any URL credentials in a line of pip's output, blanked."""
+    return re.sub(r"(https?://)[^/@\s]+@", r"\1", text)
+
+
 def _pip_env() -> dict:
     # The machine's pip configuration (extra indexes, constraints, find-links) must not leak into a lock.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
@@ -177,9 +183,11 @@ def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) 
     cmd += ["-r", str(reqs)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env())
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise RunFailed(f"pip could not resolve environment {env.name}:\n{tail}",
-                        f"check the requirements in {env.path} and that {_public_url(env.index_url)} is reachable")
+        tail = "\n".join(_public_url_text(line) for line in proc.stderr.strip().splitlines()[-8:])
+        fix = f"check the requirements in {env.path} and that {_public_url(env.index_url)} is reachable"
+        if "DO NOT MATCH THE HASHES" in proc.stderr:
+            fix = "a file on the index does not match the sha256 the index announces: do not use it until explained"
+        raise RunFailed(f"pip could not resolve environment {env.name}:\n{tail}", fix)
     return json.loads(report.read_text())["install"]
 
 
@@ -195,6 +203,8 @@ def _download(url: str, dest: Path | None) -> str:
     """Stream url (http, https or file) through sha256, into dest when given (atomically)."""
     digest = hashlib.sha256()
     tmp = dest.with_name(dest.name + ".partial") if dest is not None else None
+    if tmp is not None:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(url, timeout=120) as resp:
             out = tmp.open("wb") if tmp is not None else None

@@ -1,0 +1,95 @@
+"""Environment manifests and locks as shipped: the record's pins, the fallback's deviations, refusals."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import REPO_ROOT
+from pipeline.env_lock import load_lock
+from pipeline.env_manifest import environment_names, load_environment, load_environment_file
+from pipeline.errors import InputError, ManifestError
+from pipeline.records import load_record
+
+RECORD = "2025-09-23_MuonCustomSizing"
+
+
+def test_record_environment_is_the_records():
+    record = load_record(RECORD)
+    env = load_environment(record.environment)
+    assert env.name == "record-2025-09" and env.record == RECORD
+    # FA3 comes from the record manifest, never a second copy that could drift
+    assert env.flash_attention == record.software.flash_attention
+    assert env.flash_attention.commit == "92207199ac70fa2a20c43f319862c7a8a8d452dd"
+    assert env.expected == {"python": "3.10.12", "torch": "2.9.0.dev20250726+cu126", "triton": "3.4.0",
+                            "cuda": "12.6"}
+    assert env.deviations() == ()
+    assert all("@sha256:" in ref for ref in env.bases.values())
+    assert env.platform_tags()[0] == "manylinux_2_35_x86_64" and "manylinux_2_17_x86_64" in env.platform_tags()
+
+
+def test_fallback_is_declared_and_always_a_deviation():
+    env = load_environment("record-2025-09")
+    assert env.fallbacks == ("fallback-torch-2.8",)
+    fallback = load_environment("fallback-torch-2.8")
+    deviations = fallback.deviations()
+    assert any("2.8.0" in d and "2.9.0.dev20250726" in d for d in deviations)
+    assert fallback.expected["triton"] == "3.4.0" and fallback.expected["torch"].startswith("2.8.0")
+
+
+@pytest.mark.parametrize("name", ["record-2025-09", "fallback-torch-2.8"])
+def test_shipped_locks_are_current_and_refused_while_incomplete(name):
+    env = load_environment(name)
+    lock = load_lock(env)
+    assert lock.manifest_sha256 == env.manifest_sha256, "manifest edited without re-writing its lock"
+    assert lock.flash_attention["commit"] == env.flash_attention.commit
+    assert lock.deviations == env.deviations()
+    # nothing invented: unknown hashes stay empty and the build names them
+    assert lock.unknown_entries()
+    with pytest.raises(InputError) as err:
+        lock.require_complete(env)
+    assert "unresolved[" in err.value.what and f"repro env lock --env {name}" in err.value.fix
+
+
+def test_build_refuses_incomplete_lock_from_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "env", "build", "--env", "record-2025-09"],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 3, proc.stderr
+    assert "pytorch-triton" in proc.stderr and "repro env lock --env record-2025-09" in proc.stderr
+
+
+def test_environment_names_exclude_locks():
+    assert environment_names() == sorted(environment_names())
+    assert not any(n.endswith(".lock") for n in environment_names())
+    with pytest.raises(InputError):
+        load_environment("record-2025-09.lock")
+
+
+def _copy_manifest(tmp_path: Path, edit) -> Path:
+    src = REPO_ROOT / "manifests" / "environments" / "record-2025-09.yaml"
+    text = edit(src.read_text())
+    path = tmp_path / "record-2025-09.yaml"
+    path.write_text(text)
+    shutil.copy(src, tmp_path / "untouched.yaml")
+    return path
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda t: t.replace("-ubuntu22.04@sha256:4cf7f8137bdeeb099b1f2de126e505aa1f01b6e4471d13faf93727a9bf83d539",
+                         "-ubuntu22.04"), "bases.runtime", "not pinned"),
+    (lambda t: t.replace("components: [python,", "components: [pyton,"), "components[0]", "pyton"),
+    (lambda t: t.replace("flash_attention: record", "flash_attention: latest"), "flash_attention", "latest"),
+    (lambda t: t.replace('glibc: "2.35"', "glibc: new"), "platform.glibc", "new"),
+    (lambda t: t.replace("dockerfile: docker/Dockerfile", "dockerfile: docker/Nope"), "dockerfile", "does not exist"),
+    (lambda t: t + "torch_version: 2.9\n", "torch_version", "not a known field"),
+])
+def test_bad_manifest_names_file_field_and_fix(tmp_path, edit, field, words):
+    path = _copy_manifest(tmp_path, edit)
+    with pytest.raises(ManifestError) as err:
+        load_environment_file(path)
+    assert err.value.field == field and words in err.value.what and err.value.fix
+    assert str(path) in str(err.value)
