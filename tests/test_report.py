@@ -1,0 +1,70 @@
+"""repro report: the markdown summary and the plots, on generated run directories and the record's logs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.records import load_record
+from pipeline.report import report_runs
+from tests.conftest import shared_path
+from tests.test_bundle import RECORD, make_run, repro
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return [make_run(tmp_path, "20261129T105700Z-aaaa", loss=3.2790, step_ms=89.1),
+            make_run(tmp_path, "20261129T110500Z-bbbb", loss=3.2798, step_ms=89.15),
+            make_run(tmp_path, "20261129T111300Z-cccc", status="failed", exit_code=1, cut_after_step=600)]
+
+
+def png_pixels(path):
+    from matplotlib import image
+
+    return image.imread(path)  # (height, width, channels)
+
+
+def test_report_in_the_speedruns_terms(runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPRO_RECORD_LOGS", str(tmp_path / "no-published-logs"))
+    verdict, files = report_runs(load_record(RECORD), runs, tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert verdict.outcome == "invalid" and "## Verdict: **invalid**" in text
+    assert "| 20261129T105700Z-aaaa | succeeded | record | 1680/1680 | 3.2790 | 149.688 | 89.10 | 30760 |" in text
+    assert "| 20261129T111300Z-cccc | failed | record | 600/1680 | — | — |" in text
+    assert "run status is failed (exit code 1)" in text and "last step reached is 600 of 1680" in text
+    assert "| mean val loss | 3.2794 | 3.2796 |" in text  # ours over the two complete runs; the record's four
+    assert "| sd | 0.0006 | 0.0005 |" in text
+    assert f"| p-value vs 3.28 | {verdict.loss.p_value:.4g} | 0.09331 |" in text
+    assert "| mean train time (s) | 149.730 | 149.690 |" in text
+    assert "the record manifest's published final losses" in text
+    for rel in ("plots/val_loss.png", "plots/step_time.png"):
+        assert f"]({rel})" in text
+        pixels = png_pixels(tmp_path / "out" / rel)
+        assert pixels.shape[0] >= 400 and pixels.shape[1] >= 800
+        assert np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0).shape[0] > 20  # drawn, not blank
+    again = tmp_path / "again"
+    report_runs(load_record(RECORD), runs, again)
+    for rel in files.files:
+        assert (again / rel).read_bytes() == (tmp_path / "out" / rel).read_bytes()
+
+
+def test_report_over_the_records_published_logs(runs, tmp_path):
+    logs = shared_path("fixtures", "record-logs", RECORD)
+    assert len(list(logs.glob("*.txt"))) == 4
+    _, files = report_runs(load_record(RECORD), runs[:2], tmp_path / "out")
+    assert files.published_source == "the record's published logs (4 files)"
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "from the record's published logs (4 files)" in text and "## Verdict: **reproduced**" in text
+
+
+def test_report_cli(runs, tmp_path):
+    result = repro("report", *runs[:2], "--out", tmp_path / "cli", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["outcome"] == "reproduced" and data["files"] == ["report.md", "plots/val_loss.png",
+                                                                  "plots/step_time.png"]
+    assert (tmp_path / "cli" / "plots" / "val_loss.png").stat().st_size > 10_000
+    bad = repro("report", runs[0], "--record", "no-such-record", "--out", tmp_path / "x")
+    assert bad.returncode == 3 and "unknown record 'no-such-record'" in bad.stderr and "Traceback" not in bad.stderr
