@@ -76,6 +76,7 @@ class RunMeta:
     runtime: str  # docker | host
     preset: str | None
     overrides: tuple[str, ...]
+    steps: int | None  # native: the schedule scaled to this many steps (None: the preset's own)
     world_size: int
     command: tuple[str, ...]  # the exact launch command; never carries secrets (no environment values)
     image_id: str | None

@@ -45,6 +45,7 @@ class TrainRequest:
     nproc: int | None = None
     preset: str | None = None  # native only; default "record"
     overrides: tuple[str, ...] = ()  # native only: --set key=value
+    steps: int | None = None  # native only: the record's schedule scaled to this many steps
     data_dir: Path | None = None
     runs_dir: Path | None = None
     program_source: str | None = None  # record only: URL, log/program file, or a clone
@@ -83,7 +84,8 @@ class TrainPlan:
         r = self.request
         return RunMeta(
             run_id=self.run_id, record=self.record.name, trainer=r.trainer, runtime=r.runtime,
-            preset=r.preset if r.trainer == "native" else None, overrides=r.overrides, world_size=self.world_size,
+            preset=(r.preset or "record") if r.trainer == "native" else None, overrides=r.overrides, steps=r.steps,
+            world_size=self.world_size,
             command=self.launch.argv, image_id=self.image_id, environment=self.environment,
             environment_lock_sha256=self.environment_lock_sha256, program_sha256=self.program.sha256,
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
@@ -119,16 +121,23 @@ class TrainResult:
 
 # ---- planning ------------------------------------------------------------------------------------
 
+def native_program_text(root: Path = REPO_ROOT / "train") -> bytes:
+    """The native trainer's program as its log prints it (train/log.py::program_text, rebuilt here so the
+    orchestrator needs no torch): each train/*.py in sorted order after a `# ---- train/<name> ----` line."""
+    parts = []
+    for path in sorted(root.glob("*.py")):
+        source = path.read_bytes()
+        parts.append(f"# ---- train/{path.name} ----\n".encode() + source + (b"" if source.endswith(b"\n") else b"\n"))
+    return b"".join(parts)
+
+
 def native_program() -> Program:
-    """The native trainer's identity: a digest of every source file of train/ (path and bytes)."""
+    """The native trainer's identity: the sha256 of the program text at the top of its log."""
     root = REPO_ROOT / "train"
     if not (root / "__main__.py").is_file():
         raise MissingDependency(f"the native trainer is not in this checkout ({root / '__main__.py'} is missing)",
                                 "use --trainer record, or update the checkout")
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return Program(digest.hexdigest(), None, f"{root} (native trainer)", None)
+    return Program(hashlib.sha256(native_program_text(root)).hexdigest(), None, f"{root} (native trainer)", None)
 
 
 def check_data(data_dir: Path, trainer: str) -> str | None:
@@ -161,6 +170,8 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
     args = ["-m", "train", "--preset", req.preset or "record"]
     for item in req.overrides:
         args += ["--set", item]
+    if req.steps is not None:
+        args += ["--steps", str(req.steps)]
     return args + ["--train-files", f"{data}/{TRAIN_GLOB}", "--val-files", f"{data}/{VAL_GLOB}",
                    "--log-file", f"{run}/log.txt", "--metrics-file", f"{run}/metrics.jsonl"]
 
@@ -214,11 +225,13 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"unknown trainer {req.trainer!r}", f"use one of: {', '.join(TRAINERS)}")
     if req.runtime not in RUNTIMES:
         raise InputError(f"unknown runtime {req.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
-    if req.trainer == "record" and (req.preset or req.overrides):
-        raise InputError("--preset and --set apply to the native trainer only",
+    if req.trainer == "record" and (req.preset or req.overrides or req.steps is not None):
+        raise InputError("--preset, --set and --steps apply to the native trainer only",
                          "drop them, or use --trainer native (the record's program runs exactly as published)")
     if req.nproc is not None and req.nproc < 1:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
+    if req.steps is not None and req.steps < 1:
+        raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
     record = load_record(req.record)
     if req.trainer == "record":
         found = resolve_program(record, req.program_source)
@@ -301,13 +314,13 @@ def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
 
 
 def metrics_from_log(log_path: Path) -> list[dict]:
-    """metrics.jsonl rows from a record-format log's step and validation lines, in step order."""
+    """metrics.jsonl rows (the native trainer's "step" and "val" events) from a record-format log."""
     log = parse_log(log_path)
-    rows = [{"step": p.step, "kind": "train", "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
+    rows = [{"event": "step", "step": p.step, "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
             for p in log.steps]
-    rows += [{"step": v.step, "kind": "val", "val_loss": v.val_loss, "train_time_ms": v.train_time_ms}
+    rows += [{"event": "val", "step": v.step, "val_loss": v.val_loss, "train_time_ms": v.train_time_ms}
              for v in log.vals]
-    return sorted(rows, key=lambda row: (row["step"], row["kind"] == "val"))  # as logged: step s, then its val
+    return sorted(rows, key=lambda row: (row["step"], row["event"] == "val"))  # as logged: step s, then its val
 
 
 def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline import REPO_ROOT
 from pipeline.launch import Launch, Mount
 from pipeline.record_program import cut_program
 from pipeline.runtime_docker import STACK_BYTES, cache_volume_name, container_spec
@@ -108,7 +109,7 @@ def test_runs_streams_and_finds_its_compile_cache_again(engine, served, tmp_path
     assert f"stack {STACK_BYTES}".encode() in log  # the ulimits reached the training process
     assert (run / "status").read_text() == "succeeded\n" and not (run / "work").exists()
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics if m["kind"] == "train"] == list(range(1, 13))
+    assert [m["step"] for m in metrics if m["event"] == "step"] == list(range(1, 13))
     volume = client.volumes.get(meta["compile_cache"])
     assert volume.attrs["Labels"]["io.repro.program-sha256"] == _program_sha()
     assert _containers_of(client, meta["run_id"]) == []
@@ -168,6 +169,17 @@ def test_dry_run_prints_the_container_and_runs_nothing(engine, served, tmp_path)
     assert mounts["/cache"]["type"] == "volume" and not mounts["/workspace"]["read_only"]
     assert spec["environment"]["TORCHINDUCTOR_CACHE_DIR"] == "/cache/inductor"
     assert not (tmp_path / "runs").exists()
+
+    if (REPO_ROOT / "train" / "__main__.py").is_file():  # the native trainer: train/ and the run dir mounted
+        native = subprocess.run(_cmd(tmp_path, data, "--trainer", "native", "--preset", "tiny", "--dry-run", "--json"),
+                                env=repro_env(served, tmp_path / "state"), capture_output=True, text=True, timeout=120)
+        assert native.returncode == 0, native.stderr
+        spec = json.loads(native.stdout)["container"]
+        mounts = {m["target"]: (m["source"], m["read_only"]) for m in spec["mounts"]}
+        assert mounts["/opt/repro/train"] == (str(REPO_ROOT / "train"), True)
+        assert mounts["/repro/data"] == (str(data.resolve()), True) and mounts["/repro/run"][1] is False
+        assert spec["command"][3:7] == ["-m", "train", "--preset", "tiny"] and spec["working_dir"] == "/opt/repro"
+        assert "--log-file" in spec["command"] and "/repro/run/log.txt" in spec["command"]
 
     missing = subprocess.run(_cmd(tmp_path, data, "--image", "repro-no-such-image:0"),
                              env=repro_env(served, tmp_path / "state"), capture_output=True, text=True, timeout=120)

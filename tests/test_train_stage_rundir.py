@@ -21,7 +21,7 @@ from tests.logfactory import make_log
 
 def _meta(run_id: str) -> RunMeta:
     return RunMeta(run_id=run_id, record="r", trainer="record", runtime="host", preset=None, overrides=("a=1",),
-                   world_size=2, command=("torchrun", "--standalone", "train_gpt.py"), image_id=None,
+                   steps=None, world_size=2, command=("torchrun", "--standalone", "train_gpt.py"), image_id=None,
                    environment="host", environment_lock_sha256=None, program_sha256="ab" * 32,
                    program_fingerprint="ast1-x", program_source="/x", data_dir="/d", data_lock_sha256=None,
                    compile_cache=None, started_at="2026-01-01T00:00:00Z", host_environment={"torch": "2.13.0"})
@@ -88,10 +88,10 @@ def test_metrics_derived_from_a_record_log(tmp_path):
     log.write_text(make_log(steps=30, val_every=10))
     rows = [json.loads(json.dumps(row)) for row in metrics_from_log(log)]  # what metrics.jsonl holds
     parsed = parse_log(log)
-    assert [r for r in rows if r["kind"] == "train"] == [
-        {"step": p.step, "kind": "train", "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
+    assert [r for r in rows if r["event"] == "step"] == [
+        {"event": "step", "step": p.step, "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
         for p in parsed.steps]
-    vals = [r for r in rows if r["kind"] == "val"]
+    vals = [r for r in rows if r["event"] == "val"]
     assert [v["step"] for v in vals] == [0, 10, 20, 30] and vals[-1]["val_loss"] == pytest.approx(3.2795)
     assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
-    assert rows[-1] == {"step": 30, "kind": "val", "val_loss": 3.2795, "train_time_ms": 2673}  # val after the step
+    assert rows[-1] == {"event": "val", "step": 30, "val_loss": 3.2795, "train_time_ms": 2673}  # val after the step

@@ -49,6 +49,7 @@ def _gpus(value: str) -> int:
 @click.option("--nproc", type=int, help="Processes (GPUs). Default: every GPU found (1 without GPUs).")
 @click.option("--preset", type=click.Choice(["record", "tiny", "demo"]), help="Native trainer preset [record].")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Native trainer config override.")
+@click.option("--steps", type=int, help="Native trainer: scale the record's schedule to N steps (short runs).")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Shard folder [data/<dataset>].")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="Where run directories go [runs].")
 @click.option("--program-source", metavar="URL|FILE|DIR",
@@ -61,11 +62,11 @@ def _gpus(value: str) -> int:
 @click.option("--dry-run", is_flag=True, help="Print the container spec or command; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan / result as JSON (training output goes to "
               "stderr).")
-def train(record_name, trainer, runtime, nproc, preset, overrides, data_dir, runs_dir, program_source, image, gpus,
-          memlock, dry_run, as_json):
+def train(record_name, trainer, runtime, nproc, preset, overrides, steps, data_dir, runs_dir, program_source, image,
+          gpus, memlock, dry_run, as_json):
     """Run training once and leave a complete run directory (runs/<record>/<run-id>/)."""
     request = TrainRequest(record=record_name, trainer=trainer, runtime=runtime, nproc=nproc, preset=preset,
-                           overrides=tuple(overrides), data_dir=data_dir, runs_dir=runs_dir,
+                           overrides=tuple(overrides), steps=steps, data_dir=data_dir, runs_dir=runs_dir,
                            program_source=program_source, image=image, gpus=_gpus(gpus), memlock=_memlock(memlock))
     plan = plan_train(request)
     if dry_run:
