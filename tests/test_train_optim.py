@@ -17,9 +17,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.conftest import cuda_or_skip
 from train.adam import DistAdam
 from train.muon import Muon, plan_groups
-from train.newton_schulz import NS_COEFFS, orthogonalize
+from train.newton_schulz import NS_COEFFS, orthogonalize, set_backend
 
 D, H = 32, 6  # small model dim for speed; heads as in the record
 RECORD_KINDS = ["gate"] * 11 + ["attn"] * 10 + ["mlp"] * 22  # smear gate, attn gates, qkvo, MLP fc/proj
@@ -70,9 +71,31 @@ def test_newton_schulz_matches_its_exact_map_and_the_polar_factor(shape):
     assert cos.min() > MIN_COS, f"seed {seed}: cosine with the polar factor {cos.min():.4f}"
 
 
-def test_newton_schulz_rejects_a_vector():
+def test_newton_schulz_on_cuda_uses_the_triton_kernels_and_keeps_the_bounds():
+    torch_ = cuda_or_skip()
+    ns_triton = pytest.importorskip("train.ns_triton")
+    if not ns_triton.AVAILABLE:
+        pytest.skip("Triton is not installed: CUDA runs the torch path, which the CPU tests cover")
+    check = ns_triton.selfcheck(time_it=False)  # kernels vs fp32 torch, Triton NS vs torch NS
+    assert check.product_rel_err < 1e-2 and check.ns_rel_diff < 0.1
+    G = torch_.randn(8, 768, 768, dtype=torch_.float64)
+    U, S, Vh = torch_.linalg.svd(G)
+    expected = U @ torch_.diag_embed(f5(S / torch_.linalg.matrix_norm(G).unsqueeze(-1))) @ Vh
+    try:
+        for backend in ("auto", "triton", "torch"):  # auto = the compiled Triton path
+            set_backend(backend)
+            O = orthogonalize(G.cuda()).cpu().double()
+            rel = torch_.linalg.matrix_norm(O - expected) / torch_.linalg.matrix_norm(expected)
+            assert rel.max() < NS_REL_TOL, (backend, rel)
+    finally:
+        set_backend("auto")
+
+
+def test_newton_schulz_rejects_a_vector_and_an_unknown_backend():
     with pytest.raises(ValueError, match="matrix"):
         orthogonalize(torch.ones(5))
+    with pytest.raises(ValueError, match="unknown Newton-Schulz backend"):
+        set_backend("cublas")
 
 
 # ---------------------------------------------------------------------------------------------------------

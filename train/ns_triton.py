@@ -1,0 +1,150 @@
+"""Newton–Schulz with Triton kernels for the two symmetric products (CUDA only).
+
+    python -c "from train.ns_triton import selfcheck; print(selfcheck())"   # on a GPU machine
+
+Each iteration of train/newton_schulz.py computes A = XXᵀ and B = bA + cA², both symmetric. The kernel
+below computes only the output tiles on or above the diagonal and writes each tile twice (itself and its
+mirror), so about half the multiply work of a general matmul. The last line, aX + BX, is a plain
+baddbmm. `newton_schulz.orthogonalize` picks this path for CUDA tensors when Triton imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only environments: newton_schulz uses its torch path
+    triton = None
+
+AVAILABLE = triton is not None
+
+if AVAILABLE:
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": bm, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                 for bm in (64, 128) for bk in (64, 128) for w, s in ((4, 3), (8, 3), (4, 4))],
+        key=["M", "K"],
+    )
+    @triton.jit
+    def _sym_product_kernel(X, C, M, K, sxb, sxr, sxc, scb, scr, scc, alpha, beta,
+                            ADD_X: tl.constexpr, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+        """C = alpha·X Xᵀ (+ beta·X when ADD_X, X square) for one batch entry; upper tiles only."""
+        tiles = tl.cdiv(M, BLOCK)
+        ti, tj = tl.program_id(0) // tiles, tl.program_id(0) % tiles
+        if ti > tj:  # the mirror store of tile (tj, ti) writes this one
+            return
+        X += tl.program_id(1) * sxb
+        C += tl.program_id(1) * scb
+        rows = ti * BLOCK + tl.arange(0, BLOCK)  # (BLOCK,) rows of X for the left factor
+        cols = tj * BLOCK + tl.arange(0, BLOCK)  # (BLOCK,) rows of X for the right factor Xᵀ
+        ks = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k_ok = (k0 + ks) < K
+            left = tl.load(X + rows[:, None] * sxr + (k0 + ks)[None, :] * sxc,
+                           mask=(rows[:, None] < M) & k_ok[None, :], other=0.0)  # (BLOCK, BLOCK_K)
+            right = tl.load(X + cols[None, :] * sxr + (k0 + ks)[:, None] * sxc,
+                            mask=k_ok[:, None] & (cols[None, :] < M), other=0.0)  # (BLOCK_K, BLOCK)
+            acc = tl.dot(left, right, acc)
+        acc = acc * alpha
+        inside = (rows[:, None] < M) & (cols[None, :] < M)
+        if ADD_X:
+            acc += beta * tl.load(X + rows[:, None] * sxr + cols[None, :] * sxc, mask=inside, other=0.0)
+        out = acc.to(C.dtype.element_ty)
+        tl.store(C + rows[:, None] * scr + cols[None, :] * scc, out, mask=inside)
+        if ti != tj:
+            mirror_inside = (cols[:, None] < M) & (rows[None, :] < M)
+            tl.store(C + cols[:, None] * scr + rows[None, :] * scc, tl.trans(out), mask=mirror_inside)
+
+
+def sym_product(X: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0, add_x: bool = False) -> Tensor:
+    """out = alpha·X Xᵀ (+ beta·X). X: (B, M, K) bf16 (square when add_x); out: (B, M, M) bf16."""
+    nb, M, K = X.shape
+    if add_x and M != K:
+        raise ValueError(f"sym_product: adding X needs a square X, got {tuple(X.shape)}")
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK"]) ** 2, nb)
+
+    _sym_product_kernel[grid](X, out, M, K, *X.stride(), *out.stride(), alpha, beta, ADD_X=add_x)
+    return out
+
+
+def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
+    """newton_schulz.orthogonalize_torch's iteration. G: (..., rows, cols) on CUDA -> bf16, same shape."""
+    from train.newton_schulz import NORM_EPS, NS_COEFFS
+
+    a, b, c = NS_COEFFS
+    tall = G.size(-2) > G.size(-1)
+    X = G.bfloat16().reshape(-1, *G.shape[-2:])  # (B, rows, cols)
+    if tall:
+        X = X.mT
+    X = (X / (X.norm(dim=(-2, -1), keepdim=True) + NORM_EPS)).contiguous()  # (B, m, n), m <= n
+    A = X.new_empty(X.shape[0], X.shape[1], X.shape[1])  # (B, m, m)
+    B = torch.empty_like(A)  # (B, m, m)
+    Y = torch.empty_like(X)  # (B, m, n)
+    for _ in range(steps):
+        sym_product(X, A)  # A = X Xᵀ
+        sym_product(A, B, alpha=c, beta=b, add_x=True)  # B = cA² + bA (A is symmetric: A² = A Aᵀ)
+        torch.baddbmm(X, B, X, beta=a, alpha=1.0, out=Y)  # Y = aX + BX
+        X, Y = Y, X
+    return (X.mT if tall else X).reshape(G.shape)
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    product_rel_err: float  # Triton X Xᵀ and cA² + bA vs fp32 torch
+    ns_rel_diff: float  # Triton NS vs torch NS (both bf16; differ by rounding, amplified by NS)
+    ns_ms: dict  # shape -> {"triton", "triton_compiled", "torch"}: ms per orthogonalize call
+
+
+def selfcheck(time_it: bool = True) -> SelfCheck:
+    """Check the kernels against torch on this GPU; raises AssertionError when they disagree."""
+    from train.newton_schulz import orthogonalize_torch
+
+    if not (AVAILABLE and torch.cuda.is_available()):
+        raise RuntimeError("ns_triton.selfcheck needs CUDA and Triton: run it on a GPU machine")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    worst = 0.0
+    for shape in [(3, 768, 768), (2, 768, 3072), (1, 6, 12), (4, 100, 300)]:
+        X = torch.randn(shape, device="cuda", generator=gen).bfloat16() / shape[-1] ** 0.5
+        ref = X.float() @ X.float().mT
+        got = sym_product(X, torch.empty_like(X[..., : X.shape[1]]))
+        worst = max(worst, ((got.float() - ref).norm() / ref.norm()).item())
+        A = ref.bfloat16()
+        ref2 = 2.0 * A.float() @ A.float() - 4.0 * A.float()
+        got2 = sym_product(A, torch.empty_like(A), alpha=2.0, beta=-4.0, add_x=True)
+        worst = max(worst, ((got2.float() - ref2).norm() / ref2.norm()).item())
+    assert worst < 1e-2, f"Triton symmetric products are {worst:.2e} away from fp32 torch"
+
+    ns_diff, ms = 0.0, {}
+    compiled = torch.compile(orthogonalize, dynamic=False)  # what newton_schulz uses on CUDA by default
+    for shape in [(8, 768, 768), (2, 768, 3072), (40, 768, 768), (22, 768, 3072), (10, 6, 12), (1, 1, 12)]:
+        G = torch.randn(shape, device="cuda", generator=gen)
+        fast, slow = orthogonalize(G), orthogonalize_torch(G)
+        ns_diff = max(ns_diff, ((fast.float() - slow.float()).norm() / slow.float().norm()).item())
+        if time_it:
+            ms[str(shape)] = dict(triton=_time_ms(lambda G=G: orthogonalize(G)),
+                                  triton_compiled=_time_ms(lambda G=G: compiled(G)),
+                                  torch=_time_ms(lambda G=G: orthogonalize_torch(G)))
+    # both paths are bf16 approximations of the same map; tests measure <= 0.077 from the exact map
+    assert ns_diff < 0.1, f"Triton NS differs from torch NS by {ns_diff:.3f}"
+    return SelfCheck(worst, ns_diff, ms)
+
+
+def _time_ms(fn, reps: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
