@@ -20,7 +20,7 @@ import pytest
 
 from pipeline import REPO_ROOT
 from tests.conftest import docker_client_or_skip
-from tests.docker_base import BASE_PYTHON, ensure_test_base, local_index, make_wheel, write_simple_index
+from tests.docker_base import BASE_PYTHON, ROOTFS_LABEL, ensure_test_base, local_index, make_wheel, write_simple_index
 
 pytestmark = pytest.mark.docker
 
@@ -83,12 +83,25 @@ def ws(client, tmp_path_factory):
             proc = ws.repro("lock", "--env", name, "--wheelhouse", str(ws.wheelhouse))
             assert proc.returncode == 0, proc.stderr
     ws.images = []
+    before = _dangling(client)
     yield ws
     for image in ws.images:  # only what these tests built or loaded
         try:
             client.remove_image(image, force=True)
         except Exception:
             pass
+    # the untagged images of non-final stages (python, install) these builds left; without force, so
+    # anything another build on this engine is using right now stays
+    for image in _dangling(client) - before:
+        try:
+            client.remove_image(image)
+        except Exception:
+            pass
+
+
+def _dangling(client) -> set[str]:
+    images = client.images(filters={"dangling": True, "label": ROOTFS_LABEL}, quiet=True)
+    return set(images)
 
 
 @pytest.fixture(scope="module")
