@@ -144,6 +144,20 @@ def stage_context(env: Environment, lock: Lock, context: Path, wheelhouse: Path 
             except OSError:
                 shutil.copyfile(source, target)
 
+    fa = lock.flash_attention
+    if wheelhouse is not None and fa:
+        # offline: FA3's source comes from the wheelhouse too, checked like every wheel
+        source = wheelhouse / fa.get("source_file", f"flash-attention-{fa['commit']}.tar")
+        if not fa.get("source_sha256") or not source.is_file():
+            raise InputError(f"an offline build needs FA3's source {source.name} in {wheelhouse}, with its sha256 "
+                             "in the lock", f"run `repro env lock --env {env.name} --wheelhouse {wheelhouse}` "
+                             "on a machine with network and git")
+        actual = sha256_file(source)
+        if actual != fa["source_sha256"]:
+            raise InputError(f"wheelhouse file {source}: sha256 is {actual}, the lock says {fa['source_sha256']}",
+                             "replace it with `repro env lock --wheelhouse DIR` (it packs the pinned commit)")
+        shutil.copyfile(source, context / "fa3" / "source.tar")
+
     def requirements(items: tuple[LockedFile, ...]) -> str:
         return "".join(f.requirement(_wheelhouse_url(f) if wheelhouse else None) + "\n" for f in items)
 

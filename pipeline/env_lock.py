@@ -292,12 +292,18 @@ def resolve_lock(env: Environment, wheelhouse: Path | None = None, client=None,
     pip_version = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True,
                                  env=_pip_env()).stdout.split()[1]
     fa = env.flash_attention
+    fa_pin = None if fa is None else {
+        "repository": fa.repository, "commit": fa.commit, "cutlass_commit": fa.cutlass_commit,
+        "subdirectory": fa.subdirectory, "build_env": dict(sorted(fa.build_env.items()))}
+    if fa_pin is not None and wheelhouse is not None:
+        from .env_fa3 import archive_source
+
+        log(f"packing FA3 {fa.commit[:12]} (cutlass {fa.cutlass_commit[:12]}) into the wheelhouse")
+        archive = archive_source(fa_pin, wheelhouse)
+        fa_pin.update(source_file=archive.name, source_sha256=sha256_file(archive))
     lock = Lock(environment=env.name, manifest_sha256=env.manifest_sha256,
                 resolved_by=f"repro env lock (pip {pip_version})", python=env.python,
                 bases=resolve_bases(env, client), packages=packages, build_packages=build_packages,
-                flash_attention=None if fa is None else {
-                    "repository": fa.repository, "commit": fa.commit, "cutlass_commit": fa.cutlass_commit,
-                    "subdirectory": fa.subdirectory, "build_env": dict(sorted(fa.build_env.items()))},
-                expect=env.expected, deviations=env.deviations(), path=lock_path(env.name))
+                flash_attention=fa_pin, expect=env.expected, deviations=env.deviations(), path=lock_path(env.name))
     lock.path.write_text(lock_to_yaml(lock))
     return load_lock_file(lock.path)
