@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit, urlunsplit
-from urllib.request import Request, urlopen
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from . import REPO_ROOT
 from .data_manifest import DatasetManifest, HubSource, load_dataset, record_lock
@@ -268,6 +268,19 @@ def _part_paths(data_dir: Path, name: str) -> tuple[Path, Path]:
     return partial / f"{name}.part", partial / f"{name}.part.json"
 
 
+class _DropAuthOnRedirect(HTTPRedirectHandler):
+    """Follow redirects, but never carry a hub token to another host (storage URLs are pre-signed)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_opener = build_opener(_DropAuthOnRedirect)
+
+
 def _write_all(f, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -287,7 +300,7 @@ def _stream_http(remote: Remote, part: Path, progress, opts: Options) -> tuple[i
     if have:
         headers["Range"] = f"bytes={have}-"
     try:
-        response = urlopen(Request(remote.url, headers=headers), timeout=opts.timeout_s)
+        response = _opener.open(Request(remote.url, headers=headers), timeout=opts.timeout_s)
     except HTTPError as exc:
         exc.close()
         total_match = re.match(r"bytes \*/(\d+)", exc.headers.get("Content-Range") or "")
@@ -586,6 +599,10 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
     progress.close()
     if crashed:
         raise crashed[0]
+    try:
+        (data_dir / ".partial").rmdir()  # only when empty: nothing left to resume
+    except OSError:
+        pass
 
     locked: list[str] = []
     if opts.lock:

@@ -54,6 +54,7 @@ class Request:
     range: str | None
     status: int
     body_bytes: int
+    headers: dict
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -132,7 +133,8 @@ class FileServer:
 
     def _log(self, handler, status: int, body_bytes: int, path: str) -> None:
         with self._guard:
-            self.requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes))
+            self.requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes,
+                                         {k.lower(): v for k, v in handler.headers.items()}))
             self.served[path] = self.served.get(path, 0) + body_bytes
 
     # -- serving

@@ -105,6 +105,21 @@ def test_hub_download_resumes_dropped_connections_without_refetching(tmp_path, s
     assert verify_dir(tmp_path / "out").ok
 
 
+def test_hub_token_goes_to_the_hub_only_and_into_no_file(tmp_path, shards, manifests, monkeypatch):
+    secret = "hf_" + "s3cr3t" * 6
+    monkeypatch.setenv("HF_TOKEN", secret)
+    with HubServer(REPO, shards, commit=COMMIT) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        result = fetch_all(manifests, tmp_path / "out", "hub")
+        # (huggingface_hub itself also GETs /api/agent-harnesses, anonymously: not a file request)
+        hub_auth = {r.headers.get("authorization") for r in hub.requests if "/resolve/" in r.path}
+        cdn_headers = [r.headers for r in hub.cdn.requests]
+    assert result.ok and hub_auth == {f"Bearer {secret}"}
+    assert cdn_headers and not any("authorization" in h for h in cdn_headers)
+    assert secret not in (tmp_path / "out" / "data.lock.yaml").read_text()
+    assert secret not in repr(result)
+
+
 def test_interrupted_process_resumes_from_its_partial_file(tmp_path, shards, manifests):
     name = "fineweb_val_000000.bin"
     out = tmp_path / "out"
