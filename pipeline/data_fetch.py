@@ -11,9 +11,9 @@ renamed to its final name: a corrupt file never sits under a final name.
 
 The hub is reached through huggingface_hub (HF_ENDPOINT, HF_TOKEN, the pinned revision, and
 the LFS sha256 it declares in X-Linked-Etag), which resolves each file to its storage URL; the
-bytes are then streamed here rather than by hf_hub_download, because huggingface_hub 1.x/2.x
-writes to a per-process temporary name that it deletes on failure and buffers 10 MB before
-writing: an interrupted 200 MB shard would start again from zero.
+bytes are then streamed here rather than by hf_hub_download: huggingface_hub 2.x writes in
+10 MiB chunks to a per-process temporary file that it deletes when a download fails, so a
+dropped connection costs up to 10 MiB and an interrupted run the whole 200 MB shard.
 """
 
 from __future__ import annotations
@@ -377,10 +377,10 @@ def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sh
         try:
             remote = source.resolve(name, opts.timeout_s)
             if lock_size is not None and remote.size is not None and remote.size != lock_size:
-                raise FetchError(f"{name}: source offers {remote.size} bytes, the lock says {lock_size}",
+                raise FetchError(f"source offers {remote.size} bytes, the lock says {lock_size}",
                                  "the source serves a different file; use the pinned source or fix the lock", "bad")
             if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
-                raise FetchError(f"{name}: source declares sha256 {remote.sha256}, the lock says {lock_sha}",
+                raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
                                  "the source serves a different version; use the pinned revision or fix the lock",
                                  "bad")
             _discard_stale_part(part, meta_path, remote, lock_sha, progress)
@@ -393,9 +393,9 @@ def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sh
             after = part.stat().st_size if part.exists() else 0
             failures = 0 if after > before else failures + 1
             if failures > opts.retries:
-                raise FetchError(f"{name}: {exc} (gave up after {opts.retries} retries without progress)",
-                                 "check the network or the source, then run again: the partial file is kept "
-                                 "and resumed", "unreachable") from None
+                raise FetchError(f"{exc} (gave up after {opts.retries} retries without progress)",
+                                 "check the network (or use a mirror: HF_ENDPOINT, --source), then run again: "
+                                 "partial files are kept and resumed", "unreachable") from None
             delay = min(opts.backoff_s * 2 ** max(failures - 1, 0), 30.0) * (0.5 + random.random())
             if opts.stop.wait(delay):
                 raise FetchError("interrupted", "run the same command again to resume", "interrupted") from None
@@ -407,7 +407,7 @@ def _resolve_with_retries(source, name: str, opts: Options) -> Remote:
             return source.resolve(name, opts.timeout_s)
         except Retryable as exc:
             if failures == opts.retries:
-                raise FetchError(f"{name}: {exc}", "check the network or the source, then run again",
+                raise FetchError(str(exc), "check the network or the source, then run again",
                                  "unreachable") from None
             if opts.stop.wait(min(opts.backoff_s * 2 ** failures, 30.0)):
                 raise FetchError("interrupted", "run the same command again", "interrupted") from None
@@ -464,7 +464,7 @@ def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, prog
             remote = _resolve_with_retries(source, name, opts)
             label = remote.label
             if not remote.sha256:
-                raise FetchError(f"{name}: {remote.label} declares no sha256 to lock it with",
+                raise FetchError(f"{remote.label} declares no sha256 to lock it with",
                                  "lock from the hub (it declares each file's LFS sha256), or write the hash "
                                  "into the manifest's lock yourself", "input")
             problems, checked = _check(final, sha, remote.size, None, None, remote.sha256, tokens_expected)
@@ -497,7 +497,7 @@ def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, prog
         part.unlink()
         meta_path.unlink(missing_ok=True)
         if attempt == opts.corrupt_retries:
-            raise FetchError(f"{name} from {remote.label} failed its checks {attempt + 1} times: "
+            raise FetchError(f"from {remote.label}: failed its checks {attempt + 1} times: "
                              + "; ".join(problems),
                              "the source serves bad bytes: try another source (--source), or run "
                              "`repro data fetch --lock` only if the lock itself is missing this hash", "bad")

@@ -86,8 +86,12 @@ def _raise_for_failures(result) -> None:
     if not result.failures:
         return
     first = result.failures[0]
-    what = f"{len(result.failures)} of {len(result.failures) + len(result.files)} files failed: " + "; ".join(
-        f"{f.name}: {f.what}" for f in result.failures)
+    by_problem: dict[str, list[str]] = {}
+    for f in result.failures:
+        by_problem.setdefault(f.what, []).append(f.name)
+    parts = [f"{names[0] if len(names) == 1 else f'{names[0]} and {len(names) - 1} more'}: {what}"
+             for what, names in by_problem.items()]
+    what = f"{len(result.failures)} of {len(result.failures) + len(result.files)} files failed: " + "; ".join(parts)
     kinds = {f.kind for f in result.failures}
     if "interrupted" in kinds:
         raise Interrupted(what, first.fix)
