@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, c
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
         return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(REPO_ROOT), env)
 
 
@@ -258,7 +259,12 @@ def plan_train(req: TrainRequest) -> TrainPlan:
                          "host", None, found_env, str(cache))
 
     image, environment, env_lock = _image(req)
-    nproc = req.nproc or (1 if req.gpus == 0 else req.gpus if req.gpus > 0 else count_gpus())
+    if req.nproc:
+        nproc = req.nproc
+    elif req.gpus == ALL_GPUS:
+        nproc = count_gpus()
+    else:
+        nproc = max(1, req.gpus)  # a GPU count, or one CPU process for --gpus none
     launch = _docker_launch(req, run_dir, data_dir, nproc)
     volume = cache_volume_name(image, program.sha256)
     spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
@@ -323,6 +329,18 @@ def metrics_from_log(log_path: Path) -> list[dict]:
     return sorted(rows, key=lambda row: (row["step"], row["event"] == "val"))  # as logged: step s, then its val
 
 
+def _remove_quietly(path: Path) -> bool:
+    """Remove a file, link or empty folder; False when it stays (not empty, or not ours to delete)."""
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        else:
+            path.rmdir()
+        return True
+    except OSError:
+        return not path.exists()
+
+
 def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
     """The record program's logs/<uuid>.txt becomes log.txt; metrics.jsonl is derived when no trainer wrote it."""
     work = plan.run_dir / WORK
@@ -332,16 +350,10 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
             tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
         if logs:
             atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
-            for path in logs:
-                path.unlink()
-        data_link = work / RECORD_DATA
-        if data_link.is_symlink():
-            data_link.unlink()
-        for path in (work / "train_gpt.py", data_link, data_link.parent, work / "logs", work):
-            try:  # only what this stage put there, and only when empty: anything else the program wrote stays
-                path.unlink() if path.is_file() else path.rmdir()
-            except OSError:
-                pass
+        # only what this stage put there (and the collected logs): anything else the program wrote stays
+        for path in (*logs, work / "train_gpt.py", work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
+                     work):
+            _remove_quietly(path)
         if work.exists():
             tee.note(f"the program left more files in {work}; kept")
     metrics = run.file("metrics.jsonl")

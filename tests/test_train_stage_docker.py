@@ -130,7 +130,8 @@ def test_a_failing_container_keeps_logs_and_exit_code(engine, served, tmp_path):
     assert _containers_of(client, meta["run_id"]) == []
 
 
-def test_sigint_stops_and_removes_the_container(engine, served, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_and_removes_the_container(engine, served, tmp_path, signum):
     client, _ = engine
     data = write_data(tmp_path / "data", steps=400, step_s=0.25)
     proc = subprocess.Popen(_cmd(tmp_path, data), env=repro_env(served, tmp_path / "state"),
@@ -141,7 +142,7 @@ def test_sigint_stops_and_removes_the_container(engine, served, tmp_path):
     run = _runs(tmp_path)[0]
     running = _containers_of(client, run.name)
     assert [c.status for c in running] == ["running"], seen.decode()[-2000:]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)  # Ctrl-C, or a scheduler's kill: both end the run cleanly
     rest, _ = proc.communicate(timeout=90)
     assert proc.returncode == 130, (seen + rest).decode()[-2000:]
     assert _containers_of(client, run.name) == []
