@@ -297,13 +297,17 @@ def test_cli_lock_records_the_hub_hashes_through_hf_endpoint(tmp_path, shards):
     assert path.read_text().count("# filled by --lock") == 3 and "# the lock stays last" in path.read_text()
 
 
-def test_the_hub_look_alike_serves_hf_hub_download(tmp_path, shards):
-    from huggingface_hub import hf_hub_download
-
+def test_the_hub_look_alike_serves_hf_hub_download_through_hf_endpoint(tmp_path, shards):
     name = "fineweb_train_000001.bin"
+    code = ("import sys; from huggingface_hub import hf_hub_download; "
+            f"print(hf_hub_download({REPO!r}, {name!r}, repo_type='dataset', revision={COMMIT!r}, "
+            "local_dir=sys.argv[1]))")
     with HubServer(REPO, shards, commit=COMMIT) as hub:
-        path = hf_hub_download(REPO, name, repo_type="dataset", revision=COMMIT, endpoint=hub.endpoint,
-                               local_dir=tmp_path / "hf", cache_dir=tmp_path / "cache")
-        methods = [(r.method, r.status) for r in hub.requests]
-    assert Path(path).read_bytes() == shards[name]
-    assert methods == [("HEAD", 302)]
+        env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf")}
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "local")], env=env, capture_output=True,
+                              text=True, timeout=60)
+        file_requests = [(r.method, r.status) for r in hub.requests if "/resolve/" in r.path]
+        blob_requests = [(r.method, r.status) for r in hub.cdn.requests]
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()).read_bytes() == shards[name]
+    assert file_requests == [("HEAD", 302)] and blob_requests == [("GET", 200)]
