@@ -86,8 +86,7 @@ class TrainPlan:
         return RunMeta(
             run_id=self.run_id, record=self.record.name, trainer=r.trainer, runtime=r.runtime,
             preset=(r.preset or "record") if r.trainer == "native" else None, overrides=r.overrides, steps=r.steps,
-            world_size=self.world_size,
-            command=self.launch.argv, image_id=self.image_id, environment=self.environment,
+            world_size=self.world_size, command=self.launch.argv, image_id=self.image_id, environment=self.environment,
             environment_lock_sha256=self.environment_lock_sha256, program_sha256=self.program.sha256,
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
