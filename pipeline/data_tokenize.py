@@ -130,8 +130,12 @@ _encoding = None
 
 
 def _init_worker(tokenizer_dir: str | None, encoding=None) -> None:
+    """Set this process's encoding; a forked worker already has its parent's and keeps it."""
     global _encoding
-    _encoding = encoding or load_gpt2(Path(tokenizer_dir) if tokenizer_dir else None)
+    if encoding is not None:
+        _encoding = encoding
+    elif _encoding is None:
+        _encoding = load_gpt2(Path(tokenizer_dir) if tokenizer_dir else None)
 
 
 def encode_batch(docs: list[str]) -> np.ndarray:
@@ -228,13 +232,13 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
     pool = bar = None
     try:
         tokenizer_arg = str(tokenizer_dir) if tokenizer_dir else None
+        _init_worker(tokenizer_arg, encoding)  # forked workers inherit it instead of loading it again
         if workers > 1:
             # Started before the progress bar's monitor thread: forking a process with threads is fragile.
             pool = get_context("spawn" if sys.platform == "darwin" else "fork").Pool(
                 workers, initializer=_init_worker, initargs=(tokenizer_arg,))
             encoded = pool.imap(encode_batch, _batches(docs, BATCH_DOCS), chunksize=1)
         else:
-            _init_worker(tokenizer_arg, encoding)
             encoded = map(encode_batch, _batches(docs, BATCH_DOCS))
         if not quiet:
             from tqdm import tqdm
