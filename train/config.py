@@ -62,6 +62,7 @@ class TrainConfig:
     scalar_lr_mul: float = 5.0
     # systems
     fp8: bool = True  # FP8 head on CUDA; also off when the environment sets DISABLE_FP8=1
+    bf16: bool = True  # embeddings and linear layers in bf16 (the record); false keeps the model in fp32 (tests)
     compile: bool = True
     attention: str = "auto"  # auto | fa3 | flex | dense
     seed: int | None = None  # the record sets none; tests set one to compare runs

@@ -127,6 +127,16 @@ def set_hyperparameters(adam: DistAdam, muon: Muon, cfg: TrainConfig, step: int)
     return lrm, momentum
 
 
+def accumulate_gradients(forward, model: GPT, loader: TrainLoader, grad_accum: int, device: torch.device,
+                         attn_args: tuple) -> None:
+    """grad_accum forward/backward micro-steps (summed losses), then grads / grad_accum; see the module docstring."""
+    for _ in range(grad_accum):
+        b = loader.next_batch().to(device)
+        forward(b.inputs, b.targets, b.doc_bounds, *attn_args).backward()
+    if grad_accum > 1:
+        torch._foreach_div_([p.grad for p in model.parameters() if p.grad is not None], grad_accum)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -241,12 +251,8 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         if last:
             break
 
-        args = attn_args(ws_short, ws_long, model.yarn.attn_scale)
-        for _ in range(grad_accum):
-            b = loader.next_batch().to(env.device)
-            forward(b.inputs, b.targets, b.doc_bounds, *args).backward()
-        if grad_accum > 1:
-            torch._foreach_div_([p.grad for p in model.parameters() if p.grad is not None], grad_accum)
+        accumulate_gradients(forward, model, loader, grad_accum, env.device,
+                             attn_args(ws_short, ws_long, model.yarn.attn_scale))
         lrm, momentum = set_hyperparameters(adam, muon, cfg, step)
         adam.step()
         muon.step()

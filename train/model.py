@@ -206,7 +206,7 @@ class GPT(nn.Module):
             -1.5 * torch.ones(L), torch.tensor([1.0, 0.0]).repeat(L), torch.tensor([0.5, 0.5]).repeat(L),
             torch.zeros(L), torch.ones(pad)]))
         for module in self.modules():
-            if isinstance(module, (nn.Embedding, nn.Linear)):
+            if cfg.bf16 and isinstance(module, (nn.Embedding, nn.Linear)):
                 module.bfloat16()
 
     # ---- parameter sets for the optimizers ------------------------------------------------------------
