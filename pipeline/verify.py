@@ -141,7 +141,7 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
         program = dataclasses.replace(program, status="native", detail="the native trainer (train/), "
                                       "an independent implementation of the record's algorithm")
         deviations.append("trainer: native (train/), not the record's program")
-        if log.scheduled_steps != record.published.steps:
+        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps:
             deviations.append(f"schedule: {log.scheduled_steps} steps (record: {record.published.steps})")
     else:
         program = identify(log.program, record.accepted_program_sha256, record.program.fingerprint)
