@@ -45,13 +45,14 @@ from . import __version__
 from .errors import InputError
 from .records import Record, load_parent, load_record_file
 from .redact import Redactor
-from .verify import Verdict, verify_runs
+from .verify import Verdict, assess_run, verify_runs
 
 SCHEMA_VERSION = 1
 KIND = "repro-record-bundle"
 MANIFEST = "manifest.yaml"
 SUMS = "SHA256SUMS"
 SIGNATURE = "SHA256SUMS.sig"
+ATTEMPTS = "attempts"  # runs that were retried: archived, listed, not judged
 RUN_FILES = ("status", "run.yaml", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json")
 MAX_MEMBER_BYTES = 256 << 20  # a run's stdout is megabytes; anything this large is not a run's record
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
@@ -254,7 +255,7 @@ class _Stage:
         return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
 
 
-def _stage_runs(stage: _Stage, run_dirs: list[Path]) -> list[dict]:
+def _stage_runs(stage: _Stage, run_dirs: list[Path], folder: str = "runs") -> list[dict]:
     rows = []
     for run in run_dirs:
         extra = sorted(p.name for p in run.iterdir() if p.name not in RUN_FILES and not p.name.startswith("."))
@@ -263,8 +264,21 @@ def _stage_runs(stage: _Stage, run_dirs: list[Path]) -> list[dict]:
             if src.is_symlink():
                 raise InputError(f"{src} is a symbolic link", "replace it with the file itself before archiving")
             if src.is_file():
-                stage.put(f"runs/{run.name}/{name}", src.read_bytes())
+                stage.put(f"{folder}/{run.name}/{name}", src.read_bytes())
         rows.append({"id": run.name, "not_archived": extra})
+    return rows
+
+
+def attempt_rows(root: Path, record: Record, attempt_ids: list[str]) -> list[dict]:
+    """Runs kept for the record but not judged (a crash before the wanted number of runs succeeded)."""
+    rows = []
+    for run_id in attempt_ids:
+        folder = root / ATTEMPTS / run_id
+        judged = _strip_root(assess_run(record, folder), f"{root}/")
+        meta = _read_yaml(folder / "run.yaml")
+        rows.append({"id": run_id, "status": judged.status, "exit_code": meta.get("exit_code"),
+                     "steps": f"{judged.last_step}/{judged.scheduled_steps or '?'}", "problems": list(judged.problems),
+                     "folder": f"{ATTEMPTS}/{run_id}"})
     return rows
 
 
@@ -403,11 +417,19 @@ def default_name(record: Record, runs_meta: list[dict], run_ids: list[str]) -> s
 
 def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, name: str | None = None,
             sources: ArchiveSources = ArchiveSources(), sign_key: Path | None = None,
-            environ: Mapping[str, str] | None = None) -> ArchiveResult:
-    """Bundle the runs with everything needed to check them later; returns where it went and its verdict."""
+            environ: Mapping[str, str] | None = None, attempts: list[Path] = ()) -> ArchiveResult:
+    """Bundle the runs with everything needed to check them later; returns where it went and its verdict.
+
+    `attempts` are earlier runs that failed and were replaced by later ones (`repro reproduce` after a
+    crash): they go into `attempts/` with their status and problems, outside the verdict.
+    """
     from .report import read_run_logs, write_report
 
-    run_dirs = _check_run_dirs([Path(p) for p in run_dirs])
+    all_dirs = _check_run_dirs([Path(p) for p in run_dirs] + [Path(p) for p in attempts])
+    attempt_ids = sorted(Path(p).name for p in attempts)
+    run_dirs = [p for p in all_dirs if p.name not in attempt_ids]
+    if not run_dirs:
+        raise InputError("every run given is an attempt; nothing to judge", "pass the runs to judge as RUN_DIR")
     run_ids = [p.name for p in run_dirs]
     key = load_private_key(sign_key) if sign_key else None
     redactor = Redactor.from_environ(os.environ if environ is None else environ)
@@ -419,6 +441,7 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, name: str | 
     with tempfile.TemporaryDirectory(prefix="repro-archive-") as tmp:
         stage = _Stage(Path(tmp) / name, redactor)
         rows = _stage_runs(stage, run_dirs)
+        _stage_runs(stage, [p for p in all_dirs if p.name in attempt_ids], ATTEMPTS)
         runs_meta = [_read_yaml(stage.root / "runs" / i / "run.yaml") for i in run_ids]  # the redacted copies
         stage.put("manifests/records/" + record.path.name, record.path.read_bytes())
         parent = load_parent(record)
@@ -458,6 +481,7 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, name: str | 
                        "rules_version": record.rules.version},
             "verdict": verdict_for_manifest(verdict),
             "runs": runs,
+            "attempts": attempt_rows(stage.root, record_staged, attempt_ids),
             "environment": environment,
             "hardware": _hardware(preflight),
             "data": _data_section(stage.root, runs_meta),

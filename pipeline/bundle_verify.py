@@ -27,7 +27,17 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from .bundle import KIND, MANIFEST, MAX_MEMBER_BYTES, SCHEMA_VERSION, SIGNATURE, SUMS, judge_tree, verdict_for_manifest
+from .bundle import (
+    ATTEMPTS,
+    KIND,
+    MANIFEST,
+    MAX_MEMBER_BYTES,
+    SCHEMA_VERSION,
+    SIGNATURE,
+    SUMS,
+    judge_tree,
+    verdict_for_manifest,
+)
 from .errors import InputError, ReproError
 
 MAX_TOTAL_BYTES = 2 << 30
@@ -342,8 +352,27 @@ def recompute(files: dict[str, bytes], manifest: dict) -> tuple[str | None, list
                 if row.get(key) != value:
                     problems.append(Problem(MANIFEST, f"runs[{row['id']}].{key} is {row.get(key)!r}, but the run's "
                                                       f"files give {value!r}"))
+        problems += _check_attempts(root, files, manifest)
         problems += _check_locks(root, files, manifest, notes)
         return verdict.outcome, problems, notes
+
+
+def _check_attempts(root: Path, files: dict[str, bytes], manifest: dict) -> list[Problem]:
+    """Retried runs sit in attempts/<id>/ outside the verdict; their listing must match their files."""
+    present = sorted({rel.split("/")[1] for rel in files if rel.startswith(f"{ATTEMPTS}/") and rel.count("/") == 2})
+    rows = {r.get("id"): r for r in manifest.get("attempts") or [] if isinstance(r, dict)}
+    problems = [Problem(f"{ATTEMPTS}/{i}", "in the bundle but not listed in manifest.yaml attempts")
+                for i in present if i not in rows]
+    problems += [Problem(f"{ATTEMPTS}/{i}", "listed in manifest.yaml attempts but absent from the bundle")
+                 for i in sorted(set(rows) - set(present))]
+    for run_id in present:
+        if run_id in rows:
+            status = (root / ATTEMPTS / run_id / "status")
+            found = status.read_text().strip() if status.is_file() else "unknown"
+            if rows[run_id].get("status") != found:
+                problems.append(Problem(MANIFEST, f"attempts[{run_id}].status is {rows[run_id].get('status')!r}, "
+                                                  f"but its status file says {found!r}"))
+    return problems
 
 
 def _check_locks(root: Path, files: dict[str, bytes], manifest: dict, notes: list[str]) -> list[Problem]:
