@@ -6,7 +6,8 @@
 A text file is one document; a JSONL line is one document (its --field). The token stream is
 cut like upstream's fineweb.py: the first --val-tokens tokens form the val shard(s)
 (`<prefix>_val_000000.bin`, ...), the rest train shards of --shard-tokens tokens
-(`<prefix>_train_000001.bin`, ...), splitting a document where a shard fills. Documents are
+(`<prefix>_train_000001.bin`, ...), splitting a document where a shard fills; shards an earlier
+run left under those names are removed first. Documents are
 encoded in worker processes (one per core) in input order, so the output does not depend on
 the number of workers.
 """
@@ -159,6 +160,10 @@ class ShardWriter:
 
     def __init__(self, out_dir: Path, prefix: str, shard_tokens: int, val_tokens: int):
         self.out_dir, self.prefix, self.shard_tokens = out_dir, prefix, shard_tokens
+        # Shards of an earlier run would be read by a loader globbing PREFIX_train_*.bin: remove them.
+        for split in ("train", "val"):
+            for stale in out_dir.glob(f"{prefix}_{split}_[0-9][0-9][0-9][0-9][0-9][0-9].bin"):
+                stale.unlink()
         self.val_left = val_tokens
         self.buffer = np.empty(0, dtype=np.uint16)  # grown to a shard's capacity on first use
         self.fill = 0

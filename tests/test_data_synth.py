@@ -80,6 +80,14 @@ def test_a_trained_model_beats_the_unigram_entropy(generated):
     assert val_loss < generated.conditional_entropy + 0.3
 
 
+def test_a_rerun_leaves_no_stale_shards(tmp_path):
+    synth(tmp_path / "s", train_tokens=40_000, val_tokens=1000, shard_tokens=10_000)
+    synth(tmp_path / "s", train_tokens=40_000, val_tokens=1000, shard_tokens=20_000)
+    assert sorted(p.name for p in (tmp_path / "s").glob("*.bin")) == [
+        "fineweb_train_000001.bin", "fineweb_train_000002.bin", "fineweb_val_000000.bin"]
+    assert verify_dir(tmp_path / "s").ok and all(f.hash_checked for f in verify_dir(tmp_path / "s").files)
+
+
 def test_bad_parameters_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="vocab"):
         synth(tmp_path / "x", vocab=60000)
