@@ -1,0 +1,125 @@
+"""End to end: `python -m train --preset tiny` in a subprocess writes a record-format log and metrics.jsonl;
+bad data and bad options end with exit code 3 and one message that names the problem.
+
+    .venv/bin/python -m pytest -q tests/test_train_cli.py
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_train_data import write_corpus
+from train.config import preset
+from train.data import write_shard
+
+REPO = Path(__file__).resolve().parent.parent
+SEP = "=" * 100
+VAL = re.compile(r"^step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms$")
+STEP = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms$")
+PEAK = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB$")
+
+
+def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "train", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "2"})
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("e2e")
+    train_glob, val_glob = write_corpus(folder / "data")
+    done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob,
+                     "--log-file", str(folder / "run" / "log.txt"), "--metrics-file", str(folder / "run" / "m.jsonl"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder / "run", done
+
+
+def test_log_has_the_record_layout(tiny_run):
+    run, done = tiny_run
+    text = (run / "log.txt").read_text()
+    program, sep, rest = text.partition("\n" + SEP + "\n")
+    assert sep, "no separator line after the program"
+    train_dir = REPO / "train"
+    for path in sorted(train_dir.glob("*.py")):
+        assert f"# ---- train/{path.name} ----\n" + path.read_text() in program + "\n"
+    env, sep2, steps = rest.partition(SEP + "\n")
+    assert sep2
+    lines = env.splitlines()
+    assert lines[0].startswith("Running Python ") and re.match(r"Running PyTorch \S+ compiled for CUDA \S+", lines[1])
+    assert lines[2].startswith("Running Triton version ") and "nvidia-smi" in env
+
+    total = preset("tiny").total_steps
+    vals, step_lines, peaks = [], [], []
+    for line in steps.splitlines():
+        if m := VAL.match(line):
+            vals.append((int(m[1]), int(m[2]), float(m[3]), int(m[4]), float(m[5])))
+        elif m := STEP.match(line):
+            step_lines.append((int(m[1]), int(m[2]), int(m[3]), float(m[4])))
+        elif m := PEAK.match(line):
+            peaks.append(line)
+        else:
+            pytest.fail(f"unexpected line after the header: {line!r}")
+    assert [s for s, *_ in step_lines] == list(range(1, total + 1)) and {n for _, n, *_ in step_lines} == {total}
+    assert [s for s, *_ in vals] == [0, 5, 10]
+    assert vals[-1][2] < vals[0][2] - 1.0  # the loss falls on generated, learnable documents
+    assert vals[0][2] == pytest.approx(10.8258, abs=1e-4)  # zero head: ln(50304)
+    for s, _, ms, avg in step_lines:
+        assert avg == pytest.approx(ms / s, abs=0.6)
+    assert len(peaks) == 1 and steps.rstrip().endswith(peaks[0])
+    assert "step:10/10 val_loss" in done.stdout  # rank 0 also prints to the console
+
+
+def test_the_projects_log_parser_reads_it(tiny_run):
+    logparse = pytest.importorskip("pipeline.logparse")
+    run, _ = tiny_run
+    parsed = logparse.parse_log(run / "log.txt")
+    assert parsed.completed and parsed.scheduled_steps == 10 and len(parsed.steps) == 10
+    assert parsed.final_val_loss == parsed.vals[-1].val_loss and parsed.torch
+    assert parsed.program is not None and b"# ---- train/model.py ----" in parsed.program
+
+
+def test_metrics_jsonl(tiny_run):
+    run, _ = tiny_run
+    events = [json.loads(line) for line in (run / "m.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[:2] == ["config", "muon_plan"] and kinds[-1] == "end"
+    cfg = preset("tiny")
+    assert events[0]["config"]["num_layers"] == 6 and events[0]["grad_accum"] == 4
+    assert events[1]["plan"]["sizes"] == [1, 4, 7, 7]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, 11))
+    assert steps[0]["lr_mult"] == 1.0 and steps[0]["muon_momentum"] == 0.85
+    vals = [e for e in events if e["event"] == "val"]
+    assert vals[-1]["ws_long"] == cfg.ws_final_long and vals[-1]["ws_short"] == cfg.ws_final // 2
+    assert vals[0]["ws_long"] == 3 and vals[0]["attn_scale"] == 0.1
+    assert events[-1]["final_val_loss"] == vals[-1]["val_loss"]
+
+
+def test_bad_shard_exits_3_with_a_message(tmp_path):
+    train_glob, val_glob = write_corpus(tmp_path / "data", train_tokens=20_000, val_tokens=5_000)
+    bad = tmp_path / "data" / "fineweb_train_000001.bin"
+    bad.write_bytes(bad.read_bytes()[:-10])
+    done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob)
+    assert done.returncode == 3
+    assert f"error: {bad}: the header claims" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_missing_files_and_bad_options_exit_3(tmp_path):
+    done = run_train("--preset", "tiny", "--train-files", str(tmp_path / "none_*.bin"), "--val-files", "x")
+    assert done.returncode == 3 and "no train files match" in done.stderr
+    done = run_train("--preset", "tiny", "--set", "num_layer=8")
+    assert done.returncode == 3 and "--set num_layer: unknown key" in done.stderr
+    done = run_train("--preset", "huge")
+    assert done.returncode == 3 and "unknown preset 'huge'" in done.stderr
+
+
+def test_too_little_training_data_fails_before_training(tmp_path):
+    train_glob, val_glob = write_corpus(tmp_path / "data", train_tokens=3_000, val_tokens=5_000)
+    write_shard(tmp_path / "data" / "fineweb_train_000002.bin", [50256, 1, 2])
+    done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob)
+    assert done.returncode == 3 and "--set data_cycle=true" in done.stderr and "Traceback" not in done.stderr
