@@ -23,21 +23,25 @@ from ..reproduce import ReproduceRequest, demo_request
 from ..reproduce import reproduce as run_reproduce
 from .output import emit_json
 
+DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 PASSING = ("reproduced", "reproduced-with-deviations")
 
 
 @click.command()
-@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--record", "record_name", default=None,
+              help="Record to reproduce [2025-09-23_MuonCustomSizing; with --demo: demo-cpu-synth].")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
-@click.option("--demo", is_flag=True, help="The CPU demo: record demo-cpu-synth, host runtime, native trainer "
-              "preset demo, generated data.")
+@click.option("--demo", is_flag=True, help="The CPU demo: host runtime, native trainer preset demo, generated "
+              "data (`repro data synth`), record demo-cpu-synth unless --record names another CPU record.")
 @click.option("--trainer", type=click.Choice(["record", "native"]), default=None,
               help="record: the upstream program (default); native: train/. [demo: native]")
 @click.option("--runtime", type=click.Choice(["docker", "host"]), default=None,
               help="docker: the pinned image (default); host: this machine's Python. [demo: host]")
 @click.option("--preset", type=click.Choice(["record", "tiny", "demo"]), default=None,
               help="Native trainer preset. [demo: demo]")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Native trainer config override, repeatable (e.g. --set scheduled_steps=20).")
 @click.option("--nproc", type=click.IntRange(min=1), default=None, help="Processes per run (default: every GPU).")
 @click.option("--keep-going", is_flag=True, help="Carry on after a failed run or failed preflight checks.")
 @click.option("--work", "work_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -53,16 +57,18 @@ PASSING = ("reproduced", "reproduced-with-deviations")
 @click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="ed25519 private key (PEM) to sign the bundle with.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
-def reproduce(record_name, runs, demo, trainer, runtime, preset, nproc, keep_going, work_dir, bundle_dir, data_dir,
-              data_source, image_tarball, sign_key, as_json):
+def reproduce(record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir, bundle_dir,
+              data_dir, data_source, image_tarball, sign_key, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
     if demo:
-        request = demo_request(runs)
+        request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
-        request = ReproduceRequest(record=record_name, runs=runs)
+        request = ReproduceRequest(record=record_name or DEFAULT_RECORD, runs=runs)
     changes = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "work_dir": work_dir,
                "bundle_dir": bundle_dir, "data_dir": data_dir, "image_tarball": image_tarball,
                "sign_key": sign_key}
+    if overrides:
+        changes["overrides"] = tuple(overrides)
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
     stream = sys.stderr if as_json else sys.stdout

@@ -1,0 +1,179 @@
+"""repro reproduce: the whole flow with real native-trainer runs on a CPU, resuming, a crash and Ctrl-C.
+
+A test record (a copy of demo-cpu-synth judged on the tiny preset cut to 5 seeded steps) keeps each
+run to seconds; everything else is the real thing: generated shards, preflight, torchrun subprocesses,
+the archive and its verification.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline import REPO_ROOT
+from pipeline.bundle_verify import show_bundle, verify_bundle
+from pipeline.reproduce import STATE_FILE, demo_request, reproduce
+
+pytestmark = pytest.mark.slow
+RECORD = "test-cpu-tiny"
+TINY = ("scheduled_steps=4", "extension_steps=1", "val_every=0", "seed=0")
+
+
+@pytest.fixture
+def cpu_record(tmp_path, monkeypatch) -> Path:
+    """manifests/ with a CPU record whose schedule is the tiny preset cut to 5 steps."""
+    root = tmp_path / "manifests"
+    (root / "records").mkdir(parents=True)
+    data = yaml.safe_load((REPO_ROOT / "manifests" / "records" / "demo-cpu-synth.yaml").read_text())
+    data.update(name=RECORD, title="test: tiny preset, 5 seeded steps")
+    data["published"].update(steps=5, losses=[9.5, 9.6], times_s=[20.0, 22.0], mean_time_s=21.0)
+    data["rules"].update(target_val_loss=10.0, consistency_required=[], time_tolerance=50.0)
+    (root / "records" / f"{RECORD}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setenv("REPRO_MANIFESTS", str(root))
+    return root
+
+
+def request(tmp_path, runs=1, overrides=TINY):
+    return demo_request(runs, record=RECORD, preset="tiny", overrides=overrides, work_dir=tmp_path / "work",
+                        bundle_dir=tmp_path / "bundles")
+
+
+def actions(result) -> dict[str, str]:
+    return {s.stage: s.action for s in result.stages}
+
+
+def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_path):
+    req = request(tmp_path)
+    first = reproduce(req)
+    assert actions(first) == {"image": "not needed", "data": "done", "preflight": "done", "runs": "done",
+                              "verify": "done", "archive": "done", "report": "done", "bundle verify": "done"}
+    assert first.bundle_verified and len(first.runs) == 1
+    assert first.outcome == "not-reproduced" and any("one run gives no p-value" in r for r in first.reasons)
+    assert (tmp_path / "work" / "report" / "report.md").is_file()
+    assert (tmp_path / "work" / "report" / "plots" / "val_loss.png").is_file()
+
+    again = reproduce(req)
+    assert actions(again) == {"image": "not needed", "data": "skipped", "preflight": "skipped", "runs": "skipped",
+                              "verify": "done", "archive": "skipped", "report": "skipped", "bundle verify": "done"}
+    assert again.bundle_sha256 == first.bundle_sha256 and again.runs == first.runs
+
+    # The state file is a record, not a source of truth: garbage in it changes nothing.
+    (tmp_path / "work" / STATE_FILE).write_text("{not json")
+    assert actions(reproduce(req))["runs"] == "skipped"
+
+    # A damaged shard is caught by re-hashing and regenerated (same seed: same bytes, same lock digest).
+    shard = tmp_path / "work" / "data" / "synth" / "fineweb_val_000000.bin"
+    raw = bytearray(shard.read_bytes())
+    raw[5000] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    repaired = reproduce(req)
+    assert actions(repaired)["data"] == "done" and actions(repaired)["runs"] == "skipped"
+    assert repaired.bundle_sha256 == first.bundle_sha256
+
+    # A damaged report is rewritten from the bundle.
+    (tmp_path / "work" / "report" / "report.md").write_text("edited\n")
+    assert actions(reproduce(req))["report"] == "done"
+    assert (tmp_path / "work" / "report" / "report.md").read_text().startswith(f"# {RECORD}")
+
+    more = reproduce(replace(req, runs=2))
+    assert actions(more)["runs"] == "done" and len(more.runs) == 2 and more.runs[0] == first.runs[0]
+    assert more.bundle != first.bundle and more.bundle.endswith("-2runs.tar.gz") and more.bundle_verified
+    assert more.outcome == "reproduced-with-deviations"  # two seeded runs: p = 0 below the target
+    manifest = show_bundle(Path(more.bundle)).manifest
+    assert [r["status"] for r in manifest["runs"]] == ["succeeded", "succeeded"]
+    assert manifest["environment"]["pip_freeze"] == "environment/pip-freeze.txt"  # host runtime: the venv's
+    assert manifest["data"]["lock_sha256"] == json.loads((tmp_path / "work" / STATE_FILE).read_text())[
+        "stages"]["data"]["lock_sha256"]
+
+
+def cli(tmp_path, *extra, runs=1, sets=TINY):
+    args = ["reproduce", "--demo", "--record", RECORD, "--runs", str(runs), "--preset", "tiny",
+            "--work", tmp_path / "work", "--out", tmp_path / "bundles", *extra]
+    for item in sets:
+        args += ["--set", item]
+    return [sys.executable, "-m", "pipeline", *map(str, args)]
+
+
+def only_bundle(folder: Path) -> Path:
+    found = sorted(folder.glob("*.tar.gz"), key=lambda p: p.stat().st_mtime)
+    assert found, f"no bundle in {folder}"
+    return found[-1]
+
+
+def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
+    crash = subprocess.run(cli(tmp_path, sets=TINY + ("num_layers=5",)), capture_output=True, text=True,
+                           cwd=REPO_ROOT)
+    assert crash.returncode == 5, crash.stderr[-2000:]
+    assert "failed (exit code 1)" in crash.stderr and "the runs so far are archived" in crash.stderr
+    bundle = only_bundle(tmp_path / "bundles")
+    check = verify_bundle(bundle)
+    assert check.ok and check.recomputed_outcome == "invalid"
+    manifest = show_bundle(bundle).manifest
+    (run,) = manifest["runs"]
+    assert run["status"] == "failed" and run["exit_code"] == 1  # torchrun: a worker failed
+    assert any("run status is failed (exit code 1)" in r for r in manifest["verdict"]["reasons"])
+    with tarfile.open(bundle) as tar:
+        stdout = tar.extractfile(f"{manifest['name']}/runs/{run['id']}/stdout.txt").read().decode()
+    assert "num_layers=5" in stdout  # the trainer's own message on why it stopped
+
+    resumed = subprocess.run(cli(tmp_path), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert resumed.returncode == 1, resumed.stderr[-2000:] + resumed.stdout[-2000:]  # the verdict's, not a crash
+    assert "bundle:" in resumed.stdout and "(verified)" in resumed.stdout
+    assert "[data] skipped" in resumed.stdout and "[preflight] skipped" in resumed.stdout
+    bundle = only_bundle(tmp_path / "bundles")
+    manifest = show_bundle(bundle).manifest
+    assert [a["id"] for a in manifest["attempts"]] == [run["id"]] and manifest["attempts"][0]["status"] == "failed"
+    assert [r["status"] for r in manifest["runs"]] == ["succeeded"]
+    assert manifest["verdict"]["outcome"] == "not-reproduced"  # one good run: no t-test yet, but valid
+    assert not any(run["id"] in r for r in manifest["verdict"]["reasons"])  # the crash is outside the verdict
+    verified = subprocess.run([sys.executable, "-m", "pipeline", "bundle", "verify", str(bundle)],
+                              capture_output=True, text=True, cwd=REPO_ROOT)
+    assert verified.returncode == 0, verified.stdout
+
+
+def test_ctrl_c_during_a_run_archives_it_as_aborted(cpu_record, tmp_path):
+    proc = subprocess.Popen(cli(tmp_path, runs=2, sets=("seed=0",)), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    runs = tmp_path / "work" / "runs" / RECORD
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            logs = list(runs.glob("*/log.txt")) if runs.is_dir() else []
+            if logs and "step:2/10" in logs[0].read_text(errors="replace"):
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run never reached step 2")
+        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err or "aborted" in err
+    (run_dir,) = runs.iterdir()  # the second run never started
+    assert (run_dir / "status").read_text() == "aborted\n"
+    bundle = only_bundle(tmp_path / "bundles")
+    check = verify_bundle(bundle)
+    assert check.ok and check.recomputed_outcome == "invalid"
+    manifest = show_bundle(bundle).manifest
+    assert manifest["runs"][0]["status"] == "aborted"
+    assert any("run status is aborted" in r for r in manifest["verdict"]["reasons"])
+
+
+def test_bad_input_is_an_error_not_a_traceback(tmp_path):
+    unknown = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--record", "no-such-record",
+                              "--work", str(tmp_path / "w")], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert unknown.returncode == 3 and "unknown record 'no-such-record'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
