@@ -182,6 +182,16 @@ def _check_run_dirs(run_dirs: list[Path]) -> list[Path]:
     return sorted(run_dirs, key=lambda p: p.name)
 
 
+def record_of_runs(run_dirs: list[Path]) -> str:
+    """The record named in the runs' run.yaml (for `--record` left out); all runs must agree."""
+    names = {str(_read_yaml(Path(p) / "run.yaml").get("record") or "") for p in run_dirs} - {""}
+    if len(names) != 1:
+        found = ", ".join(sorted(names)) or "none"
+        raise InputError(f"cannot tell the record from the runs' run.yaml (found: {found})",
+                         "give --record NAME")
+    return names.pop()
+
+
 # ---- environment, data, hardware ----------------------------------------------------------------
 
 def pip_freeze(python: str) -> tuple[str | None, str]:

@@ -261,7 +261,7 @@ def test_garbage_and_missing_bundles(tmp_path):
     assert result.returncode == 1 and "(archive): not a readable tar.gz" in result.stdout
     missing = repro("bundle", "verify", tmp_path / "nope.tar.gz")
     assert missing.returncode == 3 and "not found" in missing.stderr and "Traceback" not in missing.stderr
-    not_runs = repro("archive", tmp_path, "--out", tmp_path / "b")
+    not_runs = repro("archive", tmp_path, "--record", RECORD, "--out", tmp_path / "b")
     assert not_runs.returncode == 3 and "neither a status file nor run.yaml" in not_runs.stderr
 
 
@@ -365,3 +365,30 @@ def test_signed_bundle_checks_with_the_right_key_only(runs, tmp_path):
     assert cli.returncode == 0 and "signature valid" in cli.stdout
     bad_key = repro("archive", *runs, "--out", tmp_path / "x", "--sign-key", public)
     assert bad_key.returncode == 3 and "not an unencrypted PEM private key" in bad_key.stderr
+
+
+def test_attempts_are_archived_outside_the_verdict(tmp_path):
+    data = make_data_dir(tmp_path)
+    crashed = make_run(tmp_path, "20261129T105700Z-aaaa", status="failed", exit_code=1, cut_after_step=300,
+                       data_dir=data)
+    good = [make_run(tmp_path, "20261129T110500Z-bbbb", loss=3.2792, data_dir=data),
+            make_run(tmp_path, "20261129T111300Z-cccc", loss=3.2797, data_dir=data, ended_at="2026-11-29T11:16:00Z")]
+    result = archive(load_record(RECORD), good, tmp_path / "bundles", sources=SOURCES, environ={}, attempts=[crashed])
+    assert result.outcome == "reproduced" and "attempts/20261129T105700Z-aaaa/status" in result.members
+    manifest = yaml.safe_load(tarfile.open(result.path).extractfile(f"{result.name}/manifest.yaml").read())
+    (attempt,) = manifest["attempts"]
+    assert attempt["status"] == "failed" and attempt["steps"] == "300/1680"
+    assert any("run status is failed (exit code 1)" in p for p in attempt["problems"])
+    assert verify_bundle(result.path).ok
+    # an attempt quietly dropped from the listing (with fresh hashes) is still found
+    import hashlib
+
+    members = read_all(result.path)
+    files = {i.name.split("/", 1)[1]: d for i, d in members}
+    doctored = yaml.safe_load(files["manifest.yaml"])
+    doctored["attempts"] = []
+    files["manifest.yaml"] = yaml.safe_dump(doctored, sort_keys=False).encode()
+    files["SHA256SUMS"] = "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n"
+                                  for n in sorted(files) if n != "SHA256SUMS").encode()
+    check = verify_bundle(write_all(tmp_path / "x.tar.gz", [(i, files[i.name.split("/", 1)[1]]) for i, _ in members]))
+    assert any("attempts/20261129T105700Z-aaaa: in the bundle but not listed" in str(p) for p in check.problems)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from ..bundle import ArchiveSources
+from ..bundle import ArchiveSources, record_of_runs
 from ..bundle import archive as archive_runs
 from ..bundle_verify import MAX_MEMBER_BYTES, show_bundle, verify_bundle
 from ..records import load_record
@@ -23,7 +23,7 @@ from .output import emit_json
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--record", "record_name", default=None, help="Record to judge against [the one in the runs' run.yaml].")
 @click.option("--out", "out_dir", default=Path("bundles"), show_default=True, type=click.Path(path_type=Path),
               help="Folder for the bundle.")
 @click.option("--name", default=None, help="Bundle name (default: <record>-<last run end>-<N>runs).")
@@ -39,7 +39,8 @@ from .output import emit_json
 def archive(runs, record_name, out_dir, name, sign_key, preflight, env_lock, data_dir, as_json):
     """Bundle run directories, their environment, data lock, verdict and report into one archive."""
     sources = ArchiveSources(preflight=preflight, env_lock=env_lock, data_dir=data_dir)
-    result = archive_runs(load_record(record_name), list(runs), out_dir, name=name, sources=sources,
+    record = load_record(record_name or record_of_runs(list(runs)))
+    result = archive_runs(record, list(runs), out_dir, name=name, sources=sources,
                           sign_key=sign_key)
     if as_json:
         emit_json(result)

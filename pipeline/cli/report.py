@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..bundle import record_of_runs
 from ..records import load_record
 from ..report import report_runs
 from .output import emit_json
@@ -13,13 +14,14 @@ from .output import emit_json
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--record", "record_name", default=None, help="Record to judge against [the one in the runs' run.yaml].")
 @click.option("--out", "out_dir", default=Path("report"), show_default=True, type=click.Path(path_type=Path),
               help="Folder for report.md and plots/.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def report(runs, record_name, out_dir, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
-    verdict, files = report_runs(load_record(record_name), list(runs), out_dir)
+    record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
+    verdict, files = report_runs(record, list(runs), out_dir)
     if as_json:
         emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
                    "published_source": files.published_source})
