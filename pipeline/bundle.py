@@ -467,7 +467,10 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, name: str | 
             (p / "preflight.json" for p in run_dirs if (p / "preflight.json").is_file()), None)
         if preflight_src is not None:
             stage.put("preflight.json", Path(preflight_src).read_bytes())
-        preflight = json.loads((stage.root / "preflight.json").read_text()) if preflight_src else {}
+        try:
+            preflight = json.loads((stage.root / "preflight.json").read_text()) if preflight_src else {}
+        except ValueError:  # kept as it is in the bundle; the manifest just cannot summarise it
+            preflight = {}
 
         record_staged, verdict = judge_tree(stage.root, record.name, run_ids)
         env_lines = {"runtime": ", ".join(environment["runtimes"]) or "unknown",

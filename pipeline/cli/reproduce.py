@@ -83,6 +83,8 @@ def reproduce(record_name, runs, demo, trainer, runtime, preset, overrides, npro
             click.echo(f"  - {reason}")
         click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
         click.echo(f"report:  {result.report}")
+        if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
+            click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
     if result.stopped_by and result.stopped_by.split(": ", 1)[1].startswith("aborted"):
         raise Interrupted(f"run {result.stopped_by}; the runs so far are archived in {result.bundle}",
                           "run the same command again to resume")
