@@ -5,7 +5,6 @@ bad data and bad options end with exit code 3 and one message that names the pro
 """
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -26,7 +25,7 @@ PEAK = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB$")
 
 def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "train", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "2"})
+                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -92,7 +92,7 @@ def test_short_file_and_missing_glob(tmp_path):
     with pytest.raises(DataError, match="shorter than the 1024-byte shard header"):
         shard_token_count(tmp_path / "tiny.bin")
     with pytest.raises(DataError, match="no train files match"):
-        TrainLoader(str(tmp_path / "nothing_*.bin"), 8, 5, 1, 0)
+        TrainLoader(str(tmp_path / "nothing_*.bin"), 8, 5, 1, 1, 0)
 
 
 # ---- BOS-aligned training batches ---------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_pick_sequences_by_hand():
 def test_train_loader_rank_interleaving_and_bounds(tmp_path):
     shard_from_docs(tmp_path / "t_1.bin", DOCS)
     tokens = read_shard(tmp_path / "t_1.bin").to(torch.int64)
-    ranks = [TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, world_size=2, rank=r) for r in range(2)]
+    ranks = [TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, slots=2, world_size=2, rank=r) for r in range(2)]
     b0, b1 = (loader.next_batch() for loader in ranks)
     buf1 = torch.cat([tokens[12:15], tokens[15:20], tokens[21:22]])
     assert b1.inputs.tolist() == buf1[:-1].tolist() and b1.targets.tolist() == buf1[1:].tolist()
@@ -125,7 +125,7 @@ def test_train_loader_rank_interleaving_and_bounds(tmp_path):
     assert b1.doc_bounds.tolist() == [0, 3, 8, 8] + [8] * (max_docs(8) - 4)
     assert b0.doc_bounds[:3].tolist() == [0, 4, 8]
     # world size 1 with two micro-steps sees the same two buffers in the same order
-    single = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, world_size=1, rank=0)
+    single = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, slots=2, world_size=1, rank=0)
     s0, s1 = single.next_batch(), single.next_batch()
     assert torch.equal(s0.inputs, b0.inputs) and torch.equal(s1.inputs, b1.inputs)
     assert torch.equal(s1.doc_bounds, b1.doc_bounds)
@@ -135,7 +135,7 @@ def test_max_seq_len_split_2048(tmp_path):
     """A 5000-token document yields one 2048-token sequence; the rest of it is skipped."""
     long_doc = [7] * 4999
     shard_from_docs(tmp_path / "t_1.bin", [long_doc, [1] * 3000, [2] * 3000])
-    loader = TrainLoader(str(tmp_path / "t_*.bin"), 4096, 2048, world_size=1, rank=0)
+    loader = TrainLoader(str(tmp_path / "t_*.bin"), 4096, 2048, slots=1, world_size=1, rank=0)
     batch = loader.next_batch()
     # sequences: [0, 2048) of the long doc, then [5000, 7048) of the second doc (cut at 2048, filling 4097)
     assert batch.doc_bounds[:3].tolist() == [0, 2048, 4096]
@@ -145,20 +145,36 @@ def test_max_seq_len_split_2048(tmp_path):
 def test_shard_switch_running_out_and_cycling(tmp_path):
     shard_from_docs(tmp_path / "t_1.bin", DOCS)
     shard_from_docs(tmp_path / "t_2.bin", [[100 + i] * 6 for i in range(4)])
-    loader = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, world_size=2, rank=0)
-    loader.next_batch()  # shard 1, first micro-step
+    loader = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, slots=2, world_size=2, rank=0)
+    loader.next_batch()  # shard 1, first step
     second = loader.next_batch()  # shard 1 too short for another: starts shard 2
     assert loader.path.name == "t_2.bin" and second.inputs[1].item() == 100
-    with pytest.raises(DataError, match=r"ran out after 2 micro-batches .* --set data_cycle=true"):
+    with pytest.raises(DataError, match=r"ran out after 2 steps' batches .* --set data_cycle=true"):
         loader.next_batch()
-    cycling = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, world_size=2, rank=0, cycle=True)
+    cycling = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, slots=2, world_size=2, rank=0, cycle=True)
     firsts = [cycling.next_batch().inputs[:3].tolist() for _ in range(3)]
     assert firsts[2] == firsts[0]  # back at the first shard
 
 
+def test_shard_switch_is_the_same_at_every_world_size(tmp_path):
+    """A step never mixes shards: with 4 slots, shard 1 holds one step and a bit; step 2 starts shard 2."""
+    shard_from_docs(tmp_path / "t_1.bin", [[i] * 9 for i in range(1, 7)])  # 6 documents: 4 + 2 slots
+    shard_from_docs(tmp_path / "t_2.bin", [[i] * 9 for i in range(101, 109)])
+    pattern = str(tmp_path / "t_*.bin")
+    per_world = {}
+    for world in (1, 2, 4):
+        loaders = [TrainLoader(pattern, 8, 9, slots=4, world_size=world, rank=r) for r in range(world)]
+        steps = []
+        for _ in range(2):
+            micro = [[ld.next_batch() for ld in loaders] for _ in range(4 // world)]  # [m][r] -> slot m*world + r
+            steps.append([micro[slot // world][slot % world].inputs[1].item() for slot in range(4)])
+        per_world[world] = steps
+    assert per_world[1] == per_world[2] == per_world[4] == [[1, 2, 3, 4], [101, 102, 103, 104]]
+
+
 def test_too_few_documents_anywhere(tmp_path):
     shard_from_docs(tmp_path / "t_1.bin", [[1, 2]])
-    loader = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, world_size=1, rank=0, cycle=True)
+    loader = TrainLoader(str(tmp_path / "t_*.bin"), 8, 5, slots=1, world_size=1, rank=0, cycle=True)
     with pytest.raises(DataError, match="no training file holds enough documents"):
         loader.next_batch()
 

@@ -1,0 +1,9 @@
+"""Native trainer of the NanoGPT speedrun record 2025-09-23 MuonCustomSizing (spec: ../shared/spec/trainer.md).
+
+    torchrun --standalone --nproc_per_node=8 -m train --preset record --train-files ... --val-files ... \
+        --log-file log.txt --metrics-file metrics.jsonl          (train/__main__.py lists every option)
+
+config.py presets and overrides · model.py the GPT · attention.py FA3 / FlexAttention / dense · fp8.py the FP8 head
+· data.py shards and loaders · schedule.py lr, momentum, windows · log.py record-format log and metrics ·
+loop.py the run · adam.py, muon.py, newton_schulz.py the optimizers · bench.py the one-GPU benchmark.
+"""

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         f"val_every={args.val_every}", f"warmup_steps={args.warmup_steps}", *args.overrides])
     cfg = cfg.with_total_steps(args.steps).validate()
 
-    first = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, 1, 0).next_batch()
+    first = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, cfg.batch_slots, 1,
+                        0).next_batch()
     bounds = first.doc_bounds.tolist()
     doc_lengths = [b - a for a, b in zip(bounds, bounds[1:]) if b > a]
     per_step = [flops_per_step(cfg, doc_lengths, *window_blocks(s, cfg))["total"] for s in range(cfg.total_steps)]

@@ -152,10 +152,10 @@ PRESETS: dict[str, dict] = {
                  train_max_seq_len=128, val_batch_tokens=512, val_tokens=1024, scheduled_steps=8,
                  extension_steps=2, val_every=5, block_size=8, ws_final_long=16,
                  muon_momentum_warmup_steps=4, warmup_steps=2, fp8=False, compile=False),
-    # CPU demo (about a minute on 2 cores): 6 layers of width 128, 8 slots of 256 tokens, 60 steps.
-    "demo": dict(num_layers=6, model_dim=128, num_heads=2, train_batch_tokens=2048, batch_slots=8,
-                 train_max_seq_len=256, val_batch_tokens=2048, val_tokens=4096, scheduled_steps=56,
-                 extension_steps=4, val_every=20, block_size=32, muon_momentum_warmup_steps=10,
+    # CPU demo (about a minute on 2 cores): 6 layers of width 128, 4 slots of 128 tokens, 40 steps.
+    "demo": dict(num_layers=6, model_dim=128, num_heads=2, train_batch_tokens=512, batch_slots=4,
+                 train_max_seq_len=128, val_batch_tokens=512, val_tokens=1024, scheduled_steps=36,
+                 extension_steps=4, val_every=10, block_size=16, muon_momentum_warmup_steps=8,
                  warmup_steps=0, fp8=False, compile=False),
 }
 

@@ -2,14 +2,16 @@
 
     from train.data import TrainLoader, ValLoader, read_shard, write_shard
     loader = TrainLoader("data/fineweb10B/fineweb_train_*.bin", tokens_per_slot=49152, max_seq_len=2048,
-                         world_size=8, rank=0)
+                         slots=8, world_size=8, rank=0)
     batch = loader.next_batch()    # inputs (49152,) int32, targets (49152,) int64, doc_bounds (256,) int32
 
 Shard: 256 int32 header (magic 20240520, version 1, token count n) then n uint16 tokens, nothing more.
-Training batches are BOS-aligned: each micro-step takes sequences starting at consecutive BOS positions, rank 0
-first, then rank 1, ...; a sequence ends at the next BOS, after max_seq_len tokens, or when the rank's buffer
-holds tokens_per_slot + 1 tokens. The rest of a cut document is skipped. When a shard has too few documents left
-for a whole micro-step, the next shard starts. Running out of files is an error unless `cycle` is set.
+Training batches are BOS-aligned. A step's batch is `slots` buffers of tokens_per_slot + 1 tokens (the record's
+8 ranks); they are filled one after the other with sequences starting at consecutive BOS positions. A sequence
+ends at the next BOS, after max_seq_len tokens, or when its buffer is full; the rest of a cut document is skipped.
+When a shard has too few documents left for a whole step, the next shard starts. Rank r's micro-step m takes slot
+m·world_size + r, so every world size that divides `slots` sees the record's 8-rank data at the same positions,
+shard switches included. Running out of files is an error unless `cycle` is set.
 Validation takes contiguous slices from the start of the val files, not BOS-aligned.
 """
 
@@ -138,20 +140,23 @@ def pick_sequences(bos: list[int], shard_len: int, start: int, tokens_per_slot: 
 class TrainLoader:
     """BOS-aligned micro-batches for one rank; every rank walks the same shard positions."""
 
-    def __init__(self, pattern: str, tokens_per_slot: int, max_seq_len: int, world_size: int, rank: int,
-                 cycle: bool = False):
+    def __init__(self, pattern: str, tokens_per_slot: int, max_seq_len: int, slots: int, world_size: int,
+                 rank: int, cycle: bool = False):
+        if slots % world_size:
+            raise DataError(f"{slots} batch slots cannot be shared by {world_size} ranks")
         self.files = list_shards(pattern, "train")
-        self.tokens_per_slot, self.max_seq_len = tokens_per_slot, max_seq_len
+        self.tokens_per_slot, self.max_seq_len, self.slots = tokens_per_slot, max_seq_len, slots
         self.world_size, self.rank, self.cycle = world_size, rank, cycle
-        self.batches_served = 0
+        self.steps_served = 0
+        self._queue: list[Batch] = []  # this rank's micro-batches of the current step
         self._file_idx = -1
-        self._load_next_shard(first=True)
+        self._load_next_shard()
 
-    def _load_next_shard(self, first: bool = False) -> None:
+    def _load_next_shard(self) -> None:
         self._file_idx += 1
         if self._file_idx == len(self.files):
             if not self.cycle:
-                raise DataError(f"the training data ran out after {self.batches_served} micro-batches "
+                raise DataError(f"the training data ran out after {self.steps_served} steps' batches "
                                 f"({len(self.files)} files, first {self.files[0]}): add shards, run fewer "
                                 "steps, or opt in to reuse with --set data_cycle=true")
             self._file_idx = 0
@@ -160,25 +165,35 @@ class TrainLoader:
         self.bos = (self.tokens == BOS_ID).nonzero().flatten().tolist()
         self._next = 0
 
-    def next_batch(self) -> Batch:
+    def _next_step(self) -> list[list[tuple[int, int]]]:
+        """The spans of all slots of the next step, moving to the next shard when this one is too short."""
         tried = 0
         while (picked := pick_sequences(self.bos, self.tokens.numel(), self._next, self.tokens_per_slot,
-                                        self.max_seq_len, self.world_size)) is None:
+                                        self.max_seq_len, self.slots)) is None:
             tried += 1
             if tried > len(self.files):
-                raise DataError(f"no training file holds enough documents (BOS tokens {BOS_ID}) for one "
-                                f"micro-step of {self.world_size} x {self.tokens_per_slot + 1} tokens; "
-                                "use more data or a smaller batch")
+                raise DataError(f"no training file holds enough documents (BOS tokens {BOS_ID}) for one step "
+                                f"of {self.slots} x {self.tokens_per_slot + 1} tokens; use more data or a "
+                                "smaller batch")
             self._load_next_shard()
         spans, self._next = picked
-        mine = spans[self.rank]
-        buf = torch.cat([self.tokens[b:e] for b, e in mine]).to(torch.int32)  # (T + 1,)
-        lengths = torch.tensor([e - b for b, e in mine])
+        self.steps_served += 1
+        return spans
+
+    def _batch(self, spans: list[tuple[int, int]]) -> Batch:
+        buf = torch.cat([self.tokens[b:e] for b, e in spans]).to(torch.int32)  # (T + 1,)
+        lengths = torch.tensor([e - b for b, e in spans])
         lengths[-1] -= 1  # the last sequence lends its final token to the targets only
         bounds = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
-        self.batches_served += 1
         return Batch(buf[:-1], buf[1:].to(torch.int64),
-                     pad_bounds(bounds, self.tokens_per_slot, f"{self.path} near BOS #{self._next}"))
+                     pad_bounds(bounds, self.tokens_per_slot, f"{self.path} before BOS #{self._next}"))
+
+    def next_batch(self) -> Batch:
+        if not self._queue:
+            spans = self._next_step()
+            self._queue = [self._batch(spans[m * self.world_size + self.rank])
+                           for m in range(self.slots // self.world_size)]
+        return self._queue.pop(0)
 
 
 def shards_total_tokens(pattern: str, what: str) -> int:
