@@ -3,12 +3,13 @@
     .venv/bin/python -m pytest -q tests/test_train_schedule.py
 """
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
-from train.config import TrainConfig
+from train.config import ConfigError, TrainConfig, apply_overrides
 from train.model import Yarn
 from train.schedule import lr_multiplier, muon_momentum, warmup_long_window, window_blocks
 
@@ -91,3 +92,18 @@ def test_scaled_schedule_for_short_runs():
     assert (short.scheduled_steps, short.extension_steps, short.total_steps) == (156, 4, 160)
     assert short.muon_momentum_warmup_steps == 29
     assert window_blocks(160, short) == (6, 13) and window_blocks(159, short) == (5, 11)
+
+
+def test_overrides_parse_types_and_name_bad_keys():
+    cfg = apply_overrides(CFG, ["steps=160", "ws_schedule=3,5", "fp8=off", "seed=7", "val_tokens=524_288",
+                                "val_batch_tokens=524288", "data_cycle=yes"])
+    assert cfg == dataclasses.replace(CFG.with_total_steps(160), ws_schedule=(3, 5), fp8=False, seed=7,
+                                      val_tokens=524288, val_batch_tokens=524288, data_cycle=True)
+    for bad, fragment in [("fp8=maybe", "expected true/false"), ("num_layers=x", "expected an integer"),
+                          ("layers=8", "unknown key"), ("num_layers", "expected key=value"),
+                          ("val_tokens=1000", "multiple of val_batch_tokens"), ("attention=sdpa", "choose auto")]:
+        with pytest.raises(ConfigError, match=fragment):
+            apply_overrides(CFG, [bad])
+    with pytest.raises(ConfigError, match="does not divide batch_slots=8"):
+        CFG.grad_accum(3)
+    assert [CFG.grad_accum(w) for w in (1, 2, 4, 8)] == [8, 4, 2, 1]

@@ -17,31 +17,25 @@ Backends (chosen once at start):
 - dense: a float32 reference that materialises the (T, T) mask; for CPU tests and tiny configs only.
 """
 
-import functools
-
 import torch
 from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+try:  # FA3's hopper build; resolved at import so that compiled code calls a plain global
+    from flash_attn_interface import flash_attn_varlen_func as fa3_varlen
+except ImportError:
+    fa3_varlen = None
 
 FLEX_BLOCK = 128  # FlexAttention's default tile; the flat micro-batch length must be a multiple of it
-
-
-@functools.cache
-def fa3_function():
-    """FA3's varlen entry point, or None when flash_attn_interface is not installed."""
-    try:
-        from flash_attn_interface import flash_attn_varlen_func
-    except ImportError:
-        return None
-    return flash_attn_varlen_func
 
 
 def select_backend(requested: str, device: torch.device) -> str:
     """Resolve "auto" (FA3 when importable on CUDA, else FlexAttention on CUDA, else dense on CPU)."""
     if requested == "auto":
         if device.type == "cuda":
-            return "fa3" if fa3_function() is not None else "flex"
+            return "fa3" if fa3_varlen is not None else "flex"
         return "dense"
-    if requested == "fa3" and (device.type != "cuda" or fa3_function() is None):
+    if requested == "fa3" and (device.type != "cuda" or fa3_varlen is None):
         raise ValueError("attention=fa3 needs CUDA and the flash_attn_interface module (FA3's hopper build); "
                          "use attention=flex or attention=auto")
     if requested not in ("fa3", "flex", "dense"):
@@ -59,7 +53,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, doc_bounds: Tensor, window, scale
               max_seqlen: int) -> Tensor:
     """(T, H, hd) x3 -> (T, H, hd). window: tokens (int or 0-dim tensor); scale: float or 0-dim tensor."""
     if backend == "fa3":
-        out = fa3_function()(q, k, v, cu_seqlens_q=doc_bounds, cu_seqlens_k=doc_bounds, max_seqlen_q=max_seqlen,
+        out = fa3_varlen(q, k, v, cu_seqlens_q=doc_bounds, cu_seqlens_k=doc_bounds, max_seqlen_q=max_seqlen,
                              max_seqlen_k=max_seqlen, causal=True, softmax_scale=scale, window_size=(window, 0))
         return out[0] if isinstance(out, tuple) else out  # some FA3 builds also return the log-sum-exp
     if backend == "flex":
@@ -109,8 +103,6 @@ def _to_block_lists(table: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _flex(q: Tensor, k: Tensor, v: Tensor, doc_bounds: Tensor, window, scale) -> Tensor:
-    from torch.nn.attention.flex_attention import BlockMask, flex_attention
-
     T = q.size(0)
     if T % FLEX_BLOCK:
         raise ValueError(f"FlexAttention needs the micro-batch length ({T}) to be a multiple of {FLEX_BLOCK}")

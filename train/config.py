@@ -190,15 +190,23 @@ def _parse_value(key: str, text: str, kind) -> object:
 
 
 def apply_overrides(cfg: TrainConfig, assignments: list[str]) -> TrainConfig:
-    """Apply `key=value` strings; unknown keys and unparsable values raise ConfigError naming them."""
+    """Apply `key=value` strings; unknown keys and unparsable values raise ConfigError naming them.
+    `steps=N` is not a field: it scales the schedule to N steps (TrainConfig.with_total_steps), after the rest."""
     hints = typing.get_type_hints(TrainConfig)
     changes: dict[str, object] = {}
+    total_steps = None
     for item in assignments:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set num_layers=8")
+        if key == "steps":
+            total_steps = _parse_value(key, text.strip(), int)
+            continue
         if key not in hints:
-            raise ConfigError(f"--set {key}: unknown key; known keys: {', '.join(sorted(hints))}")
+            raise ConfigError(f"--set {key}: unknown key; known keys: steps, {', '.join(sorted(hints))}")
         changes[key] = _parse_value(key, text.strip(), hints[key])
-    return dataclasses.replace(cfg, **changes).validate()
+    cfg = dataclasses.replace(cfg, **changes)
+    if total_steps is not None:
+        cfg = cfg.with_total_steps(total_steps)
+    return cfg.validate()
