@@ -7,7 +7,8 @@
 
 Plain `python -m train` is world size 1 (8 micro-steps per step for the record's batch). Options:
   --preset record|tiny|demo   the configuration (train/config.py)
-  --set key=value             override a config key (repeatable), e.g. --set fp8=false --set data_cycle=true
+  --set key=value             override a config key (repeatable), e.g. --set fp8=false --set data_cycle=true;
+                              keys: the fields of train/config.py's TrainConfig, plus steps=N (as --steps)
   --steps N                   scale the record's schedule (scheduled + extension + Muon warm-up) to N steps
   --train-files / --val-files shard globs (override the preset's paths)
   --log-file / --metrics-file record-format log and JSON lines (rank 0 writes them)

@@ -162,21 +162,36 @@ def validate(forward, model: GPT, cfg: TrainConfig, env: DistEnv, micro_steps: i
     return loss.item()
 
 
-def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, env: DistEnv | None = None,
-          save_model: Path | None = None, console: bool = True) -> RunResult:
-    started = time.perf_counter()
-    env = env or init_distributed()
-    cfg.validate()
+@dataclass
+class Run:
+    """Everything one training run holds; the optimizers are rebuilt after the warm-up."""
+
+    cfg: TrainConfig
+    env: DistEnv
+    model: GPT
+    forward: object  # the compiled model, or the model itself
+    adam: DistAdam
+    muon: Muon
+    attn_args: AttnArgs
+    log: RunLog
+    grad_accum: int
+
+    def loader(self) -> TrainLoader:
+        cfg, env = self.cfg, self.env
+        return TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, cfg.batch_slots,
+                           env.world_size, env.rank, cycle=cfg.data_cycle)
+
+
+def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
+    """Check the data (before anything is compiled), build the model on rank 0's init, optimizers, compile."""
     grad_accum = cfg.grad_accum(env.world_size)
-    val_micro_steps = grad_accum * cfg.val_tokens // cfg.val_batch_tokens
-    # data problems surface before any model is built or compiled
     check_train_supply(cfg)
-    ValLoader(cfg.val_files, cfg.val_tokens_per_slot, env.world_size, env.rank, val_micro_steps)
+    ValLoader(cfg.val_files, cfg.val_tokens_per_slot, env.world_size, env.rank,
+              grad_accum * cfg.val_tokens // cfg.val_batch_tokens)
     TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, cfg.batch_slots, env.world_size,
                 env.rank)
 
-    backend = select_backend(cfg.attention, env.device)
-    fp8 = fp8_enabled(cfg, env.device)
+    backend, fp8 = select_backend(cfg.attention, env.device), fp8_enabled(cfg, env.device)
     if cfg.seed is not None:
         torch.manual_seed(cfg.seed)
     with torch.device(env.device):
@@ -185,27 +200,27 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         for p in model.parameters():  # rank 0's initialisation everywhere
             dist.broadcast(p.detach(), 0)
     adam, muon = build_optimizers(model, cfg)
+    forward = model
     if cfg.compile:
         dynamo = torch._dynamo.config
         setattr(dynamo, "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit", 64)
         forward = torch.compile(model, dynamic=False, fullgraph=True)
-    else:
-        forward = model
-    attn_args = AttnArgs(backend, cfg.block_size, env.device)
 
-    log = RunLog(log_path, metrics_path, enabled=env.is_main, console=console)
     log.header()
     log.event("config", config=dataclasses.asdict(cfg), world_size=env.world_size, grad_accum=grad_accum,
               attention=backend, fp8=fp8, device=str(env.device), torch=torch.__version__,
               parameters=sum(p.numel() for p in model.parameters()))
-    plan = muon.plan
-    log.event("muon_plan", plan=plan.to_dict() if hasattr(plan, "to_dict") else str(plan))
-    log.note(str(plan))
+    log.event("muon_plan", plan=muon.plan.to_dict() if hasattr(muon.plan, "to_dict") else str(muon.plan))
+    log.note(str(muon.plan))
+    return Run(cfg, env, model, forward, adam, muon, AttnArgs(backend, cfg.block_size, env.device), log, grad_accum)
 
-    # ---- untimed warm-up: compile every graph on real batches, then undo its effect ----------------------------
+
+def warm_up(run: Run) -> None:
+    """Untimed: train warmup_steps single micro-steps on real batches, cycling the window sizes (with YaRN) so
+    every graph compiles; then restore the initial model, fresh optimizers and YaRN (the data restarts too)."""
+    model, cfg = run.model, run.cfg
     initial_state = copy.deepcopy(model.state_dict())
-    loader = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, cfg.batch_slots,
-                         env.world_size, env.rank, cycle=cfg.data_cycle)
+    loader = run.loader()
     ws_long = cfg.ws_schedule[0]
     for i in range(cfg.warmup_steps):
         new_long = warmup_long_window(i, cfg)
@@ -214,21 +229,23 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         elif new_long < ws_long:
             model.yarn.reset()
         ws_long = new_long
-        b = loader.next_batch().to(env.device)
-        forward(b.inputs, b.targets, b.doc_bounds, *attn_args(ws_long // 2, ws_long, model.yarn.attn_scale)).backward()
-        adam.step()
-        muon.step()
+        b = loader.next_batch().to(run.env.device)
+        args = run.attn_args(ws_long // 2, ws_long, model.yarn.attn_scale)
+        run.forward(b.inputs, b.targets, b.doc_bounds, *args).backward()
+        run.adam.step()
+        run.muon.step()
         model.zero_grad(set_to_none=True)
     model.yarn.reset()
     model.load_state_dict(initial_state)
-    adam, muon = build_optimizers(model, cfg)  # fresh optimizer state
-    del initial_state, loader
-    warmup_s = time.perf_counter() - started
-    log.event("warmup", seconds=round(warmup_s, 2), steps=cfg.warmup_steps)
+    run.adam, run.muon = build_optimizers(model, cfg)
 
-    # ---- timed run -------------------------------------------------------------------------------------------
-    loader = TrainLoader(cfg.train_files, cfg.train_tokens_per_slot, cfg.train_max_seq_len, cfg.batch_slots,
-                         env.world_size, env.rank, cycle=cfg.data_cycle)
+
+def timed_run(run: Run) -> tuple[float, list[tuple[int, float]]]:
+    """Steps 0..total: validation at step 0, every val_every and at the end with the clock stopped; otherwise
+    grad_accum micro-steps, schedules, optimizer steps. Returns (training ms, [(step, val loss)])."""
+    cfg, env, model, log = run.cfg, run.env, run.model, run.log
+    loader = run.loader()
+    val_micro_steps = run.grad_accum * cfg.val_tokens // cfg.val_batch_tokens
     total_steps, training_ms, val_losses = cfg.total_steps, 0.0, []
     _, ws_long = window_blocks(0, cfg)
     synchronize(env.device)
@@ -243,9 +260,9 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         if last or (cfg.val_every > 0 and step % cfg.val_every == 0):
             synchronize(env.device)
             training_ms += 1000 * (time.perf_counter() - t0)
-            val_long = cfg.ws_final_long if last else ws_long
-            loss = validate(forward, model, cfg, env, val_micro_steps,
-                            attn_args(ws_short, val_long, model.yarn.attn_scale))
+            val_long = cfg.ws_final_long if last else ws_long  # the final validation widens the long window
+            loss = validate(run.forward, model, cfg, env, val_micro_steps,
+                            run.attn_args(ws_short, val_long, model.yarn.attn_scale))
             val_losses.append((step, loss))
             log.val(step, total_steps, loss, training_ms)
             log.event("val", step=step, val_loss=loss, train_time_ms=round(training_ms, 3),
@@ -256,29 +273,45 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         if last:
             break
 
-        accumulate_gradients(forward, model, loader, grad_accum, env.device,
-                             attn_args(ws_short, ws_long, model.yarn.attn_scale))
-        lrm, momentum = set_hyperparameters(adam, muon, cfg, step)
-        adam.step()
-        muon.step()
+        accumulate_gradients(run.forward, model, loader, run.grad_accum, env.device,
+                             run.attn_args(ws_short, ws_long, model.yarn.attn_scale))
+        lrm, momentum = set_hyperparameters(run.adam, run.muon, cfg, step)
+        run.adam.step()
+        run.muon.step()
         model.zero_grad(set_to_none=True)
         elapsed = training_ms + 1000 * (time.perf_counter() - t0)
         log.step(step + 1, total_steps, elapsed)
         log.event("step", step=step + 1, train_time_ms=round(elapsed, 3), step_avg_ms=elapsed / (step + 1),
                   lr_mult=lrm, muon_momentum=momentum, ws_short=ws_short, ws_long=ws_long)
+    return training_ms, val_losses
 
-    if env.device.type == "cuda":
-        peak = (torch.cuda.max_memory_allocated() // MiB, torch.cuda.max_memory_reserved() // MiB)
-    else:
+
+def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, env: DistEnv | None = None,
+          save_model: Path | None = None, console: bool = True) -> RunResult:
+    started = time.perf_counter()
+    env = env or init_distributed()
+    cfg.validate()
+    log = RunLog(log_path, metrics_path, enabled=env.is_main, console=console)
+    try:
+        run = set_up(cfg, env, log)
+        warm_up(run)
+        warmup_s = time.perf_counter() - started
+        log.event("warmup", seconds=round(warmup_s, 2), steps=cfg.warmup_steps)
+        training_ms, val_losses = timed_run(run)
+
         peak = (0, 0)  # no allocator statistics on CPU
-    log.peak_memory(*peak)
-    result = RunResult(final_val_loss=val_losses[-1][1], val_losses=tuple(val_losses), steps=total_steps,
-                       train_time_ms=training_ms, step_avg_ms=training_ms / total_steps, warmup_s=warmup_s,
-                       peak_allocated_mib=peak[0], peak_reserved_mib=peak[1], world_size=env.world_size,
-                       grad_accum=grad_accum, attention=backend, fp8=fp8)
-    log.event("end", **dataclasses.asdict(result))
-    log.close()
+        if env.device.type == "cuda":
+            peak = (torch.cuda.max_memory_allocated() // MiB, torch.cuda.max_memory_reserved() // MiB)
+        log.peak_memory(*peak)
+        result = RunResult(final_val_loss=val_losses[-1][1], val_losses=tuple(val_losses), steps=cfg.total_steps,
+                           train_time_ms=training_ms, step_avg_ms=training_ms / cfg.total_steps,
+                           warmup_s=warmup_s, peak_allocated_mib=peak[0], peak_reserved_mib=peak[1],
+                           world_size=env.world_size, grad_accum=run.grad_accum,
+                           attention=run.attn_args.backend, fp8=run.model.head.fp8)
+        log.event("end", **dataclasses.asdict(result))
+    finally:
+        log.close()
     if save_model is not None and env.is_main:
         Path(save_model).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, save_model)
+        torch.save({k: v.cpu() for k, v in run.model.state_dict().items()}, save_model)
     return result
