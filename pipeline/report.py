@@ -130,7 +130,7 @@ def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[Labe
 
     target = record.rules.target_val_loss
     fig, (full, tail) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
-    all_steps = [v.step for o in ours + published for v in o.log.vals] or [record.published.steps]
+    all_steps = [v.step for o in ours + published for v in o.log.vals] + [record.published.steps]
     last = max(all_steps)
     tail_from = int(last * 0.7)
     for i, item in enumerate(published):
@@ -179,9 +179,11 @@ def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[Lab
         pts = [p for p in item.log.steps if p.step > warm]
         ax.plot([p.step for p in pts], [p.step_avg_ms for p in pts], color="0.6", lw=1.2,
                 label="record (published)" if i == 0 else None)
-    if not published and record.published.step_avg_ms:
-        ax.axhline(record.published.step_avg_ms, color="0.4", lw=1.2, ls=":",
-                   label=f"record's published step average {record.published.step_avg_ms} ms")
+    # without logs: the record's own step average, or its mean time over its steps
+    pub = record.published
+    step_avg = pub.step_avg_ms or (pub.mean_time_s * 1000 / pub.steps if pub.steps else None)
+    if not published and step_avg:
+        ax.axhline(step_avg, color="0.4", lw=1.2, ls=":", label=f"record's published step average {step_avg:.1f} ms")
     for i, item in enumerate(ours):
         pts = [p for p in item.log.steps if p.step > warm]
         ax.plot([p.step for p in pts], [p.step_avg_ms for p in pts], color=OUR_COLORS[i % len(OUR_COLORS)],
