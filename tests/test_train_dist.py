@@ -47,7 +47,7 @@ def one_step_gradients(env: DistEnv, train_glob: str, bf16: bool) -> dict[str, t
 def fp32_tiny(corpus) -> TrainConfig:
     train_glob, val_glob = corpus
     return apply_overrides(preset("tiny"), [f"train_files={train_glob}", f"val_files={val_glob}", "seed=0",
-                                            "bf16=false", "warmup_steps=1", "val_every=0"]).with_total_steps(3)
+                                            "bf16=false", "warmup_steps=0", "val_every=0"]).with_total_steps(3)
 
 
 def _world_worker(rank: int, world: int, port: int, corpus, out: str) -> None:
@@ -83,8 +83,13 @@ def world1(corpus, tmp_path_factory):
     """World size 1 in this process: 4 micro-steps per step."""
     out = tmp_path_factory.mktemp("world1")
     single = DistEnv(0, 0, 1, torch.device("cpu"))
-    grads = {bf16: one_step_gradients(single, corpus[0], bf16) for bf16 in (False, True)}
-    result = train(fp32_tiny(corpus), None, None, env=single, save_model=out / "model.pt", console=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the trainer does on CPU: small ops, shared cores
+    try:
+        grads = {bf16: one_step_gradients(single, corpus[0], bf16) for bf16 in (False, True)}
+        result = train(fp32_tiny(corpus), None, None, env=single, save_model=out / "model.pt", console=False)
+    finally:
+        torch.set_num_threads(threads)
     return dict(grads=grads, final_val_loss=result.final_val_loss, params=torch.load(out / "model.pt"))
 
 
@@ -116,7 +121,7 @@ def run_torchrun(nproc: int, corpus, tmp_path) -> tuple[dict, str]:
     model_path, log_path = tmp_path / "model.pt", tmp_path / "log.txt"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "train", "--preset", "tiny", "--steps", "3", "--set", "seed=0", "--set", "bf16=false",
-           "--set", "warmup_steps=1", "--set", "val_every=0", "--train-files", train_glob, "--val-files", val_glob,
+           "--set", "warmup_steps=0", "--set", "val_every=0", "--train-files", train_glob, "--val-files", val_glob,
            "--log-file", str(log_path), "--save-model", str(model_path)]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
