@@ -177,3 +177,37 @@ def test_bad_input_is_an_error_not_a_traceback(tmp_path):
                               "--work", str(tmp_path / "w")], capture_output=True, text=True, cwd=REPO_ROOT)
     assert unknown.returncode == 3 and "unknown record 'no-such-record'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+def test_fetched_data_path_with_a_dataset_manifest(cpu_record, tmp_path):
+    """The non-demo data stage: shards fetched (from a folder source) against a dataset manifest's lock."""
+    from pipeline.data_synth import synth
+    from pipeline.data_verify import sha256_file
+
+    mirror = tmp_path / "mirror"
+    synth(mirror, train_tokens=262_144, val_tokens=16_384, seed=3)
+    shards = sorted(mirror.glob("*.bin"))
+    dataset = {"schema_version": 1, "name": "synth-mirror", "description": "generated shards served from a folder",
+               "source": {"mirrors": []},
+               "format": {"magic": 20240520, "version": 1, "header_ints": 256, "token_dtype": "uint16",
+                          "bos": 50256},
+               "splits": {"val": {"pattern": "fineweb_val_{index:06d}.bin", "first": 0, "count": 1},
+                          "train": {"pattern": "fineweb_train_{index:06d}.bin", "first": 1, "count": 1}},
+               "lock": {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)} for p in shards}}
+    (cpu_record / "datasets").mkdir()
+    (cpu_record / "datasets" / "synth-mirror.yaml").write_text(yaml.safe_dump(dataset, sort_keys=False))
+    path = cpu_record / "records" / f"{RECORD}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["dataset"]["name"] = "synth-mirror"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    req = replace(request(tmp_path), synth=None, data_source=str(mirror), data_dir=tmp_path / "data")
+    first = reproduce(req)
+    assert actions(first)["data"] == "done" and first.bundle_verified
+    assert sorted(p.name for p in (tmp_path / "data").glob("*.bin")) == [p.name for p in shards]
+    assert actions(reproduce(req))["data"] == "skipped"
+    # a shard that no longer matches the manifest's lock is fetched again
+    (tmp_path / "data" / shards[0].name).write_bytes(b"\0" * 2048)
+    again = reproduce(req)
+    assert actions(again)["data"] == "done" and actions(again)["runs"] == "skipped"
+    assert sha256_file(tmp_path / "data" / shards[0].name) == dataset["lock"][shards[0].name]["sha256"]
