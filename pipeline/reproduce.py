@@ -111,9 +111,6 @@ class _State:
                          trainer=req.trainer, runtime=req.runtime)
         self.data.setdefault("stages", {})
 
-    def get(self, stage: str) -> dict:
-        return self.data["stages"].get(stage) or {}
-
     def set(self, stage: str, **values) -> None:
         self.data["stages"][stage] = values
         self.path.parent.mkdir(parents=True, exist_ok=True)
