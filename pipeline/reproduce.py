@@ -27,7 +27,7 @@ from . import REPO_ROOT
 from .errors import CheckFailed, InputError
 from .logparse import parse_log
 from .records import Record, load_record
-from .rundir import FINAL_STATUSES, atomic_write_json, read_status
+from .rundir import atomic_write_json, read_status
 
 STATE_FILE = "reproduce-state.json"
 STATE_SCHEMA = 1
@@ -288,11 +288,27 @@ def _runs_folder(req: ReproduceRequest, record: Record) -> Path:
     return req.work / "runs" / record.name
 
 
-def _good(run: Path) -> bool:
-    """A run that counts: it says succeeded and its log reached the final validation."""
-    if read_status(run) != "succeeded" or not (run / "log.txt").is_file():
-        return False
-    return parse_log(run / "log.txt").completed
+def _configuration(meta: dict) -> tuple:
+    """What makes two runs comparable: trainer, runtime, native preset and overrides."""
+    trainer = meta.get("trainer")
+    return (trainer, meta.get("runtime"), (meta.get("preset") or "record") if trainer == "native" else None,
+            tuple(meta.get("overrides") or ()))
+
+
+def _wanted(req: ReproduceRequest) -> tuple:
+    return (req.trainer, req.runtime, (req.preset or "record") if req.trainer == "native" else None,
+            tuple(req.overrides))
+
+
+def _complete(run: Path) -> bool:
+    """Status succeeded and a log that reached the final validation."""
+    return (read_status(run) == "succeeded" and (run / "log.txt").is_file()
+            and parse_log(run / "log.txt").completed)
+
+
+def _good(run: Path, req: ReproduceRequest) -> bool:
+    """A run that counts: complete, and of the configuration asked for."""
+    return _configuration(_yaml(run / "run.yaml")) == _wanted(req) and _complete(run)
 
 
 def existing_runs(req: ReproduceRequest, record: Record) -> list[Path]:
@@ -307,7 +323,7 @@ def stage_runs(req: ReproduceRequest, record: Record, state: _State, data_dir: P
     from .train_stage import TrainRequest, plan_train, run_train
 
     runs = existing_runs(req, record)
-    good = [r for r in runs if _good(r)]
+    good = [r for r in runs if _good(r, req)]
     if len(good) >= req.runs:
         state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
         return StageOutcome("runs", "skipped", f"{len(good)} run(s) already succeeded with complete logs"), None
@@ -323,8 +339,8 @@ def stage_runs(req: ReproduceRequest, record: Record, state: _State, data_dir: P
         done += 1
         run = Path(result.run_dir)
         runs.append(run)
-        state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good + ([run] if _good(run) else [])])
-        if _good(run):
+        state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good + ([run] if _good(run, req) else [])])
+        if _good(run, req):
             good.append(run)
             continue
         stopped = f"{run.name}: {result.status}" + (f" (exit code {result.exit_code})"
@@ -338,12 +354,16 @@ def stage_runs(req: ReproduceRequest, record: Record, state: _State, data_dir: P
 
 
 def judged_and_attempts(req: ReproduceRequest, record: Record) -> tuple[list[Path], list[Path]]:
-    """With enough good runs the verdict is on them and failed ones are attempts; otherwise on every run."""
-    runs = [r for r in existing_runs(req, record) if read_status(r) in FINAL_STATUSES or read_status(r) == "running"]
-    good = [r for r in runs if _good(r)]
+    """With enough good runs the verdict is on them and every run that failed is an attempt; otherwise the
+    verdict is on every run of this configuration, so that a crash is judged. Succeeded runs of another
+    configuration (an earlier --set) are neither."""
+    runs = existing_runs(req, record)
+    good = [r for r in runs if _good(r, req)]
+    failed = [r for r in runs if not _complete(r)]
     if len(good) >= req.runs:
-        return good, [r for r in runs if r not in good]
-    return runs, []
+        return good, failed
+    same = [r for r in runs if _configuration(_yaml(r / "run.yaml")) == _wanted(req)]
+    return same, [r for r in failed if r not in same]
 
 
 def stage_archive(req: ReproduceRequest, record: Record, state: _State, judged: list[Path], attempts: list[Path],

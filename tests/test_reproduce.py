@@ -95,6 +95,11 @@ def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_pat
     assert manifest["data"]["lock_sha256"] == json.loads((tmp_path / "work" / STATE_FILE).read_text())[
         "stages"]["data"]["lock_sha256"]
 
+    # Runs of another configuration never count toward, or mix into, this one's verdict.
+    other = reproduce(replace(req, overrides=TINY + ("val_every=2",)))
+    assert actions(other)["runs"] == "done" and len(other.runs) == 1 and other.runs[0] not in more.runs
+    assert other.attempts == ()
+
 
 def cli(tmp_path, *extra, runs=1, sets=TINY):
     args = ["reproduce", "--demo", "--record", RECORD, "--runs", str(runs), "--preset", "tiny",
