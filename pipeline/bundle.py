@@ -206,6 +206,35 @@ def pip_freeze(python: str) -> tuple[str | None, str]:
     return done.stdout, f"{python} -m pip freeze"
 
 
+# The record image's venv is made --without-pip, so the listing comes from the installed distributions'
+# metadata: the same `name==version` lines pip freeze prints for them, sorted as pip sorts them.
+FREEZE_PROBE = ("import importlib.metadata as m\n"
+                "names = {(d.metadata['Name'] or '', d.version) for d in m.distributions()}\n"
+                "print(''.join(f'{n}=={v}\\n' for n, v in sorted(names, key=lambda x: x[0].lower()) if n), end='')")
+
+
+def image_freeze(image: str) -> tuple[str | None, str]:
+    """(`name==version` of every distribution installed in a docker image, how it was read or why not)."""
+    try:
+        import docker
+
+        client = docker.APIClient(timeout=300, **docker.utils.kwargs_from_env())
+        container = client.create_container(image, entrypoint=["python3", "-c", FREEZE_PROBE],
+                                            network_disabled=True, labels={"io.repro.role": "bundle-freeze"})
+        try:
+            client.start(container)
+            status = client.wait(container, timeout=300)
+            out = client.logs(container, stdout=True, stderr=False).decode("utf-8", errors="replace")
+            err = client.logs(container, stdout=False, stderr=True).decode("utf-8", errors="replace")
+        finally:
+            client.remove_container(container, force=True)
+    except Exception as exc:  # the SDK raises many types (no engine, no image, timeouts); the bundle says why
+        return None, f"could not list the packages inside image {image}: {type(exc).__name__}: {exc}"
+    if status.get("StatusCode") != 0:
+        return None, f"listing the packages inside image {image} failed: {err.strip()[-200:]}"
+    return out, f"installed distributions inside image {image} (python3 importlib.metadata; its venv has no pip)"
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -317,10 +346,14 @@ def _stage_environment(stage: _Stage, runs_meta: list[dict], sources: ArchiveSou
         hosts = [m.get("host_environment") or {} for m in runs_meta if m.get("runtime") == "host"]
         python = next((h["executable"] for h in hosts if h.get("executable")), sys.executable)
         freeze, how = pip_freeze(python)
+    elif freeze is None and image_ids:
+        freeze, how = image_freeze(image_ids[0])
+    elif freeze is None:
+        how = "none: the runs name neither a host Python nor an image"
     if freeze is not None:
         stage.put_text("environment/pip-freeze.txt", freeze)
         out["pip_freeze"] = "environment/pip-freeze.txt"
-    out["pip_freeze_source"] = how if freeze is not None or "host" in runtimes else "none: no host runtime"
+    out["pip_freeze_source"] = how
     hosts = [m.get("host_environment") for m in runs_meta if m.get("host_environment")]
     if hosts:
         keep = ("python", "torch", "torch_cuda", "triton", "cuda_devices")
