@@ -9,7 +9,8 @@ for the demo; then verify every shard) -> preflight -> runs -> verify -> archive
 check. Everything lives in a work folder (default `work/<record>/`) with `reproduce-state.json`
 saying what each stage produced. A second invocation resumes: each stage first checks its outputs
 (recomputing hashes, never trusting the state file) and is skipped when they hold up; the runs
-stage counts the run directories that succeeded and runs only the ones still missing. A failed run
+stage counts the run directories of the requested configuration (trainer, runtime, preset, --set)
+that succeeded with a complete log, and runs only the ones still missing. A failed run
 stops the runs (unless --keep-going), and the runs so far are archived anyway, so the bundle keeps
 the crash and the verdict says why; when a later invocation replaces a failed run, the failed one
 stays in the bundle under `attempts/`, outside the verdict.

@@ -108,6 +108,9 @@ def show(path, as_json):
         time = f"{run['train_time_s']:.3f} s" if run.get("train_time_s") is not None else "—"
         click.echo(f"  run      {run.get('id')}  {run.get('status')} (exit {run.get('exit_code')})  "
                    f"steps {run.get('steps')}  val_loss {loss}  time {time}")
+    for run in m.get("attempts") or []:
+        click.echo(f"  attempt  {run.get('id')}  {run.get('status')} (exit {run.get('exit_code')})  "
+                   f"steps {run.get('steps')}  not judged: {'; '.join(run.get('problems') or []) or 'replaced'}")
     click.echo(f"  env      runtime {', '.join(env.get('runtimes') or []) or '?'}; image "
                f"{', '.join(env.get('image_ids') or []) or 'none'}; lock {env.get('lock_sha256') or 'none'}")
     data = m.get("data") or {}
