@@ -18,6 +18,7 @@ stays in the bundle under `attempts/`, outside the verdict.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -290,15 +291,26 @@ def _runs_folder(req: ReproduceRequest, record: Record) -> Path:
 
 
 def _configuration(meta: dict) -> tuple:
-    """What makes two runs comparable: trainer, runtime, native preset and overrides."""
+    """What makes two runs comparable: trainer, runtime, native preset and overrides, and for the native
+    trainer its code (train/'s digest: an edited trainer is another program). The record trainer's program
+    is checked against the record's pins by the verdict itself."""
     trainer = meta.get("trainer")
-    return (trainer, meta.get("runtime"), (meta.get("preset") or "record") if trainer == "native" else None,
-            tuple(meta.get("overrides") or ()))
+    native = trainer == "native"
+    return (trainer, meta.get("runtime"), (meta.get("preset") or "record") if native else None,
+            tuple(meta.get("overrides") or ()), meta.get("program_sha256") if native else None)
+
+
+@functools.cache
+def _native_program_sha256() -> str:
+    from .train_stage import native_program
+
+    return native_program().sha256
 
 
 def _wanted(req: ReproduceRequest) -> tuple:
-    return (req.trainer, req.runtime, (req.preset or "record") if req.trainer == "native" else None,
-            tuple(req.overrides))
+    native = req.trainer == "native"
+    return (req.trainer, req.runtime, (req.preset or "record") if native else None, tuple(req.overrides),
+            _native_program_sha256() if native else None)
 
 
 def _complete(run: Path) -> bool:
