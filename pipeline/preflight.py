@@ -51,7 +51,8 @@ class PreflightReport:
 
     @property
     def no_gpu(self) -> bool:
-        return not self.facts.gpus
+        """No GPU where the record needs one (a CPU record needs none)."""
+        return not self.facts.gpus and any(c.name == "gpus_visible" and c.status == "fail" for c in self.checks)
 
     def by_status(self, status: str) -> list[Check]:
         return [c for c in self.checks if c.status == status]

@@ -32,6 +32,8 @@ def check_gpus_visible(facts: HostFacts, record: Record) -> Check:
         names = sorted({g.name for g in facts.gpus})
         return Check("gpus_visible", "pass", f"{len(facts.gpus)} GPU(s) via {facts.gpus[0].source}: {', '.join(names)}",
                      SAME)
+    if record.hardware.gpu_count == 0:
+        return Check("gpus_visible", "pass", "no GPU, and none needed: the record trains on the CPU", SAME)
     why = facts.missing_reason("nvidia-smi -q -x") or "nvidia-smi lists no GPU"
     return Check("gpus_visible", "fail", f"no GPU visible ({why})",
                  "nothing to time: the record trains on CUDA GPUs (use the CPU demo, `make demo`, on this machine)")

@@ -241,13 +241,11 @@ def stage_data(req: ReproduceRequest, record: Record, state: _State, say) -> tup
                                         f"(lock {digest[:12]}…)"), data_dir
 
 
-def _preflight_failures(report: dict, record: Record) -> list[str]:
-    """Failed checks that matter: on a CPU record (no GPUs in its hardware) the missing GPU is the point."""
+def _preflight_failures(report: dict) -> list[str]:
+    """Failed checks, each with its reason."""
     out = []
     for check in report.get("checks") or []:
         if check.get("status") != "fail":
-            continue
-        if check.get("name") == "gpus_visible" and record.hardware.gpu_count == 0:
             continue
         out.append(f"{check.get('name')}: {check.get('detail') or check.get('summary') or check.get('message')}")
     return out
@@ -262,8 +260,7 @@ def stage_preflight(req: ReproduceRequest, record: Record, state: _State, data_d
             old = read_report(path)
         except InputError:
             old = {}
-        if old.get("record") == record.name and old.get("runtime") == req.runtime and not _preflight_failures(
-                old, record):
+        if old.get("record") == record.name and old.get("runtime") == req.runtime and not _preflight_failures(old):
             state.set("preflight", path=str(path), outcome=old.get("outcome"))
             return StageOutcome("preflight", "skipped", f"{path} ({old.get('outcome')}) is for this record and "
                                                         "runtime")
@@ -271,7 +268,7 @@ def stage_preflight(req: ReproduceRequest, record: Record, state: _State, data_d
     report = preflight(record.name, req.runtime, locations=locations)
     write_report(report, path)
     data = read_report(path)
-    failures = _preflight_failures(data, record)
+    failures = _preflight_failures(data)
     state.set("preflight", path=str(path), outcome=data.get("outcome"))
     if failures and not req.keep_going:
         raise CheckFailed(f"preflight failed: {failures[0]}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1
@@ -279,10 +276,7 @@ def stage_preflight(req: ReproduceRequest, record: Record, state: _State, data_d
                           f"see {path} or `repro preflight --record {record.name} --runtime {req.runtime}`; "
                           "--keep-going runs anyway")
     warned = sum(1 for c in data.get("checks") or [] if c.get("status") == "warn")
-    no_gpu = record.hardware.gpu_count == 0 and any(c.get("name") == "gpus_visible" and c.get("status") == "fail"
-                                                    for c in data.get("checks") or [])
     return StageOutcome("preflight", "done", f"{data.get('outcome')}: {warned} warning(s)"
-                        + (" (no GPU: expected, the record runs on a CPU)" if no_gpu else "")
                         + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else "") + f"; {path}")
 
 

@@ -177,3 +177,14 @@ def test_docker_runtime_runs_the_snippet_in_the_recorded_image(tmp_path, monkeyp
     assert rt.error.startswith("import torch failed")
     if not facts.docker.nvidia_runtime:
         assert rt.gpu_access_error  # this engine cannot give containers GPUs, and says why
+
+
+def test_a_cpu_record_needs_no_gpu(tmp_path):
+    """The demo record trains on the CPU: no GPU is a pass there, and the exit code is 0, not 4."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("this machine has GPUs")
+    done = repro("preflight", "--record", "demo-cpu-synth", "--runtime", "host", "--json",
+                 "--output", str(tmp_path / "p.json"), "--data-dir", str(tmp_path), "--runs-dir", str(tmp_path))
+    visible = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "gpus_visible")
+    assert visible["status"] == "pass" and "none needed" in visible["reason"]
+    assert done.returncode == 0, done.stderr

@@ -73,7 +73,7 @@ def test_unknown_record():
 def test_cli_list_and_show_json():
     runner = CliRunner()
     rows = json.loads(runner.invoke(cli, ["records", "list", "--json"]).output)
-    assert {r["name"] for r in rows} == {RECORD, "2025-09-21_DropAttn"}
+    assert {r["name"] for r in rows} == {RECORD, "2025-09-21_DropAttn", "demo-cpu-synth"}
     shown = json.loads(runner.invoke(cli, ["records", "show", RECORD, "--json"]).output)
     assert shown["published"]["mean_time_s"] == 149.6905 and shown["parent"] == "2025-09-21_DropAttn"
     human = runner.invoke(cli, ["records", "show", RECORD]).output
