@@ -25,7 +25,6 @@ import base64
 import contextlib
 import dataclasses
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -43,6 +42,7 @@ import yaml
 
 from . import __version__
 from .errors import InputError
+from .hashing import sha256_bytes
 from .records import Record, load_parent, load_record_file
 from .redact import Redactor
 from .verify import Verdict, assess_run, verify_runs
@@ -235,8 +235,6 @@ def image_freeze(image: str) -> tuple[str | None, str]:
     return out, f"installed distributions inside image {image} (python3 importlib.metadata; its venv has no pip)"
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _hardware(preflight: dict) -> dict:
@@ -334,7 +332,7 @@ def _stage_environment(stage: _Stage, runs_meta: list[dict], sources: ArchiveSou
     if lock and Path(lock).is_file():
         data = Path(lock).read_bytes()
         stage.put(f"environment/{Path(lock).name}", data)
-        out["lock_file"], out["lock_sha256"] = f"environment/{Path(lock).name}", _sha256(data)
+        out["lock_file"], out["lock_sha256"] = f"environment/{Path(lock).name}", sha256_bytes(data)
     if sources.image_state:
         stage.put_text("environment/image.json", json.dumps(dict(sources.image_state), indent=2, sort_keys=True,
                                                             default=str) + "\n")
@@ -420,7 +418,7 @@ def public_key_b64(key) -> str:
 
 
 def sums_text(files: dict[str, bytes]) -> str:
-    return "".join(f"{_sha256(files[name])}  {name}\n" for name in sorted(files))
+    return "".join(f"{sha256_bytes(files[name])}  {name}\n" for name in sorted(files))
 
 
 def member_order(names: list[str]) -> list[str]:
@@ -447,12 +445,12 @@ def write_tar_gz(path: Path, top: str, files: dict[str, bytes], mtime: int) -> s
         f.flush()
         os.fsync(f.fileno())
     os.replace(partial, path)
-    return _sha256(data)
+    return sha256_bytes(data)
 
 
 def default_name(record: Record, runs_meta: list[dict], run_ids: list[str]) -> str:
     ends = sorted(e for e in (_iso(m.get("ended_at")) for m in runs_meta) if e)
-    stamp = re.sub(r"[^0-9TZ]", "", ends[-1]) if ends else _sha256("\n".join(run_ids).encode())[:12]
+    stamp = re.sub(r"[^0-9TZ]", "", ends[-1]) if ends else sha256_bytes("\n".join(run_ids).encode())[:12]
     return f"{record.name}-{stamp}-{len(run_ids)}runs"
 
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,33 +21,12 @@ import yaml
 
 from .data_manifest import DatasetManifest, load_dataset
 from .errors import InputError, ManifestError
+from .hashing import HASH_BUFFER, sha256_file, sha256_files  # noqa: F401  (re-exported)
 from .manifest_io import Fields, check_schema_version, load_yaml
 from .shards import header_problems, read_header
 
 LOCK_NAME = "data.lock.yaml"
 LOCK_SCHEMA = 1
-HASH_BUFFER = 1 << 20  # few syscalls, yet the chunk is still in L2 cache when SHA-256 reads it
-
-
-def sha256_file(path: Path, buffer_bytes: int = HASH_BUFFER) -> str:
-    """sha256 of a file with large reads into one reused buffer (no per-chunk allocation)."""
-    digest = hashlib.sha256()
-    buf = bytearray(buffer_bytes)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
-def sha256_files(paths: list[Path], workers: int = 2) -> dict[Path, str]:
-    """Hash several files at once: hashlib releases the GIL, so threads use every core."""
-    if len(paths) <= 1 or workers <= 1:
-        return {p: sha256_file(p) for p in paths}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(paths, pool.map(sha256_file, paths)))
-
-
 # ---- the local lock: data/<dataset>/data.lock.yaml -------------------------------------------
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ from pathlib import Path
 from . import REPO_ROOT
 from .dockerfile_policy import check_dockerfile
 from .env_image import LABEL_PREFIX, connect, save_image_state, state_from_image
-from .env_lock import Lock, LockedFile, load_lock, sha256_file
+from .env_lock import Lock, LockedFile, load_lock
 from .env_manifest import Environment, load_environment
 from .errors import InputError, Interrupted, MissingDependency, RunFailed
+from .hashing import sha256_file
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 WHEELHOUSE_IN_IMAGE = "/tmp/wheelhouse"

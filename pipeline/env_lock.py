@@ -30,6 +30,7 @@ import yaml
 
 from .env_manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment, lock_path
 from .errors import InputError, ManifestError, MissingDependency, RunFailed
+from .hashing import sha256_file
 from .manifest_io import Fields, check_schema_version, load_yaml
 
 SCHEMA_VERSION = 1
@@ -191,12 +192,6 @@ def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) 
     return json.loads(report.read_text())["install"]
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _download(url: str, dest: Path | None) -> str:

@@ -14,11 +14,9 @@ import ast
 import hashlib
 from dataclasses import dataclass
 
+from .hashing import sha256_bytes
+
 FINGERPRINT_PREFIX = "ast1-"
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _is_bare_string(stmt: ast.stmt) -> bool:

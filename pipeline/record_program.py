@@ -13,13 +13,13 @@ says which hash differs and from what.
 
 from __future__ import annotations
 
-import hashlib
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CheckFailed, InputError, MissingDependency
+from .hashing import sha256_bytes
 from .identity import fingerprint
 from .records import PublishedLog, Record
 
@@ -37,8 +37,6 @@ class RecordProgram:
     log_file: str | None  # the pinned log the program was cut from; None when given as a program file
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def cut_program(log: bytes) -> bytes | None:
@@ -72,7 +70,7 @@ def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> bytes:
 
 
 def _from_log(record: Record, log: bytes, pinned: PublishedLog, source: str) -> RecordProgram:
-    digest = _sha256(log)
+    digest = sha256_bytes(log)
     if digest != pinned.sha256:
         raise CheckFailed(f"the log from {source} has sha256 {digest}, but {record.name} pins {pinned.file} "
                           f"at {pinned.sha256}: it is not the record's log",
@@ -85,7 +83,7 @@ def _from_log(record: Record, log: bytes, pinned: PublishedLog, source: str) -> 
 
 
 def _check_program(record: Record, program: bytes, source: str, pinned: PublishedLog | None) -> RecordProgram:
-    digest = _sha256(program)
+    digest = sha256_bytes(program)
     if digest not in record.accepted_program_sha256:
         raise CheckFailed(f"the program from {source} has sha256 {digest}, which is none of the "
                           f"{len(record.accepted_program_sha256)} programs {record.name} pins",
@@ -107,7 +105,7 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
 
 def _from_bytes(record: Record, data: bytes, source: str) -> RecordProgram:
     """A file or URL given by the user: one of the pinned logs, or one of the pinned programs."""
-    digest = _sha256(data)
+    digest = sha256_bytes(data)
     for pinned in record.logs:
         if digest == pinned.sha256:
             return _from_log(record, data, pinned, source)

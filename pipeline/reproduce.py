@@ -19,7 +19,6 @@ stays in the bundle under `attempts/`, outside the verdict.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import CheckFailed, InputError
+from .hashing import sha256_file
 from .logparse import parse_log
 from .records import Record, load_record
 from .rundir import atomic_write_json, read_status
@@ -119,12 +119,6 @@ class _State:
         atomic_write_json(self.path, self.data)
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # ---- stages ---------------------------------------------------------------------------------------
@@ -389,7 +383,7 @@ def stage_archive(req: ReproduceRequest, record: Record, state: _State, judged: 
                      and listed_attempts == sorted(p.name for p in attempts))
         signed = bool(manifest.get("signature"))
         if check.ok and same_runs and signed == (req.sign_key is not None):
-            state.set("archive", path=str(expected), sha256=_sha256_file(expected))
+            state.set("archive", path=str(expected), sha256=sha256_file(expected))
             return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies"), expected, \
                 check.recomputed_outcome, tuple(manifest.get("verdict", {}).get("reasons") or ())
     sources = ArchiveSources(preflight=req.work / "preflight.json" if (req.work / "preflight.json").is_file()
@@ -423,7 +417,7 @@ def stage_report(req: ReproduceRequest, state: _State, bundle: Path) -> tuple[St
         digest, _, name = line.partition("  ")
         sums[name] = digest
     wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
-    if wanted and all((out / n).is_file() and _sha256_file(out / n) == sums.get(n) for n in wanted):
+    if wanted and all((out / n).is_file() and sha256_file(out / n) == sums.get(n) for n in wanted):
         state.set("report", path=str(out / "report.md"))
         return StageOutcome("report", "skipped", f"{out / 'report.md'} matches the bundle's"), out / "report.md"
     for name in wanted:
@@ -474,5 +468,5 @@ def reproduce(req: ReproduceRequest, say: Callable[[str], None] = lambda line: N
     state.set("bundle_verify", ok=check.ok, problems=[str(p) for p in check.problems])
     return ReproduceResult(record.name, str(req.work), tuple(stages), tuple(r.name for r in judged),
                            tuple(a.name for a in attempts), stopped, outcome, tuple(reasons), str(bundle),
-                           _sha256_file(bundle), check.ok, str(report), str(state.path))
+                           sha256_file(bundle), check.ok, str(report), str(state.path))
 
