@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from statistics import mean, stdev
 
@@ -17,7 +18,10 @@ def p_value_below(losses: list[float], target: float) -> float | None:
         return None
     if stdev(losses) == 0:
         return 0.0 if mean(losses) < target else 1.0
-    return float(sps.ttest_1samp(losses, target, alternative="less").pvalue)
+    with warnings.catch_warnings():
+        # scipy warns on nearly equal losses (4-decimal logs often are); the zero-spread case is handled above
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        return float(sps.ttest_1samp(losses, target, alternative="less").pvalue)
 
 
 def runs_needed(mean_loss: float, sd: float, target: float, p_max: float) -> int | None:
@@ -53,7 +57,9 @@ def consistency(losses: list[float], published: list[float], against: str, role:
         if stdev(losses) == 0 and stdev(published) == 0:
             same = mean(losses) == mean(published)
             return Consistency(against, role, 1.0 if same else 0.0, same, "exact comparison (no spread)")
-        p = float(sps.ttest_ind(losses, published, equal_var=False).pvalue)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+            p = float(sps.ttest_ind(losses, published, equal_var=False).pvalue)
         return Consistency(against, role, p, p >= alpha, "Welch two-sided t-test")
     m, s, k = mean(published), stdev(published), len(published)
     t = (losses[0] - m) / (s * math.sqrt(1 + 1 / k)) if s > 0 else (0.0 if losses[0] == m else math.inf)
