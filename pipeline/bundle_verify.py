@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import re
 import tarfile
@@ -39,6 +38,7 @@ from .bundle import (
     verdict_for_manifest,
 )
 from .errors import InputError, ReproError
+from .hashing import sha256_bytes
 
 MAX_TOTAL_BYTES = 2 << 30
 ARCHIVE = "(archive)"
@@ -178,7 +178,7 @@ def check_sums(files: dict[str, bytes]) -> list[Problem]:
     for name, digest in sorted(listed.items()):
         if name not in files:
             problems.append(Problem(name, "listed in SHA256SUMS but not in the bundle (removed after archiving)"))
-        elif hashlib.sha256(files[name]).hexdigest() != digest:
+        elif sha256_bytes(files[name]) != digest:
             problems.append(Problem(name, "sha256 differs from SHA256SUMS (changed after archiving)"))
     for name in sorted(files):
         if name not in listed and name not in (SUMS, SIGNATURE):
@@ -401,7 +401,7 @@ def _check_locks(root: Path, files: dict[str, bytes], manifest: dict, notes: lis
         if env["lock_file"] not in files:
             problems.append(Problem(env["lock_file"], "named by manifest.yaml environment.lock_file but absent"))
         else:
-            digest = hashlib.sha256(files[env["lock_file"]]).hexdigest()
+            digest = sha256_bytes(files[env["lock_file"]])
             if digest != env.get("lock_sha256"):
                 problems.append(Problem(MANIFEST, f"environment.lock_sha256 is {env.get('lock_sha256')}, the "
                                                   f"bundled lock gives {digest}"))

@@ -34,8 +34,9 @@ from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 from . import REPO_ROOT
 from .data_manifest import DatasetManifest, HubSource, load_dataset, record_lock
-from .data_verify import LockEntry, data_lock_digest, read_local_lock, sha256_file, write_local_lock
+from .data_verify import LockEntry, data_lock_digest, read_local_lock, write_local_lock
 from .errors import InputError, Interrupted
+from .hashing import sha256_file
 from .shards import header_problems, read_header
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from .data_tokenize import ShardWriter
-from .data_verify import LockEntry, sha256_file, write_local_lock
+from .data_verify import LockEntry, write_local_lock
 from .errors import InputError
+from .hashing import sha256_file
 from .shards import BOS
 
 CHAINS = 4096  # chains sampled side by side; each starts with BOS

@@ -15,7 +15,6 @@ the number of workers.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import sys
@@ -28,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .data_verify import LockEntry, sha256_file, write_local_lock
+from .data_verify import LockEntry, write_local_lock
 from .errors import InputError, MissingDependency
+from .hashing import sha256_file
 from .shards import BOS, write_shard
 
 # The sha256 values tiktoken's own "gpt2" encoding checks its two downloads against.
@@ -59,7 +59,7 @@ def load_gpt2(tokenizer_dir: Path | None = None):
         path = tokenizer_dir / name
         if not path.is_file():
             raise InputError(f"{path} does not exist", f"--tokenizer-dir must hold {' and '.join(GPT2_FILES)}")
-        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        got = sha256_file(path)
         if got != want:
             raise InputError(f"{path} has sha256 {got}, GPT-2's is {want}",
                              "use the original GPT-2 encoder.json / vocab.bpe files")

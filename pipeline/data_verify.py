@@ -21,7 +21,7 @@ import yaml
 
 from .data_manifest import DatasetManifest, load_dataset
 from .errors import InputError, ManifestError
-from .hashing import HASH_BUFFER, sha256_file, sha256_files  # noqa: F401  (re-exported)
+from .hashing import sha256_files
 from .manifest_io import Fields, check_schema_version, load_yaml
 from .shards import header_problems, read_header
 

@@ -70,7 +70,7 @@ class Lock:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return sha256_file(self.path)
 
     def unknown_entries(self) -> list[str]:
         out = [f"unresolved[{item}]" for item in self.unresolved]

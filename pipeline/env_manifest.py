@@ -11,13 +11,13 @@ fallback) carries a `deviation` text and every use of it is reported as a deviat
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import InputError
+from .hashing import sha256_file
 from .manifest_io import Fields, check_schema_version, load_yaml
 from .records import FlashAttentionPin, load_record, manifests_dir
 
@@ -58,7 +58,7 @@ class Environment:
 
     @property
     def manifest_sha256(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return sha256_file(self.path)
 
     def platform_tags(self) -> list[str]:
         """manylinux tags this base runs, newest first: pip's --platform wants every one listed."""

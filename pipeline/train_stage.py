@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import InputError, MissingDependency
+from .hashing import sha256_bytes
 from .launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from .logparse import parse_log
 from .record_program import resolve_program
@@ -137,7 +138,7 @@ def native_program() -> Program:
     if not (root / "__main__.py").is_file():
         raise MissingDependency(f"the native trainer is not in this checkout ({root / '__main__.py'} is missing)",
                                 "use --trainer record, or update the checkout")
-    return Program(hashlib.sha256(native_program_text(root)).hexdigest(), None, f"{root} (native trainer)", None)
+    return Program(sha256_bytes(native_program_text(root)), None, f"{root} (native trainer)", None)
 
 
 def check_data(data_dir: Path, trainer: str) -> str | None:

@@ -17,12 +17,11 @@ from pipeline.data_verify import (
     LockEntry,
     data_lock_digest,
     read_local_lock,
-    sha256_file,
-    sha256_files,
     verify_dir,
     write_local_lock,
 )
 from pipeline.errors import InputError, ManifestError
+from pipeline.hashing import sha256_file, sha256_files
 from pipeline.shards import BOS, HEADER_BYTES, header_problems, read_header, read_tokens, shard_bytes, write_shard
 from tests.conftest import shared_path
 

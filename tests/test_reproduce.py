@@ -187,7 +187,7 @@ def test_bad_input_is_an_error_not_a_traceback(tmp_path):
 def test_fetched_data_path_with_a_dataset_manifest(cpu_record, tmp_path):
     """The non-demo data stage: shards fetched (from a folder source) against a dataset manifest's lock."""
     from pipeline.data_synth import synth
-    from pipeline.data_verify import sha256_file
+    from pipeline.hashing import sha256_file
 
     mirror = tmp_path / "mirror"
     synth(mirror, train_tokens=262_144, val_tokens=16_384, seed=3)
