@@ -25,10 +25,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline import REPO_ROOT  # noqa: E402
-from pipeline.data_tokenize import load_gpt2, tokenize  # noqa: E402
-from pipeline.data_verify import verify_dir  # noqa: E402
+from pipeline.data.shards import BOS, read_tokens, write_shard  # noqa: E402
+from pipeline.data.tokenize import load_gpt2, tokenize  # noqa: E402
+from pipeline.data.verify import verify_dir  # noqa: E402
 from pipeline.hashing import HASH_BUFFER, sha256_file, sha256_files  # noqa: E402
-from pipeline.shards import BOS, read_tokens, write_shard  # noqa: E402
 
 SHARED = REPO_ROOT.parent / "shared"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ManifestError
+from pipeline.errors import ManifestError
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",

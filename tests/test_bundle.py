@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.bundle import ArchiveSources, archive
-from pipeline.bundle_verify import verify_bundle
-from pipeline.data_verify import LockEntry, write_local_lock
-from pipeline.records import load_record
+from pipeline.bundle.archive import ArchiveSources, archive
+from pipeline.bundle.verify import verify_bundle
+from pipeline.data.verify import LockEntry, write_local_lock
+from pipeline.records.model import load_record
 from tests.logfactory import make_log
 
 RECORD = "2025-09-23_MuonCustomSizing"
@@ -39,7 +39,7 @@ def make_data_dir(root: Path) -> Path:
 def make_run(root: Path, run_id: str, *, loss: float = 3.2795, status: str = "succeeded", exit_code: int | None = 0,
              cut_after_step: int | None = None, step_ms: float = 89.1, stdout: str = "", data_dir: Path | None = None,
              ended_at: str | None = "2026-11-29T11:00:00Z", trainer: str = "record") -> Path:
-    """A run directory as pipeline/rundir.py writes it (notes/rundir-contract.md)."""
+    """A run directory as pipeline/runs/rundir.py writes it (notes/rundir-contract.md)."""
     run = root / "runs" / RECORD / run_id
     run.mkdir(parents=True)
     (run / "log.txt").write_text(make_log(None, final_loss=loss, step_ms=step_ms, cut_after_step=cut_after_step))

@@ -8,9 +8,9 @@ import tarfile
 import pytest
 import yaml
 
-from pipeline.bundle import ArchiveSources, archive
-from pipeline.bundle_verify import verify_bundle
-from pipeline.records import load_record
+from pipeline.bundle.archive import ArchiveSources, archive
+from pipeline.bundle.verify import verify_bundle
+from pipeline.records.model import load_record
 from tests.conftest import docker_client_or_skip
 from tests.test_bundle import RECORD, make_data_dir, make_run
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from pipeline import REPO_ROOT
-from pipeline.data_fetch import Options, fetch, plan
-from pipeline.data_manifest import load_dataset
-from pipeline.data_verify import read_local_lock, verify_dir
-from pipeline.shards import shard_bytes, write_shard
+from pipeline.data.fetch import Options, fetch, plan
+from pipeline.data.manifest import load_dataset
+from pipeline.data.shards import shard_bytes, write_shard
+from pipeline.data.verify import read_local_lock, verify_dir
 from tests.helpers_http import Fault, FileServer, HubServer
 
 REPO = "someone/toy-shards"

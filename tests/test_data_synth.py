@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from pipeline import REPO_ROOT
-from pipeline.data_synth import synth
-from pipeline.data_verify import read_local_lock, verify_dir
+from pipeline.data.shards import BOS, read_tokens
+from pipeline.data.synth import synth
+from pipeline.data.verify import read_local_lock, verify_dir
 from pipeline.errors import InputError
-from pipeline.shards import BOS, read_tokens
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from pipeline import REPO_ROOT
-from pipeline.data_tokenize import load_gpt2, tokenize
-from pipeline.data_verify import read_local_lock, verify_dir
+from pipeline.data.shards import BOS, read_tokens
+from pipeline.data.tokenize import load_gpt2, tokenize
+from pipeline.data.verify import read_local_lock, verify_dir
 from pipeline.errors import InputError
-from pipeline.shards import BOS, read_tokens
 from tests.conftest import shared_path
 
 DOCS = ["Hello world", "The quick brown fox jumps over the lazy dog.\n" * 30,

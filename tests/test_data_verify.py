@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.data_manifest import load_dataset, parse_dataset, record_lock
-from pipeline.data_verify import (
+from pipeline.data.manifest import load_dataset, parse_dataset, record_lock
+from pipeline.data.shards import BOS, HEADER_BYTES, header_problems, read_header, read_tokens, shard_bytes, write_shard
+from pipeline.data.verify import (
     LOCK_NAME,
     LockEntry,
     data_lock_digest,
@@ -22,7 +23,6 @@ from pipeline.data_verify import (
 )
 from pipeline.errors import InputError, ManifestError
 from pipeline.hashing import sha256_file, sha256_files
-from pipeline.shards import BOS, HEADER_BYTES, header_problems, read_header, read_tokens, shard_bytes, write_shard
 from tests.conftest import shared_path
 
 

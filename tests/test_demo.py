@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.bundle_verify import show_bundle
+from pipeline.bundle.verify import show_bundle
 
 pytestmark = pytest.mark.slow
 

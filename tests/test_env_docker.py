@@ -127,7 +127,7 @@ def test_build_streams_steps_and_records_the_image(ws, built, client):
     assert labels["org.opencontainers.image.revision"]
     assert state["labels"] == labels and state["source"] == "build" and len(state["content_sha256"]) == 64
 
-    from pipeline.env_image import load_image_state
+    from pipeline.env.image import load_image_state
 
     assert load_image_state(ws.state).image_id == state["image_id"]
 
@@ -203,7 +203,7 @@ def test_two_builds_from_the_same_inputs(ws, built, client, monkeypatch):
         assert proc.returncode == 0, proc.stderr
         ids.append(json.loads(proc.stdout)["image_id"])
         ws.images.append(ids[-1])
-    from pipeline.env_compare import compare_images, describe
+    from pipeline.env.compare import compare_images, describe
 
     for key, value in ws.env.items():
         if key.startswith(("REPRO_", "SOURCE_DATE")):

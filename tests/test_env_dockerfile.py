@@ -9,7 +9,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from pipeline import REPO_ROOT
-from pipeline.dockerfile_policy import check_dockerfile
+from pipeline.env.dockerfile_policy import check_dockerfile
 
 DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
 TEST_DOCKERFILE = REPO_ROOT / "docker" / "test.Dockerfile"

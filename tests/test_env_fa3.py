@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.env_build import stage_context
-from pipeline.env_fa3 import CUTLASS_PATH, archive_source
-from pipeline.env_lock import Lock
-from pipeline.env_manifest import load_environment
+from pipeline.env.build import stage_context
+from pipeline.env.fa3 import CUTLASS_PATH, archive_source
+from pipeline.env.lock import Lock
+from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
 
 GIT = ["git", "-c", "user.name=repro-tests", "-c", "user.email=tests@repro.invalid", "-c",

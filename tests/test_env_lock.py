@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from pipeline import REPO_ROOT
-from pipeline.env_lock import load_lock, resolve_lock
-from pipeline.env_manifest import load_environment
+from pipeline.env.lock import load_lock, resolve_lock
+from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
 from tests.docker_base import local_index, make_wheel, write_simple_index
 
@@ -136,7 +136,7 @@ def test_cli_lock_json(tmp_path, wheels, manifests):
 
 def test_download_check_refuses_bytes_that_contradict_the_index(tmp_path, wheels):
     # the second line of defence behind pip's own check: our download, hashed as it streams
-    from pipeline.env_lock import fetch_and_hash
+    from pipeline.env.lock import fetch_and_hash
 
     write_simple_index(tmp_path / "index", wheels)
     good = hashlib.sha256(wheels[0].read_bytes()).hexdigest()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pipeline import REPO_ROOT
-from pipeline.env_lock import load_lock
-from pipeline.env_manifest import environment_names, load_environment, load_environment_file
+from pipeline.env.lock import load_lock
+from pipeline.env.manifest import environment_names, load_environment, load_environment_file
 from pipeline.errors import InputError, ManifestError
-from pipeline.records import load_record
+from pipeline.records.model import load_record
 
 RECORD = "2025-09-23_MuonCustomSizing"
 

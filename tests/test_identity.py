@@ -1,4 +1,4 @@
-from pipeline.identity import fingerprint, identify, sha256_bytes
+from pipeline.records.identity import fingerprint, identify, sha256_bytes
 from tests.logfactory import PROGRAM
 
 

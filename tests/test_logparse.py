@@ -1,4 +1,4 @@
-from pipeline.logparse import parse_log, parse_text
+from pipeline.records.logparse import parse_log, parse_text
 from tests.conftest import shared_path
 from tests.logfactory import PROGRAM, make_log
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.nvidia_smi_table import find_nvidia_smi_table, parse_nvidia_smi_table
+from pipeline.records.nvidia_smi_table import find_nvidia_smi_table, parse_nvidia_smi_table
 from tests.conftest import shared_path
 
 # A 2-row-per-GPU table as drivers before MIG printed it, a truncated name, ECC off (N/A), fan present.

@@ -15,8 +15,8 @@ import pytest
 
 from pipeline import REPO_ROOT
 from pipeline.errors import InputError
-from pipeline.preflight import SCHEMA_VERSION, default_locations, preflight, read_report, write_report
-from pipeline.preflight_collect import HostSources, SavedSources, SourceMissing, collect
+from pipeline.preflight.collect import HostSources, SavedSources, SourceMissing, collect
+from pipeline.preflight.run import SCHEMA_VERSION, default_locations, preflight, read_report, write_report
 from tests.conftest import docker_client_or_skip, shared_path
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -160,7 +160,7 @@ def test_report_schema_is_checked(tmp_path):
 @pytest.mark.slow
 def test_docker_runtime_runs_the_snippet_in_the_recorded_image(tmp_path, monkeypatch):
     client = docker_client_or_skip()
-    from pipeline.env_image import save_image_state, state_from_image
+    from pipeline.env.image import save_image_state, state_from_image
     from tests.docker_base import ensure_test_base
 
     monkeypatch.setenv("REPRO_STATE", str(tmp_path / "state"))

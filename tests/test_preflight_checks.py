@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.preflight import facts_from_log
-from pipeline.preflight_checks import STATUSES, outcome, run_checks
-from pipeline.preflight_collect import SavedSources, collect
-from pipeline.preflight_facts import DiskFacts, HostFacts, RuntimeFacts
-from pipeline.records import load_record
+from pipeline.preflight.checks import STATUSES, outcome, run_checks
+from pipeline.preflight.collect import SavedSources, collect
+from pipeline.preflight.facts import DiskFacts, HostFacts, RuntimeFacts
+from pipeline.preflight.run import facts_from_log
+from pipeline.records.model import load_record
 from tests.conftest import shared_path
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -184,7 +184,7 @@ def test_docker_absent_fails_only_for_the_docker_runtime(record_node):
 
 
 def test_missing_runtime_is_a_warning_with_its_reason(record_node):
-    from pipeline.preflight_facts import MissingSource
+    from pipeline.preflight.facts import MissingSource
 
     facts = dataclasses.replace(record_node, runtime=None,
                                 missing=(MissingSource("runtime", "no usable image: no image recorded"),))

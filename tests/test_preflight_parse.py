@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.nvidia_smi_table import parse_nvidia_smi_table
-from pipeline.preflight_parse import (
+from pipeline.preflight.parse import (
     allowed_environment,
     gpus_from_table,
     infer_form_factor,
@@ -25,6 +24,7 @@ from pipeline.preflight_parse import (
     parse_runtime_versions,
     parse_topology,
 )
+from pipeline.records.nvidia_smi_table import parse_nvidia_smi_table
 from tests.conftest import shared_path
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from pipeline import REPO_ROOT
 from pipeline.cli import cli
 from pipeline.errors import InputError, ManifestError
-from pipeline.records import load_record, load_record_file
+from pipeline.records.model import load_record, load_record_file
 
 RECORD = "2025-09-23_MuonCustomSizing"
 

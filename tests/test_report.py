@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.records import load_record
-from pipeline.report import report_runs
+from pipeline.records.model import load_record
+from pipeline.report.render import report_runs
 from tests.conftest import shared_path
 from tests.test_bundle import RECORD, make_run, repro
 

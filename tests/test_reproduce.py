@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.bundle_verify import show_bundle, verify_bundle
-from pipeline.reproduce import STATE_FILE, demo_request, reproduce
+from pipeline.bundle.verify import show_bundle, verify_bundle
+from pipeline.reproduce.flow import STATE_FILE, demo_request, reproduce
 
 pytestmark = pytest.mark.slow
 RECORD = "test-cpu-tiny"
@@ -186,7 +186,7 @@ def test_bad_input_is_an_error_not_a_traceback(tmp_path):
 
 def test_fetched_data_path_with_a_dataset_manifest(cpu_record, tmp_path):
     """The non-demo data stage: shards fetched (from a folder source) against a dataset manifest's lock."""
-    from pipeline.data_synth import synth
+    from pipeline.data.synth import synth
     from pipeline.hashing import sha256_file
 
     mirror = tmp_path / "mirror"

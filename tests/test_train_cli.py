@@ -74,7 +74,7 @@ def test_log_has_the_record_layout(tiny_run):
 
 
 def test_the_projects_log_parser_reads_it(tiny_run):
-    logparse = pytest.importorskip("pipeline.logparse")
+    logparse = pytest.importorskip("pipeline.records.logparse")
     run, _ = tiny_run
     parsed = logparse.parse_log(run / "log.txt")
     assert parsed.completed and parsed.scheduled_steps == 10 and len(parsed.steps) == 10

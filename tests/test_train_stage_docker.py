@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.launch import Launch, Mount
-from pipeline.record_program import cut_program
-from pipeline.runtime_docker import STACK_BYTES, cache_volume_name, container_spec
+from pipeline.records.program import cut_program
+from pipeline.runs.launch import Launch, Mount
+from pipeline.runs.runtime_docker import STACK_BYTES, cache_volume_name, container_spec
 from tests.conftest import docker_client_or_skip
 from tests.helpers_http import FileServer
 from tests.standin.record import NAME, program_bytes, repro_env, standin_log, standin_manifests, url_path, write_data

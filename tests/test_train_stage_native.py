@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.data_verify import data_lock_digest
-from pipeline.record_program import cut_program
-from pipeline.train_stage import native_program_text
+from pipeline.data.verify import data_lock_digest
+from pipeline.records.program import cut_program
+from pipeline.runs.stage import native_program_text
 
 REPRO = [sys.executable, "-m", "pipeline"]
 RECORD = "2025-09-23_MuonCustomSizing"

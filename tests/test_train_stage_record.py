@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from pipeline.errors import CheckFailed, InputError, MissingDependency
-from pipeline.record_program import cut_program, resolve_program
-from pipeline.records import load_record_file
+from pipeline.records.model import load_record_file
+from pipeline.records.program import cut_program, resolve_program
 from tests.helpers_http import FileServer
 from tests.logfactory import make_log
 from tests.standin.record import (

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from pipeline.errors import InputError
-from pipeline.logparse import parse_log
-from pipeline.rundir import FILES, RunDir, RunMeta, atomic_write_bytes, new_run_id, read_status
-from pipeline.train_stage import metrics_from_log
+from pipeline.records.logparse import parse_log
+from pipeline.runs.rundir import FILES, RunDir, RunMeta, atomic_write_bytes, new_run_id, read_status
+from pipeline.runs.stage import metrics_from_log
 from tests.logfactory import make_log
 
 
@@ -49,7 +49,7 @@ def test_atomic_write_is_all_or_nothing_when_killed(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        import pipeline.rundir as rd
+        import pipeline.runs.rundir as rd
         real_fsync = os.fsync
         def die(fd):  # the new bytes are written but not yet renamed into place
             os.kill(os.getpid(), signal.SIGKILL)

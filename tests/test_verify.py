@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.identity import fingerprint
-from pipeline.records import load_record
-from pipeline.verify import verify_runs
+from pipeline.records.identity import fingerprint
+from pipeline.records.model import load_record
+from pipeline.verdict.judge import verify_runs
 from tests.conftest import shared_path
 from tests.logfactory import PROGRAM, make_log
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 import click
 
-from ..errors import ReproError
+from pipeline.errors import ReproError
+from pipeline.workspace import Workspace
 
 # command name -> "module:attribute" (module relative to pipeline.cli)
 SUBCOMMANDS = {
@@ -48,12 +50,19 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="repro-speedrun")
-def cli():
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder under which data/, runs/, work/, bundles/, state/ and cache/ live "
+                   "[default: $REPRO_HOME, else the current directory].")
+@click.option("--registry", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Manifest registry (records/, datasets/, environments/) [default: the one shipped with repro].")
+@click.pass_context
+def cli(ctx, root, registry):
     """Reproduce GPU training speed records and archive verified record bundles.
 
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
+    ctx.obj = Workspace.resolve(root=root, registry=registry)
 
 
 def main(argv=None):

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import click
 
-from ..bundle import ArchiveSources, record_of_runs
-from ..bundle import archive as archive_runs
-from ..bundle_verify import MAX_MEMBER_BYTES, show_bundle, verify_bundle
-from ..records import load_record
+from pipeline.bundle.archive import ArchiveSources, record_of_runs
+from pipeline.bundle.archive import archive as archive_runs
+from pipeline.bundle.verify import MAX_MEMBER_BYTES, show_bundle, verify_bundle
+from pipeline.records.model import load_record
+
 from .output import emit_json
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import CheckFailed, InputError, Interrupted, MissingDependency
+from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
+
 from .output import emit_json
 
 
@@ -55,8 +56,8 @@ def _mib(n: int) -> str:
 def fetch(record_name, dataset, train_shards, val_shards, files, source, data_dir, jobs, retries, backoff,
           timeout, lock, as_json):
     """Download shards, resuming partial files, and keep only verified ones."""
-    from ..data_fetch import Options, default_data_dir, plan
-    from ..data_fetch import fetch as fetch_files
+    from pipeline.data.fetch import Options, default_data_dir, plan
+    from pipeline.data.fetch import fetch as fetch_files
 
     manifest, names = plan(dataset, record_name, train_shards, val_shards, files)
     data_dir = data_dir or default_data_dir(manifest.name)
@@ -110,8 +111,8 @@ def _raise_for_failures(result) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def verify(data_dir, dataset, jobs, as_json):
     """Check every shard in DATA_DIR: header, exact size, sha256 against the locks. Reports all bad files."""
-    from ..data_fetch import DEFAULT_RECORD, default_data_dir, record_defaults
-    from ..data_verify import LOCK_NAME, data_lock_digest, verify_dir
+    from pipeline.data.fetch import DEFAULT_RECORD, default_data_dir, record_defaults
+    from pipeline.data.verify import LOCK_NAME, data_lock_digest, verify_dir
 
     if data_dir is None:
         data_dir = default_data_dir(dataset or record_defaults(DEFAULT_RECORD)[0])
@@ -154,7 +155,7 @@ def verify(data_dir, dataset, jobs, as_json):
 def tokenize(inputs, out_dir, tokenizer_dir, fmt, field, shard_tokens, val_tokens, prefix, workers, errors,
              as_json):
     """Tokenize text or JSONL INPUTS (files or folders) with the GPT-2 BPE into shards."""
-    from ..data_tokenize import tokenize as run_tokenize
+    from pipeline.data.tokenize import tokenize as run_tokenize
 
     result = run_tokenize(list(inputs), out_dir, tokenizer_dir=tokenizer_dir, fmt=fmt, field=field,
                           shard_tokens=shard_tokens, val_tokens=val_tokens, prefix=prefix, workers=workers,
@@ -187,7 +188,7 @@ def tokenize(inputs, out_dir, tokenizer_dir, fmt, field, shard_tokens, val_token
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def synth(out_dir, train_tokens, val_tokens, seed, vocab, branching, end_prob, shard_tokens, prefix, as_json):
     """Generate learnable shards (a random Markov chain) for demos and tests."""
-    from ..data_synth import synth as run_synth
+    from pipeline.data.synth import synth as run_synth
 
     result = run_synth(out_dir, train_tokens=train_tokens, val_tokens=val_tokens, seed=seed, vocab=vocab,
                        branching=branching, end_prob=end_prob, shard_tokens=shard_tokens, prefix=prefix)

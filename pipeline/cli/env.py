@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import CheckFailed, InputError
+from pipeline.errors import CheckFailed, InputError
+
 from .output import emit_json
 
 ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
@@ -28,7 +29,7 @@ WHEELHOUSE_OPTION = click.option("--wheelhouse", type=click.Path(file_okay=False
 
 
 def _env_name(name: str | None) -> str:
-    from ..env_manifest import default_environment_name
+    from pipeline.env.manifest import default_environment_name
 
     return name or os.environ.get("REPRO_ENV") or default_environment_name()
 
@@ -51,8 +52,8 @@ def env():
 @JSON_OPTION
 def list_(as_json):
     """Environments and whether each has a complete lock."""
-    from ..env_lock import load_lock
-    from ..env_manifest import environment_names, load_environment
+    from pipeline.env.lock import load_lock
+    from pipeline.env.manifest import environment_names, load_environment
 
     rows = []
     for name in environment_names():
@@ -79,8 +80,8 @@ def list_(as_json):
 @JSON_OPTION
 def lock(env_name, wheelhouse, as_json):
     """Resolve the environment's pins to exact URLs + sha256 (needs the package index)."""
-    from ..env_lock import resolve_lock
-    from ..env_manifest import load_environment
+    from pipeline.env.lock import resolve_lock
+    from pipeline.env.manifest import load_environment
 
     environment = load_environment(_env_name(env_name))
     result = resolve_lock(environment, wheelhouse=wheelhouse, log=_say(as_json))
@@ -102,7 +103,7 @@ def lock(env_name, wheelhouse, as_json):
 @JSON_OPTION
 def build(env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
-    from ..env_build import build_image
+    from pipeline.env.build import build_image
 
     result = build_image(_env_name(env_name), wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
                          log=_say(as_json), max_jobs=max_jobs)
@@ -120,7 +121,7 @@ def build(env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
 @JSON_OPTION
 def verify(env_name, image, as_json):
     """Run the image and compare Python, torch, triton, FA3, CUDA and packages with the lock."""
-    from ..env_verify import verify_image
+    from pipeline.env.verify import verify_image
 
     report = verify_image(env_name, image)
     if as_json:
@@ -143,7 +144,7 @@ def verify(env_name, image, as_json):
 @JSON_OPTION
 def save(out, image, as_json):
     """Write the image as a tarball (gzip if OUT ends in .gz) and OUT.sha256."""
-    from ..env_image import save_image
+    from pipeline.env.image import save_image
 
     saved = save_image(out, image)
     if as_json:
@@ -158,7 +159,7 @@ def save(out, image, as_json):
 @JSON_OPTION
 def load(tarball, sha256, as_json):
     """Check a saved tarball's sha256, load it, and record it in state/image.json."""
-    from ..env_image import load_image
+    from pipeline.env.image import load_image
 
     state = load_image(tarball, sha256)
     if as_json:
@@ -175,7 +176,7 @@ def load(tarball, sha256, as_json):
 @JSON_OPTION
 def compare(image_a, image_b, as_json):
     """What differs between two images (config fields; layer files: bytes vs metadata)."""
-    from ..env_compare import compare_images, describe
+    from pipeline.env.compare import compare_images, describe
 
     diff = compare_images(image_a, image_b)
     if as_json:
@@ -190,8 +191,8 @@ def compare(image_a, image_b, as_json):
 @JSON_OPTION
 def check_dockerfile_(path, build_args, as_json):
     """Every FROM pinned by digest, every install pinned (pip hashes, apt versions or snapshot, git commits)."""
-    from .. import REPO_ROOT
-    from ..dockerfile_policy import check_dockerfile
+    from pipeline import REPO_ROOT
+    from pipeline.env.dockerfile_policy import check_dockerfile
 
     args = {}
     for item in build_args:

@@ -8,6 +8,11 @@ from pathlib import Path
 
 import click
 
+from pipeline.workspace import Workspace
+
+# Every command that touches files takes the workspace resolved once by the `repro` group (pipeline/workspace.py).
+pass_workspace = click.make_pass_decorator(Workspace)
+
 
 def _default(obj):
     if dataclasses.is_dataclass(obj):

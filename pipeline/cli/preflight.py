@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from .. import REPO_ROOT
-from ..errors import CheckFailed, MissingDependency
-from ..preflight import (
+from pipeline import REPO_ROOT
+from pipeline.errors import CheckFailed, MissingDependency
+from pipeline.preflight.collect import SAVED_FILES, SavedSources
+from pipeline.preflight.run import (
     DEFAULT_RECORD,
     RUNTIMES,
     PreflightReport,
@@ -19,8 +20,8 @@ from ..preflight import (
     preflight_log,
     write_report,
 )
-from ..preflight import preflight as run_preflight
-from ..preflight_collect import SAVED_FILES, SavedSources
+from pipeline.preflight.run import preflight as run_preflight
+
 from .output import emit_json
 
 DEFAULT_OUTPUT = REPO_ROOT / "state" / "preflight.json"

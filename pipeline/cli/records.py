@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..identity import fingerprint
-from ..logparse import parse_log
-from ..records import load_record, record_names
+from pipeline.records.identity import fingerprint
+from pipeline.records.logparse import parse_log
+from pipeline.records.model import load_record, record_names
+
 from .output import emit_json
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..bundle import record_of_runs
-from ..records import load_record
-from ..report import report_runs
+from pipeline.bundle.archive import record_of_runs
+from pipeline.records.model import load_record
+from pipeline.report.render import report_runs
+
 from .output import emit_json
 
 

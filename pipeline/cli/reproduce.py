@@ -18,9 +18,10 @@ from pathlib import Path
 
 import click
 
-from ..errors import Interrupted, RunFailed
-from ..reproduce import ReproduceRequest, demo_request
-from ..reproduce import reproduce as run_reproduce
+from pipeline.errors import Interrupted, RunFailed
+from pipeline.reproduce.flow import ReproduceRequest, demo_request
+from pipeline.reproduce.flow import reproduce as run_reproduce
+
 from .output import emit_json
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"

@@ -16,9 +16,10 @@ import sys
 import click
 import yaml
 
-from ..errors import Interrupted, RunFailed
-from ..runtime_docker import ALL_GPUS, UNLIMITED
-from ..train_stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
+from pipeline.errors import Interrupted, RunFailed
+from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
+from pipeline.runs.stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
+
 from .output import emit_json
 
 

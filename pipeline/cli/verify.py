@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from ..records import load_record
-from ..verify import Verdict, verify_runs
+from pipeline.records.model import load_record
+from pipeline.verdict.judge import Verdict, verify_runs
+
 from .output import emit_json
 
 PASSING = ("reproduced", "reproduced-with-deviations")

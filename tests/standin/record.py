@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from pipeline import REPO_ROOT
-from pipeline.identity import fingerprint
+from pipeline.records.identity import fingerprint
 from tests.logfactory import make_log
 
 NAME = "2099-01-01_StandIn"

@@ -1,0 +1,648 @@
+"""Verified, resumable shard fetch from the Hugging Face hub, an HTTP mirror or a local folder.
+
+    repro data fetch                                   # the record's val shard + 9 train shards
+    repro data fetch --source https://host/fineweb/{filename} --train-shards 2
+    repro data fetch --source /mnt/shards --dir data/fineweb10B-gpt2
+
+Each file is downloaded to `<dir>/.partial/<name>.part`, resumed with an HTTP Range request
+after a dropped connection or an interrupted run, retried with backoff, then checked (header,
+exact size, sha256 against the manifest's lock and the hash the server declares) and only then
+renamed to its final name: a corrupt file never sits under a final name.
+
+The hub is reached through huggingface_hub (HF_ENDPOINT, HF_TOKEN, the pinned revision, and
+the LFS sha256 it declares in X-Linked-Etag), which resolves each file to its storage URL; the
+bytes are then streamed here rather than by hf_hub_download: huggingface_hub 2.x writes in
+10 MiB chunks to a per-process temporary file that it deletes when a download fails, so a
+dropped connection costs up to 10 MiB and an interrupted run the whole 200 MB shard.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import random
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import HTTPRedirectHandler, Request, build_opener
+
+from pipeline import REPO_ROOT
+from pipeline.data.manifest import DatasetManifest, HubSource, load_dataset, record_lock
+from pipeline.data.shards import header_problems, read_header
+from pipeline.data.verify import LockEntry, data_lock_digest, read_local_lock, write_local_lock
+from pipeline.errors import InputError, Interrupted
+from pipeline.hashing import sha256_file
+
+DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
+READ_CHUNK = 1 << 20
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+class Retryable(Exception):
+    """A transient failure (connection dropped, timeout, 5xx): back off and resume."""
+
+
+class FetchError(Exception):
+    """A failure retrying cannot fix; carries the fix for the user.
+
+    kind: "input" (no such file/revision, bad URL), "bad" (bytes failed their checks or disagree
+    with the lock), "unreachable" (retries used up), "interrupted".
+    """
+
+    def __init__(self, what: str, fix: str, kind: str = "input"):
+        super().__init__(what)
+        self.what, self.fix, self.kind = what, fix, kind
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where one file's bytes are, and what the source declares about them."""
+
+    url: str
+    headers: dict
+    size: int | None
+    sha256: str | None
+    label: str  # recorded in the lock: no credentials, no signed query strings
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    name: str
+    size: int
+    sha256: str
+    tokens: int
+    source: str
+    checked: tuple[str, ...]  # e.g. ("header", "size", "sha256:lock", "sha256:server")
+    downloaded_bytes: int
+    reused: bool
+
+
+@dataclass(frozen=True)
+class FetchFailure:
+    name: str
+    what: str
+    fix: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    dataset: str
+    data_dir: Path
+    source: str
+    files: tuple[FetchedFile, ...]
+    failures: tuple[FetchFailure, ...]
+    locked: tuple[str, ...] = ()
+    lock_path: Path | None = None
+    lock_digest: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def unhashed(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.files if not any(c.startswith("sha256") for c in f.checked))
+
+
+@dataclass
+class Options:
+    jobs: int = 4
+    retries: int = 5  # consecutive failures without progress before giving up on a file
+    backoff_s: float = 1.0  # first wait; doubles up to 30 s, with jitter
+    corrupt_retries: int = 1  # full re-downloads after a file fails its checks
+    timeout_s: float = 60.0
+    lock: bool = False
+    quiet: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+# ---- sources ------------------------------------------------------------------------------------
+
+def _clean_url(url: str) -> str:
+    """A URL fit for a log or lock: no user:password@, no query (signed URLs carry tokens there)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _declared_sha256(headers) -> str | None:
+    """The sha256 a server declares: hub X-Linked-Etag / ETag (LFS oid), or an RFC 9530 digest."""
+    for key in ("X-Linked-Etag", "ETag"):
+        value = (headers.get(key) or "").removeprefix("W/").strip('"').lower()
+        if SHA256_RE.match(value):
+            return value
+    for key in ("Repr-Digest", "Digest"):
+        match = re.search(r"sha-256=:?([A-Za-z0-9+/=]+):?", headers.get(key) or "", re.IGNORECASE)
+        if match:
+            try:
+                return base64.b64decode(match[1]).hex()
+            except ValueError:
+                return None
+    return None
+
+
+class HubFiles:
+    """Resolve files of a pinned hub revision with huggingface_hub (endpoint, token, redirects)."""
+
+    def __init__(self, hub: HubSource, endpoint: str | None = None):
+        self.hub = hub
+        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
+        self.description = f"hub {hub.repo_id}@{hub.revision}" + (f" via {_clean_url(self.endpoint)}"
+                                                                    if self.endpoint else "")
+
+    def resolve(self, name: str, timeout: float) -> Remote:
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.utils import HfHubHTTPError, build_hf_headers
+
+        url = hf_hub_url(self.hub.repo_id, name, repo_type=self.hub.repo_type, revision=self.hub.revision,
+                         endpoint=self.endpoint)
+        try:
+            meta = get_hf_file_metadata(url, timeout=timeout)
+        except HfHubHTTPError as exc:
+            response = getattr(exc, "response", None)
+            status = getattr(response, "status_code", None)
+            code = response.headers.get("X-Error-Code", "") if response is not None else ""
+            if status is not None and (status >= 500 or status in (408, 429)):
+                raise Retryable(f"hub answered HTTP {status}") from None
+            if code == "RevisionNotFound":
+                raise FetchError(f"{self.hub.repo_id} has no revision {self.hub.revision}",
+                                 "check `source.hub.revision` in the dataset manifest") from None
+            if code == "EntryNotFound":
+                raise FetchError(f"{self.hub.repo_id}@{self.hub.revision} has no file {name}",
+                                 "check the split patterns and counts in the dataset manifest") from None
+            raise FetchError(f"hub refused {name} (HTTP {status}{', ' + code if code else ''})",
+                             "check the repo id; for a private or gated repo set HF_TOKEN") from None
+        except Exception as exc:
+            if isinstance(exc, (TypeError, AttributeError, NameError, AssertionError)):
+                raise
+            raise Retryable(f"hub unreachable ({type(exc).__name__}: {exc})") from None
+        if COMMIT_RE.match(self.hub.revision) and meta.commit_hash and meta.commit_hash != self.hub.revision:
+            raise FetchError(f"hub served commit {meta.commit_hash} for pinned revision {self.hub.revision}",
+                             "the endpoint is not serving the pinned revision; check HF_ENDPOINT", "bad")
+        commit = meta.commit_hash or self.hub.revision
+        etag = (meta.etag or "").lower()
+        location = meta.location or url
+        # Authorization goes to the hub only, never to the storage host a file redirects to.
+        headers = build_hf_headers() if _origin(location) == _origin(url) else {}
+        headers["Accept-Encoding"] = "identity"
+        label = f"hf://{'datasets/' if self.hub.repo_type == 'dataset' else ''}{self.hub.repo_id}@{commit}/{name}"
+        if self.endpoint:
+            label += f" (endpoint {_clean_url(self.endpoint)})"
+        return Remote(location, headers, meta.size, etag if SHA256_RE.match(etag) else None, label)
+
+
+class MirrorFiles:
+    """An HTTP(S) mirror given as a URL template with {filename} (and optionally {repo_id}, {revision})."""
+
+    def __init__(self, template: str, hub: HubSource | None):
+        if "{filename}" not in template:
+            raise InputError(f"mirror URL {template!r} has no {{filename}}",
+                             "write the template like https://host/path/{filename}")
+        try:
+            template.format(filename="x", repo_id="r", revision="v")
+        except (KeyError, IndexError, ValueError):
+            raise InputError(f"mirror URL {template!r} has placeholders other than {{filename}}, {{repo_id}}, "
+                             "{revision}", "escape literal braces as {{ }} or remove them") from None
+        self.template, self.hub = template, hub
+        self.description = f"mirror {_clean_url(template)}"
+
+    def resolve(self, name: str, timeout: float) -> Remote:
+        url = self.template.format(filename=name, repo_id=self.hub.repo_id if self.hub else "",
+                                   revision=self.hub.revision if self.hub else "")
+        return Remote(url, {"Accept-Encoding": "identity"}, None, None, _clean_url(url))
+
+
+class FolderFiles:
+    """A local folder (another disk, a shared mount); its data.lock.yaml, if any, declares hashes."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder).resolve()
+        if not self.folder.is_dir():
+            raise InputError(f"source folder {folder} does not exist", "give a folder that holds the shards")
+        self.lock = read_local_lock(self.folder)
+        self.description = f"folder {self.folder}"
+
+    def resolve(self, name: str, timeout: float) -> Remote:
+        path = self.folder / name
+        if not path.is_file():
+            raise FetchError(f"{path} does not exist", "copy the shard there or fetch from the hub")
+        entry = self.lock.files.get(name) if self.lock else None
+        return Remote(str(path), {}, path.stat().st_size, entry.sha256 if entry else None, str(path))
+
+
+def make_source(source: str, manifest: DatasetManifest):
+    if source == "hub":
+        if manifest.hub is None:
+            raise InputError(f"dataset {manifest.name} has no hub source", "give --source URL-TEMPLATE or DIR")
+        return HubFiles(manifest.hub)
+    if source == "mirror":
+        if not manifest.mirrors:
+            raise InputError(f"dataset {manifest.name} lists no mirrors",
+                             "give the mirror as --source https://host/path/{filename}")
+        return MirrorFiles(manifest.mirrors[0], manifest.hub)
+    if source.startswith(("http://", "https://")):
+        return MirrorFiles(source, manifest.hub)
+    if Path(source).is_dir():
+        return FolderFiles(Path(source))
+    raise InputError(f"--source {source!r} is neither hub, mirror, an http(s) URL template nor a folder",
+                     "use --source hub, --source https://host/path/{filename} or --source /path/to/shards")
+
+
+# ---- transfer -----------------------------------------------------------------------------------
+
+def _part_paths(data_dir: Path, name: str) -> tuple[Path, Path]:
+    partial = data_dir / ".partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    return partial / f"{name}.part", partial / f"{name}.part.json"
+
+
+class _DropAuthOnRedirect(HTTPRedirectHandler):
+    """Follow redirects, but never carry a hub token to another host (storage URLs are pre-signed)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_opener = build_opener(_DropAuthOnRedirect)
+
+
+def _write_all(f, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[f.write(view):]
+
+
+def _stream_http(remote: Remote, part: Path, progress, opts: Options) -> tuple[int, str | None]:
+    """Append the rest of a file to `part` (Range from its current size); returns (total size, declared sha)."""
+    have = part.stat().st_size if part.exists() else 0
+    if remote.size is not None and have > remote.size:
+        part.unlink()
+        progress(-have)
+        have = 0
+    if remote.size is not None and have == remote.size:
+        return have, remote.sha256
+    headers = dict(remote.headers)
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    try:
+        response = _opener.open(Request(remote.url, headers=headers), timeout=opts.timeout_s)
+    except HTTPError as exc:
+        exc.close()
+        total_match = re.match(r"bytes \*/(\d+)", exc.headers.get("Content-Range") or "")
+        if exc.code == 416 and have and total_match and int(total_match[1]) == have:
+            return have, remote.sha256  # the part was already whole (the last run stopped before the rename)
+        if exc.code == 416 and have:
+            part.unlink()  # the server will not continue this part: start the file again
+            progress(-have)
+            raise Retryable("server refused to resume (HTTP 416)") from None
+        if exc.code >= 500 or exc.code in (408, 429):
+            raise Retryable(f"HTTP {exc.code} from {_clean_url(remote.url)}") from None
+        raise FetchError(f"HTTP {exc.code} from {_clean_url(remote.url)}",
+                         "check the source URL (template) and that the file exists there") from None
+    except (URLError, OSError, http.client.HTTPException) as exc:
+        raise Retryable(f"cannot reach {_clean_url(remote.url)} ({exc})") from None
+    with response:
+        content_range = response.headers.get("Content-Range") or ""
+        if response.status == 206:
+            match = re.match(r"bytes (\d+)-\d+/(\d+|\*)", content_range)
+            if not match or int(match[1]) != have:
+                part.unlink()
+                progress(-have)
+                raise Retryable(f"server answered range {content_range!r} for bytes={have}-; starting over")
+            total = int(match[2]) if match[2] != "*" else None
+        else:
+            if have:  # the server ignored Range and sends everything: start the file again
+                progress(-have)
+                have = 0
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+        declared = _declared_sha256(response.headers) or remote.sha256
+        # Unbuffered, and read1 (what has arrived, not a full chunk): the part on disk always holds
+        # every byte received, so a killed process loses nothing it was sent.
+        with open(part, "r+b" if have else "wb", buffering=0) as f:
+            f.seek(have)
+            f.truncate()
+            try:
+                while chunk := response.read1(READ_CHUNK):
+                    _write_all(f, chunk)
+                    progress(len(chunk))
+                    if opts.stop.is_set():
+                        raise FetchError("interrupted", "run the same command again to resume", "interrupted")
+            except (OSError, http.client.HTTPException) as exc:
+                raise Retryable(f"connection lost after {f.tell()} bytes ({type(exc).__name__})") from None
+            got = f.tell()
+    if total is not None and got < total:
+        raise Retryable(f"connection ended at {got} of {total} bytes")
+    return got if total is None else total, declared
+
+
+def _copy_local(remote: Remote, part: Path, progress, opts: Options) -> tuple[int, str | None]:
+    have = part.stat().st_size if part.exists() else 0
+    if remote.size is not None and have > remote.size:
+        part.unlink()
+        progress(-have)
+        have = 0
+    with open(remote.url, "rb") as src, open(part, "r+b" if have else "wb") as dst:
+        src.seek(have)
+        dst.seek(have)
+        while chunk := src.read(8 * READ_CHUNK):
+            dst.write(chunk)
+            progress(len(chunk))
+            if opts.stop.is_set():
+                raise FetchError("interrupted", "run the same command again to resume", "interrupted")
+    return remote.size, remote.sha256
+
+
+def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sha, progress,
+              opts: Options) -> tuple[Remote, int, str | None]:
+    """Download (resuming) until the part is whole; retries transient failures with backoff."""
+    failures = 0
+    while True:
+        before = part.stat().st_size if part.exists() else 0
+        try:
+            remote = source.resolve(name, opts.timeout_s)
+            if lock_size is not None and remote.size is not None and remote.size != lock_size:
+                raise FetchError(f"source offers {remote.size} bytes, the lock says {lock_size}",
+                                 "the source serves a different file; use the pinned source or fix the lock", "bad")
+            if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
+                raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
+                                 "the source serves a different version; use the pinned revision or fix the lock",
+                                 "bad")
+            _discard_stale_part(part, meta_path, remote, lock_sha, progress)
+            if isinstance(source, FolderFiles):
+                size, declared = _copy_local(remote, part, progress, opts)
+            else:
+                size, declared = _stream_http(remote, part, progress, opts)
+            return remote, size, declared
+        except Retryable as exc:
+            after = part.stat().st_size if part.exists() else 0
+            failures = 0 if after > before else failures + 1
+            if failures > opts.retries:
+                raise FetchError(f"{exc} (gave up after {opts.retries} retries without progress)",
+                                 "check the network (or use a mirror: HF_ENDPOINT, --source), then run again: "
+                                 "partial files are kept and resumed", "unreachable") from None
+            delay = min(opts.backoff_s * 2 ** max(failures - 1, 0), 30.0) * (0.5 + random.random())
+            if opts.stop.wait(delay):
+                raise FetchError("interrupted", "run the same command again to resume", "interrupted") from None
+
+
+def _resolve_with_retries(source, name: str, opts: Options) -> Remote:
+    for failures in range(opts.retries + 1):
+        try:
+            return source.resolve(name, opts.timeout_s)
+        except Retryable as exc:
+            if failures == opts.retries:
+                raise FetchError(str(exc), "check the network or the source, then run again",
+                                 "unreachable") from None
+            if opts.stop.wait(min(opts.backoff_s * 2 ** failures, 30.0)):
+                raise FetchError("interrupted", "run the same command again", "interrupted") from None
+    raise AssertionError("unreachable")
+
+
+def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, progress) -> None:
+    """A part started for other bytes (new revision, other size) cannot be resumed."""
+    want = {"size": remote.size, "sha256": lock_sha or remote.sha256}
+    if part.exists() and meta_path.exists():
+        try:
+            old = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if any(want[k] is not None and old.get(k) not in (None, want[k]) for k in want):
+            progress(-part.stat().st_size)
+            part.unlink()
+    meta_path.write_text(json.dumps(want))
+
+
+# ---- one file -----------------------------------------------------------------------------------
+
+def _check(path: Path, sha256: str, size: int | None, lock_size, lock_sha, declared_sha,
+           tokens_expected) -> tuple[list[str], tuple[str, ...]]:
+    problems = header_problems(path, tokens_expected)
+    actual = path.stat().st_size
+    checked = ["header"]
+    for where, want in (("lock", lock_size), ("source", size)):
+        if want is not None:
+            checked.append(f"size:{where}")
+            if actual != want:
+                problems.append(f"size {actual} differs from {want} ({where})")
+    for where, want in (("lock", lock_sha), ("server", declared_sha)):
+        if want:
+            checked.append(f"sha256:{where}")
+            if sha256 != want:
+                problems.append(f"sha256 {sha256} differs from {want} ({where})")
+    return problems, tuple(dict.fromkeys(checked))
+
+
+def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, progress, opts: Options,
+              previous_source: str = "") -> FetchedFile:
+    final = data_dir / name
+    locked = manifest.lock.get(name)
+    lock_size, lock_sha = (locked.size, locked.sha256) if locked else (None, None)
+    tokens_expected = manifest.tokens_expected(name)
+
+    if final.exists():
+        sha = sha256_file(final)
+        problems, checked = _check(final, sha, None, lock_size, lock_sha, None, tokens_expected)
+        label = previous_source or "(already present)"
+        if not problems and opts.lock and not lock_sha:
+            # To lock a file we already have, the source only needs to declare its hash.
+            remote = _resolve_with_retries(source, name, opts)
+            label = remote.label
+            if not remote.sha256:
+                raise FetchError(f"{remote.label} declares no sha256 to lock it with",
+                                 "lock from the hub (it declares each file's LFS sha256), or write the hash "
+                                 "into the manifest's lock yourself", "input")
+            problems, checked = _check(final, sha, remote.size, None, None, remote.sha256, tokens_expected)
+        if not problems:
+            progress(final.stat().st_size)
+            return FetchedFile(name, final.stat().st_size, sha, read_header(final).num_tokens, label, checked,
+                               0, True)
+        final.unlink()  # bad under a final name: fetch it properly
+
+    part, meta_path = _part_paths(data_dir, name)
+    downloaded = 0
+
+    def counted(n: int) -> None:
+        nonlocal downloaded
+        downloaded += max(n, 0)
+        progress(n)
+
+    for attempt in range(opts.corrupt_retries + 1):
+        remote, size, declared = _transfer(source, name, part, meta_path, lock_size, lock_sha, counted, opts)
+        sha = sha256_file(part)
+        problems, checked = _check(part, sha, size, lock_size, lock_sha, declared, tokens_expected)
+        if not problems and opts.lock and not lock_sha and not declared:
+            problems = [f"neither the lock nor {remote.label} gives a sha256 to check it against"]
+        if not problems:
+            os.replace(part, final)
+            meta_path.unlink(missing_ok=True)
+            return FetchedFile(name, final.stat().st_size, sha, read_header(final).num_tokens, remote.label,
+                               checked, downloaded, False)
+        counted(-part.stat().st_size)
+        part.unlink()
+        meta_path.unlink(missing_ok=True)
+        if attempt == opts.corrupt_retries:
+            raise FetchError(f"from {remote.label}: failed its checks {attempt + 1} times: "
+                             + "; ".join(problems),
+                             "the source serves bad bytes: try another source (--source), or run "
+                             "`repro data fetch --lock` only if the lock itself is missing this hash", "bad")
+    raise AssertionError("unreachable")
+
+
+# ---- the whole fetch ----------------------------------------------------------------------------
+
+def default_data_dir(dataset: str) -> Path:
+    return REPO_ROOT / "data" / dataset
+
+
+def record_defaults(record_name: str) -> tuple[str, int, int]:
+    """(dataset, train shards, val shards) the record says to fetch."""
+    from pipeline.records.model import load_record
+
+    ref = load_record(record_name).dataset
+    return ref.name, ref.train_shards, ref.val_shards
+
+
+class _Progress:
+    """One byte counter for all parallel downloads (tqdm to stderr; silent when quiet)."""
+
+    def __init__(self, total: int, quiet: bool, files: int):
+        self._guard = threading.Lock()
+        self.bar = None
+        if not quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total or None, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+                            desc=f"fetch {files} files", dynamic_ncols=True, leave=True)
+
+    def __call__(self, n: int) -> None:
+        if self.bar is not None and n:
+            with self._guard:
+                self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: str = "hub",
+          opts: Options | None = None) -> FetchResult:
+    """Fetch `names` into data_dir in parallel; every file that fails is reported, none stops the rest."""
+    opts = opts or Options()
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files_source = make_source(source, manifest)
+    previous = read_local_lock(data_dir)
+    total = sum((manifest.lock[n].size or 0) for n in names if n in manifest.lock)
+    progress = _Progress(total, opts.quiet, len(names))
+    done: list[FetchedFile] = []
+    failures: list[FetchFailure] = []
+
+    def task(name: str) -> None:
+        old_source = previous.files[name].source if previous and name in previous.files else ""
+        try:
+            fetched = fetch_one(files_source, manifest, name, data_dir, progress, opts, old_source)
+        except FetchError as exc:
+            failures.append(FetchFailure(name, exc.what, exc.fix, exc.kind))
+            return
+        done.append(fetched)
+        write_local_lock(data_dir, manifest.name, [LockEntry(fetched.name, fetched.size, fetched.sha256,
+                                                             fetched.tokens, fetched.source)])
+
+    # Daemon threads, not an executor: after Ctrl-C a thread blocked on a stalled socket must not
+    # hold the process open. A part file is always a prefix of the file, so stopping anywhere is safe.
+    queue = list(reversed(names))
+    crashed: list[BaseException] = []
+
+    def worker() -> None:
+        while not opts.stop.is_set():
+            try:
+                name = queue.pop()
+            except IndexError:
+                return
+            try:
+                task(name)
+            except BaseException as exc:  # a bug: surface it in the main thread
+                crashed.append(exc)
+                opts.stop.set()
+
+    threads = [threading.Thread(target=worker, name=f"fetch-{i}", daemon=True)
+               for i in range(max(1, min(opts.jobs, len(names))))]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        opts.stop.set()
+        for thread in threads:
+            thread.join(1.0)
+        progress.close()
+        raise Interrupted(f"fetch interrupted; partial files are kept in {data_dir / '.partial'}",
+                          "run the same command again to resume") from None
+    progress.close()
+    if crashed:
+        raise crashed[0]
+    try:
+        (data_dir / ".partial").rmdir()  # only when empty: nothing left to resume
+    except OSError:
+        pass
+
+    locked: list[str] = []
+    if opts.lock:
+        new = {f.name: (f.size, f.sha256) for f in done
+               if not (manifest.lock.get(f.name) and manifest.lock[f.name].sha256)}
+        if new:
+            locked = record_lock(manifest, new)
+    order = {n: i for i, n in enumerate(names)}
+    lock_path = data_dir / "data.lock.yaml"
+    return FetchResult(manifest.name, data_dir, files_source.description,
+                       tuple(sorted(done, key=lambda f: order[f.name])),
+                       tuple(sorted(failures, key=lambda f: order[f.name])), tuple(locked),
+                       lock_path if lock_path.exists() else None,
+                       data_lock_digest(data_dir) if lock_path.exists() else None)
+
+
+def plan(dataset: str | None, record: str | None, train_shards: int | None, val_shards: int | None,
+         files: tuple[str, ...] = (), manifests: Path | None = None) -> tuple[DatasetManifest, list[str]]:
+    """Which dataset and which files: explicit names, else counts, else the record's defaults.
+
+    Shard counts default to the record's when the dataset is the record's, else to every shard.
+    """
+    rec_dataset, rec_train, rec_val = None, None, None
+    if record is not None or dataset is None:
+        rec_dataset, rec_train, rec_val = record_defaults(record or DEFAULT_RECORD)
+    dataset = dataset or rec_dataset
+    manifest = load_dataset(dataset, manifests)
+    if dataset != rec_dataset:
+        rec_train, rec_val = manifest.splits["train"].count, manifest.splits["val"].count
+    train_shards = rec_train if train_shards is None else train_shards
+    val_shards = rec_val if val_shards is None else val_shards
+    if files:
+        known = set(manifest.splits["val"].file_names()) | set(manifest.splits["train"].file_names())
+        unknown = [f for f in files if f not in known]
+        if unknown:
+            raise InputError(f"{unknown[0]} is not a file of dataset {manifest.name}",
+                             f"name files like {manifest.splits['train'].file_name(manifest.splits['train'].first)}")
+        return manifest, list(dict.fromkeys(files))
+    if train_shards < 0 or val_shards < 0:
+        raise InputError("shard counts must be >= 0", "give --train-shards N --val-shards M with N, M >= 0")
+    return manifest, manifest.file_names(train_shards, val_shards)
+

@@ -1,0 +1,221 @@
+"""Dataset manifests (manifests/datasets/<name>.yaml) read into frozen types, validated once.
+
+    from pipeline.data.manifest import load_dataset
+    ds = load_dataset("fineweb10B-gpt2")
+    ds.file_names(train_shards=9, val_shards=1)   # ['fineweb_val_000000.bin', 'fineweb_train_000001.bin', ...]
+
+A manifest pins where the shards come from (hub repo + revision, mirrors), their format, the
+file names of each split and a lock of per-file size and sha256. `record_lock` fills empty lock
+entries in place, editing only those lines so the file's comments survive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline import REPO_ROOT
+from pipeline.errors import ManifestError
+from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+
+SCHEMA_VERSION = 1
+SPLITS = ("val", "train")
+
+
+def manifests_root() -> Path:
+    """Where manifests live; REPRO_MANIFESTS overrides it (tests, forks with their own pins)."""
+    return Path(os.environ.get("REPRO_MANIFESTS") or REPO_ROOT / "manifests")
+
+
+@dataclass(frozen=True)
+class HubSource:
+    repo_id: str
+    repo_type: str
+    revision: str
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    magic: int
+    version: int
+    header_ints: int
+    token_dtype: str
+    tokens_per_shard: int | None  # every shard but the last of a split; None = not fixed
+    bos: int
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    pattern: str  # str.format pattern with {index}
+    first: int
+    count: int
+
+    def file_name(self, index: int) -> str:
+        return self.pattern.format(index=index)
+
+    def file_names(self, count: int | None = None) -> list[str]:
+        return [self.file_name(self.first + i) for i in range(self.count if count is None else count)]
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    name: str
+    size: int | None
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class DatasetManifest:
+    name: str
+    path: Path
+    description: str
+    hub: HubSource | None
+    mirrors: tuple[str, ...]
+    format: ShardFormat
+    splits: dict[str, Split]
+    lock: dict[str, LockedFile] = field(default_factory=dict)
+
+    def file_names(self, train_shards: int, val_shards: int) -> list[str]:
+        """Val shards first (the trainer validates before it trains far), then train shards."""
+        names = []
+        for split, count in (("val", val_shards), ("train", train_shards)):
+            available = self.splits[split].count
+            if count > available:
+                raise ManifestError(self.path, f"splits.{split}.count", f"has {available} shards, {count} asked for",
+                                    f"ask for at most {available} {split} shards")
+            names += self.splits[split].file_names(count)
+        return names
+
+    def split_of(self, name: str) -> Split | None:
+        for split in self.splits.values():
+            if name in split.file_names():
+                return split
+        return None
+
+    def tokens_expected(self, name: str) -> int | None:
+        """The exact token count a file must hold, when the format fixes it (not the last of a split)."""
+        split = self.split_of(name)
+        if split is None or self.format.tokens_per_shard is None:
+            return None
+        return None if name == split.file_name(split.first + split.count - 1) else self.format.tokens_per_shard
+
+
+def dataset_path(name: str, root: Path | None = None) -> Path:
+    return (root or manifests_root()) / "datasets" / f"{name}.yaml"
+
+
+def load_dataset(name_or_path: str | Path, root: Path | None = None) -> DatasetManifest:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = dataset_path(str(name_or_path), root)
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.is_dir() else []
+        raise ManifestError(path, "", "no such dataset manifest",
+                            f"use one of: {', '.join(known) or '(none found)'}, or write {path.name}")
+    return parse_dataset(load_yaml(path), path)
+
+
+def parse_dataset(data: dict, path: Path) -> DatasetManifest:
+    top = Fields(data, path)
+    top.only("schema_version", "name", "description", "source", "format", "splits", "lock")
+    check_schema_version(top, SCHEMA_VERSION)
+    name = top.req("name", str)
+    if name != path.stem:
+        raise top.fail("name", f"is {name!r} but the file is {path.name}", f"name the file {name}.yaml or fix `name:`")
+
+    source = top.sub("source")
+    source.only("hub", "mirrors")
+    hub = None
+    if source.opt("hub", dict) is not None:
+        h = source.sub("hub")
+        h.only("repo_id", "repo_type", "revision")
+        repo_type = h.opt("repo_type", str, "dataset")
+        if repo_type not in ("dataset", "model"):
+            raise h.fail("repo_type", f"is {repo_type!r}", "write `repo_type: dataset` (or model)")
+        hub = HubSource(h.req("repo_id", str), repo_type, h.req("revision", str, "pin a commit: `revision: <40 hex>`"))
+    mirrors = source.list_of("mirrors", str, required=False)
+    for i, template in enumerate(mirrors):
+        if "{filename}" not in template or not template.startswith(("http://", "https://")):
+            raise source.fail(f"mirrors[{i}]", f"is not an http(s) URL template with {{filename}}: {template!r}",
+                              "write e.g. https://host/path/{filename}")
+
+    fmt = top.sub("format")
+    fmt.only("magic", "version", "header_ints", "token_dtype", "tokens_per_shard", "bos")
+    shard_format = ShardFormat(fmt.req("magic", int), fmt.req("version", int), fmt.req("header_ints", int),
+                               fmt.req("token_dtype", str), fmt.opt("tokens_per_shard", int), fmt.req("bos", int))
+    if (shard_format.header_ints, shard_format.token_dtype) != (256, "uint16"):
+        raise fmt.fail("header_ints", "this tool reads 256-int32 headers with uint16 tokens only",
+                       "write `header_ints: 256` and `token_dtype: uint16`")
+
+    splits_fields = top.sub("splits")
+    splits_fields.only(*SPLITS)
+    splits = {}
+    for split_name in SPLITS:
+        s = splits_fields.sub(split_name)
+        s.only("pattern", "first", "count")
+        pattern = s.req("pattern", str)
+        try:
+            example = pattern.format(index=0)
+        except (KeyError, IndexError, ValueError):
+            example = ""
+        if "{index" not in pattern or "/" in example or not example:
+            raise s.fail("pattern", f"is not a file name pattern with {{index}}: {pattern!r}",
+                         'write e.g. "fineweb_train_{index:06d}.bin"')
+        splits[split_name] = Split(split_name, pattern, s.req("first", int), s.req("count", int))
+
+    lock = {}
+    lock_data = top.opt("lock", dict, {})
+    for file_name in lock_data:
+        entry = top.sub("lock").sub(file_name)
+        entry.only("size", "sha256")
+        lock[file_name] = LockedFile(file_name, entry.opt("size", int), entry.sha256("sha256", required=False))
+
+    return DatasetManifest(name, path, top.opt("description", str, ""), hub, mirrors, shard_format, splits, lock)
+
+
+_LOCK_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<name>[^\s:#]+):\s*\{[^}]*\}\s*(?P<comment>#.*)?$")
+
+
+def _yaml_scalar(value: str) -> str:
+    """A hash as a plain scalar when YAML reads it back as a string, quoted otherwise (e.g. all digits)."""
+    return value if isinstance(yaml.safe_load(value), str) else f'"{value}"'
+
+
+def record_lock(manifest: DatasetManifest, entries: dict[str, tuple[int, str]]) -> list[str]:
+    """Fill empty lock entries (size, sha256) in the manifest file; returns the names it recorded.
+
+    A value already in the lock is never overwritten: a different one is an error the caller reports.
+    """
+    text = manifest.path.read_text(encoding="utf-8").splitlines(keepends=True)
+    in_lock, recorded, seen = False, [], set()
+    for i, line in enumerate(text):
+        if re.match(r"^lock:\s*(#.*)?$", line):
+            in_lock = True
+            continue
+        if in_lock and line.strip() and not line[0].isspace() and not line.startswith("#"):
+            in_lock = False
+        match = _LOCK_LINE.match(line.rstrip("\n")) if in_lock else None
+        if not match or match["name"] not in entries:
+            continue
+        name = match["name"]
+        seen.add(name)
+        size, sha256 = entries[name]
+        old = manifest.lock.get(name)
+        if old is not None and old.sha256 and old.size is not None:
+            continue
+        comment = f"  {match['comment']}" if match["comment"] else ""
+        text[i] = f"{match['indent']}{name}: {{size: {size}, sha256: {_yaml_scalar(sha256)}}}{comment}\n"
+        recorded.append(name)
+    missing = sorted(set(entries) - seen)
+    if missing:
+        raise ManifestError(manifest.path, f"lock.{missing[0]}", "has no line to record its hash in",
+                            f"add `  {missing[0]}: {{size: , sha256: }}` under `lock:` and run again")
+    tmp = manifest.path.with_name(f".{manifest.path.name}.tmp-{os.getpid()}")
+    tmp.write_text("".join(text), encoding="utf-8")
+    os.replace(tmp, manifest.path)
+    return recorded

@@ -1,0 +1,304 @@
+"""Environment locks: the exact files an environment installs, each with URL and sha256.
+
+    repro env lock --env record-2025-09 [--wheelhouse DIR]
+
+pip resolves the manifest's requirements for the image's Python and platform (a dry run with a
+JSON report: pip is the resolver, not us); then every resolved file is downloaded and hashed here,
+from its bytes, and checked against any sha256 the index announced. With --wheelhouse the files
+are kept, so `repro env build --wheelhouse DIR` can later build with no network at all.
+
+The lock is written without timestamps: locking the same inputs twice gives the same bytes, so
+its sha256 (an image label) names the inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment, lock_path
+from pipeline.errors import InputError, ManifestError, MissingDependency, RunFailed
+from pipeline.hashing import sha256_file
+from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+
+SCHEMA_VERSION = 1
+LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand:\n"
+               "# empty sha256 and `unresolved` entries are unknown; `repro env lock --env {name}` fills them.\n")
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    name: str
+    version: str
+    url: str
+    filename: str
+    sha256: str  # "" = not known yet; a build refuses it
+
+    def requirement(self, url: str | None = None) -> str:
+        """One line of a pip requirements file that installs exactly this file."""
+        return f"{self.name} @ {url or self.url} --hash=sha256:{self.sha256}"
+
+
+@dataclass(frozen=True)
+class Lock:
+    environment: str
+    manifest_sha256: str
+    resolved_by: str
+    python: str
+    bases: dict
+    packages: tuple[LockedFile, ...]
+    build_packages: tuple[LockedFile, ...]
+    flash_attention: dict | None
+    expect: dict
+    deviations: tuple[str, ...]
+    path: Path
+    # requirements not resolved into files yet (a lock written offline); a build refuses any
+    unresolved: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_file(self.path)
+
+    def unknown_entries(self) -> list[str]:
+        out = [f"unresolved[{item}]" for item in self.unresolved]
+        out += [f"packages[{f.name}]" for f in self.packages if not f.sha256]
+        out += [f"build_packages[{f.name}]" for f in self.build_packages if not f.sha256]
+        out += [f"bases.{stage}" for stage, ref in self.bases.items() if not DIGEST_REF_RE.match(ref)]
+        return out
+
+    def require_complete(self, env: Environment) -> None:
+        """A build must never install an unhashed file: name the first unknown entry and the fix."""
+        if self.manifest_sha256 != env.manifest_sha256:
+            raise InputError(f"{self.path} is stale: {env.path.name} changed since it was locked",
+                             f"run `repro env lock --env {env.name}` to re-resolve it")
+        unknown = self.unknown_entries()
+        if unknown:
+            more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+            raise InputError(f"{self.path}: entry {unknown[0]} is not resolved to a file with a sha256{more}; the "
+                             "build installs only hashed files",
+                             f"run `repro env lock --env {env.name}` on a machine with network access "
+                             "(add --wheelhouse DIR to keep the files for an offline build)")
+
+
+def _locked_files(f: Fields, key: str) -> tuple[LockedFile, ...]:
+    out = []
+    for g in f.items(key, required=False):
+        g.only("name", "version", "url", "filename", "sha256")
+        out.append(LockedFile(name=g.req("name", str), version=g.req("version", str), url=g.req("url", str),
+                              filename=g.req("filename", str), sha256=g.sha256("sha256", required=False) or ""))
+    return tuple(out)
+
+
+def load_lock_file(path: Path) -> Lock:
+    top = Fields(load_yaml(path), path)
+    check_schema_version(top, SCHEMA_VERSION)
+    top.only("schema_version", "environment", "manifest_sha256", "resolved_by", "python", "bases", "packages",
+             "build_packages", "flash_attention", "expect", "deviations", "unresolved", "notes")
+    fa = top.opt("flash_attention", dict)
+    return Lock(environment=top.req("environment", str), manifest_sha256=top.sha256("manifest_sha256"),
+                resolved_by=top.req("resolved_by", str), python=top.req("python", str),
+                bases=dict(top.req("bases", dict)), packages=_locked_files(top, "packages"),
+                build_packages=_locked_files(top, "build_packages"), flash_attention=fa,
+                expect={str(k): str(v) for k, v in top.opt("expect", dict, {}).items()},
+                deviations=top.list_of("deviations", str, required=False),
+                unresolved=top.list_of("unresolved", str, required=False),
+                notes=top.list_of("notes", str, required=False), path=Path(path))
+
+
+def load_lock(env: Environment) -> Lock:
+    path = lock_path(env.name)
+    if not path.is_file():
+        raise InputError(f"environment {env.name} has no lock ({path})",
+                         f"run `repro env lock --env {env.name}` on a machine with network access")
+    lock = load_lock_file(path)
+    if lock.environment != env.name:
+        raise ManifestError(path, "environment", f"is {lock.environment!r}, expected {env.name!r}",
+                            f"re-run `repro env lock --env {env.name}`")
+    return lock
+
+
+def lock_to_yaml(lock: Lock) -> str:
+    def files(items):
+        return [{"name": f.name, "version": f.version, "url": f.url, "filename": f.filename, "sha256": f.sha256}
+                for f in items]
+
+    data = {"schema_version": SCHEMA_VERSION, "environment": lock.environment,
+            "manifest_sha256": lock.manifest_sha256, "resolved_by": lock.resolved_by, "python": lock.python,
+            "bases": dict(lock.bases), "packages": files(lock.packages),
+            "build_packages": files(lock.build_packages), "flash_attention": lock.flash_attention,
+            "expect": dict(lock.expect), "deviations": list(lock.deviations), "unresolved": list(lock.unresolved),
+            "notes": list(lock.notes)}
+    return LOCK_HEADER.format(name=lock.environment) + yaml.safe_dump(data, sort_keys=False, width=200)
+
+
+# --- resolution -------------------------------------------------------------------------------------------------
+
+def _public_url(url: str) -> str:
+    """A URL without user:password@ (index credentials must never reach a lock or a log)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def _public_url_text(text: str) -> str:
+    """Any URL credentials in a line of pip's output, blanked."""
+    return re.sub(r"(https?://)[^/@\s]+@", r"\1", text)
+
+
+def _pip_env() -> dict:
+    # The machine's pip configuration (extra indexes, constraints, find-links) must not leak into a lock.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
+def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) -> list[dict]:
+    """pip's own resolver, run for the image's Python and platform: returns the report's install list."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    reqs = workdir / "requirements.in"
+    reqs.write_text("\n".join(requirements) + "\n")
+    report = workdir / "report.json"
+    py_minor = ".".join(env.python.split(".")[:2])
+    cmd = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--quiet",
+           "--no-cache-dir", "--target", str(workdir / "target"), "--report", str(report),
+           "--python-version", py_minor, "--implementation", "cp", "--only-binary=:all:",
+           "--index-url", env.index_url]
+    for url in env.extra_index_urls:
+        cmd += ["--extra-index-url", url]
+    for tag in env.platform_tags():
+        cmd += ["--platform", tag]
+    cmd += ["-r", str(reqs)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env())
+    if proc.returncode != 0:
+        tail = "\n".join(_public_url_text(line) for line in proc.stderr.strip().splitlines()[-8:])
+        fix = f"check the requirements in {env.path} and that {_public_url(env.index_url)} is reachable"
+        if "DO NOT MATCH THE HASHES" in proc.stderr:
+            fix = "a file on the index does not match the sha256 the index announces: do not use it until explained"
+        raise RunFailed(f"pip could not resolve environment {env.name}:\n{tail}", fix)
+    return json.loads(report.read_text())["install"]
+
+
+
+
+def _download(url: str, dest: Path | None) -> str:
+    """Stream url (http, https or file) through sha256, into dest when given (atomically)."""
+    digest = hashlib.sha256()
+    tmp = dest.with_name(dest.name + ".partial") if dest is not None else None
+    if tmp is not None:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as resp:
+            out = tmp.open("wb") if tmp is not None else None
+            try:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    digest.update(chunk)
+                    if out is not None:
+                        out.write(chunk)
+            finally:
+                if out is not None:
+                    out.close()
+    except OSError as exc:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        raise MissingDependency(f"could not download {_public_url(url)}: {exc}",
+                                "check the network or the index, then re-run `repro env lock`") from None
+    if tmp is not None:
+        tmp.replace(dest)
+    return digest.hexdigest()
+
+
+def fetch_and_hash(url: str, dest: Path | None, announced: str = "") -> str:
+    """sha256 of a file's bytes (downloaded, or already kept at dest), checked against the index's."""
+    kept = dest is not None and dest.is_file()
+    sha = sha256_file(dest) if kept else _download(url, dest)
+    if announced and sha != announced:
+        if dest is not None and not kept:
+            dest.unlink()
+        name = dest.name if dest is not None else url.rsplit("/", 1)[-1]
+        raise RunFailed(f"{name}: sha256 of the downloaded bytes is {sha}, but the index announced {announced}",
+                        "the file changed or was corrupted in transit; do not use this index until that is explained")
+    return sha
+
+
+def _lock_files(items: list[dict], wheelhouse: Path | None, log: Callable[[str], None]) -> tuple[LockedFile, ...]:
+    out = []
+    for item in sorted(items, key=lambda i: i["metadata"]["name"].lower()):
+        info = item["download_info"]
+        url = info["url"]
+        filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        announced = info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
+        sha = fetch_and_hash(url, wheelhouse / filename if wheelhouse else None, announced)
+        log(f"  {filename}  sha256 {sha}" + ("  (matches the index)" if announced else ""))
+        name = item["metadata"]["name"].lower().replace("_", "-").replace(".", "-")
+        out.append(LockedFile(name=name, version=item["metadata"]["version"], url=_public_url(url),
+                              filename=filename, sha256=sha))
+    return tuple(out)
+
+
+def resolve_bases(env: Environment, client=None) -> dict:
+    """Digest references stay; local:TAG becomes that image's id (the sha256 of its config)."""
+    out = {}
+    for stage, ref in env.bases.items():
+        m = LOCAL_TAG_RE.match(ref)
+        if m is None:
+            out[stage] = ref
+            continue
+        if client is None:
+            from pipeline.env.image import connect
+
+            client = connect()
+        import docker
+
+        try:
+            out[stage] = client.inspect_image(m["tag"])["Id"]
+        except docker.errors.ImageNotFound:
+            raise MissingDependency(f"base image {m['tag']} ({stage}) is not on this Docker engine",
+                                    "build or load it first (tests: tests/docker_base.py ensure_test_base)") from None
+    return out
+
+
+def resolve_lock(env: Environment, wheelhouse: Path | None = None, client=None,
+                 log: Callable[[str], None] = lambda line: None) -> Lock:
+    """Resolve env to a lock and write it beside the manifest. Needs the index (network or local)."""
+    if wheelhouse is not None:
+        wheelhouse.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
+        log(f"resolving {len(env.requirements)} requirements for Python {env.python} ({env.platform_tags()[0]})")
+        packages = _lock_files(pip_resolve(env, env.requirements, Path(tmp) / "run"), wheelhouse, log)
+        build_packages: tuple[LockedFile, ...] = ()
+        if env.build_requirements:
+            log(f"resolving the builder stage ({len(env.build_requirements)} more requirements)")
+            items = pip_resolve(env, env.requirements + env.build_requirements, Path(tmp) / "build")
+            build_packages = _lock_files(items, wheelhouse, log)
+    pip_version = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True,
+                                 env=_pip_env()).stdout.split()[1]
+    fa = env.flash_attention
+    fa_pin = None if fa is None else {
+        "repository": fa.repository, "commit": fa.commit, "cutlass_commit": fa.cutlass_commit,
+        "subdirectory": fa.subdirectory, "build_env": dict(sorted(fa.build_env.items()))}
+    if fa_pin is not None and wheelhouse is not None:
+        from .env_fa3 import archive_source
+
+        log(f"packing FA3 {fa.commit[:12]} (cutlass {fa.cutlass_commit[:12]}) into the wheelhouse")
+        archive = archive_source(fa_pin, wheelhouse)
+        fa_pin.update(source_file=archive.name, source_sha256=sha256_file(archive))
+    lock = Lock(environment=env.name, manifest_sha256=env.manifest_sha256,
+                resolved_by=f"repro env lock (pip {pip_version})", python=env.python,
+                bases=resolve_bases(env, client), packages=packages, build_packages=build_packages,
+                flash_attention=fa_pin, expect=env.expected, deviations=env.deviations(), path=lock_path(env.name))
+    lock.path.write_text(lock_to_yaml(lock))
+    return load_lock_file(lock.path)

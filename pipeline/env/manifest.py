@@ -1,0 +1,183 @@
+"""Environment manifests: manifests/environments/<name>.yaml loaded once into frozen types.
+
+    repro env lock --env record-2025-09        (reads this, writes <name>.lock.yaml)
+
+An environment says what to pin: the base images (by digest), the exact Python, the top-level
+pip requirements (the lock holds the resolved closure with URLs and sha256), the Dockerfile that
+builds it, the FA3 pin (taken from the record manifest, never copied) and which components
+`repro env verify` reads inside the image. An environment that is not the record's own (a
+fallback) carries a `deviation` text and every use of it is reported as a deviation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import REPO_ROOT
+from pipeline.errors import InputError
+from pipeline.hashing import sha256_file
+from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.records.model import FlashAttentionPin, load_record, manifests_dir
+
+SCHEMA_VERSION = 1
+COMPONENTS = ("python", "torch", "triton", "flash_attention", "cuda", "packages")
+# What an image reference must look like to count as pinned: a registry digest or a local image id.
+DIGEST_REF_RE = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
+LOCAL_TAG_RE = re.compile(r"^local:(?P<tag>[^\s@]+)$")
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    description: str
+    dockerfile: str  # relative to the repository root
+    record: str  # "" for environments that serve no record (tests, demos)
+    deviation: str  # "" for the record's own environment; why it differs otherwise
+    fallbacks: tuple[str, ...]
+    # stage name -> image reference: "repo:tag@sha256:…", or "local:TAG" (an image only this engine
+    # has; the lock replaces it with that image's id, which is a content digest too)
+    bases: dict
+    python: str
+    glibc: str  # the base's glibc: which manylinux wheels fit
+    arch: str
+    apt_snapshot: str
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    requirements: tuple[str, ...]
+    build_requirements: tuple[str, ...]
+    flash_attention: FlashAttentionPin | None
+    components: tuple[str, ...]
+    expect: dict  # component -> version string that verify compares against
+    path: Path
+
+    @property
+    def dockerfile_path(self) -> Path:
+        return REPO_ROOT / self.dockerfile
+
+    @property
+    def manifest_sha256(self) -> str:
+        return sha256_file(self.path)
+
+    def platform_tags(self) -> list[str]:
+        """manylinux tags this base runs, newest first: pip's --platform wants every one listed."""
+        major, minor = (int(x) for x in self.glibc.split("."))
+        tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
+        return tags + [f"manylinux2014_{self.arch}", f"linux_{self.arch}"]
+
+    @property
+    def expected(self) -> dict:
+        """component -> the version verify must find: Python from `python`, the rest from `expect`."""
+        return {"python": self.python, **self.expect}
+
+    def deviations(self) -> tuple[str, ...]:
+        """Every way this environment differs from its record's software: always reported."""
+        out = []
+        if self.deviation:
+            out.append(f"environment {self.name}: {self.deviation}")
+        if self.record:
+            software = load_record(self.record).software
+            for component, pinned in (("python", software.python), ("torch", software.torch),
+                                      ("triton", software.triton), ("cuda", software.torch_cuda)):
+                ours = self.expected.get(component, "")
+                if pinned and ours != pinned:
+                    out.append(f"{component} {ours or 'absent'} instead of the record's {pinned}")
+        return tuple(out)
+
+
+def environments_dir() -> Path:
+    return manifests_dir() / "environments"
+
+
+def environment_names() -> list[str]:
+    return sorted(p.name[: -len(".yaml")] for p in environments_dir().glob("*.yaml")
+                  if not p.name.endswith(".lock.yaml"))
+
+
+def lock_path(name: str) -> Path:
+    return environments_dir() / f"{name}.lock.yaml"
+
+
+def _bases(f: Fields) -> dict:
+    bases = {}
+    for stage, ref in f.data.items():
+        if not isinstance(ref, str) or not (DIGEST_REF_RE.match(ref) or LOCAL_TAG_RE.match(ref)):
+            raise f.fail(str(stage), f"is {ref!r}, not pinned",
+                         "write the image as name:tag@sha256:<digest> (a tag alone is rebuilt over time), "
+                         "or local:<tag> for an image built on this engine")
+        bases[str(stage)] = ref
+    if not bases:
+        raise f.fail("", "names no base image", "add at least `runtime: name:tag@sha256:<digest>`")
+    return bases
+
+
+def load_environment_file(path: Path) -> Environment:
+    top = Fields(load_yaml(path), path)
+    check_schema_version(top, SCHEMA_VERSION)
+    top.only("schema_version", "name", "description", "dockerfile", "record", "deviation", "fallbacks", "bases",
+             "python", "platform", "apt_snapshot", "index_url", "extra_index_urls", "requirements",
+             "build_requirements", "flash_attention", "components", "expect")
+    name = top.req("name", str)
+    if name != Path(path).name[: -len(".yaml")]:
+        raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
+                       "name the file <name>.yaml or correct the name field")
+    dockerfile = top.req("dockerfile", str)
+    if not (REPO_ROOT / dockerfile).is_file():
+        raise top.fail("dockerfile", f"{dockerfile} does not exist under {REPO_ROOT}",
+                       "give the Dockerfile's path relative to the repository root")
+    record = top.opt("record", str, "")
+    fa_source = top.opt("flash_attention", str, "")
+    if fa_source not in ("", "record"):
+        raise top.fail("flash_attention", f"is {fa_source!r}",
+                       "write `flash_attention: record` (the pin lives in the record manifest) or leave it out")
+    flash_attention = None
+    if fa_source == "record":
+        if not record:
+            raise top.fail("flash_attention", "takes the pin from the record but no record is named",
+                           "add `record: <record name>`")
+        flash_attention = load_record(record).software.flash_attention
+        if flash_attention is None:
+            raise top.fail("flash_attention", f"record {record} pins no flash_attention",
+                           "add software.flash_attention to the record or drop it here")
+    components = top.list_of("components", str)
+    for i, component in enumerate(components):
+        if component not in COMPONENTS:
+            raise top.fail(f"components[{i}]", f"is {component!r}", f"use some of: {', '.join(COMPONENTS)}")
+    expect = top.opt("expect", dict, {})
+    unknown = sorted(set(expect) - set(COMPONENTS))
+    if unknown:
+        raise top.fail(f"expect.{unknown[0]}", "is not a component", f"use some of: {', '.join(COMPONENTS)}")
+    platform = top.sub("platform")
+    platform.only("glibc", "arch")
+    glibc = platform.req("glibc", str)
+    if not re.match(r"^\d+\.\d+$", glibc):
+        raise platform.fail("glibc", f"is {glibc!r}", "write the base image's glibc version, e.g. \"2.35\"")
+    return Environment(
+        name=name, description=top.req("description", str).strip(), dockerfile=dockerfile, record=record,
+        deviation=top.opt("deviation", str, "").strip(), fallbacks=top.list_of("fallbacks", str, required=False),
+        bases=_bases(top.sub("bases")), python=top.req("python", str), glibc=glibc,
+        arch=platform.req("arch", str), apt_snapshot=top.opt("apt_snapshot", str, ""),
+        index_url=top.req("index_url", str), extra_index_urls=top.list_of("extra_index_urls", str, required=False),
+        requirements=top.list_of("requirements", str),
+        build_requirements=top.list_of("build_requirements", str, required=False),
+        flash_attention=flash_attention, components=components,
+        expect={str(k): str(v) for k, v in expect.items()}, path=Path(path))
+
+
+def load_environment(name: str) -> Environment:
+    path = environments_dir() / f"{name}.yaml"
+    if name.endswith(".lock") or not path.is_file():
+        known = ", ".join(environment_names()) or "none"
+        raise InputError(f"unknown environment {name!r} (no {path})", f"use one of: {known}")
+    return load_environment_file(path)
+
+
+def default_environment_name(record: str | None = None) -> str:
+    """The environment a record names; the newest record's when none is given."""
+    from pipeline.records.model import record_names
+
+    names = [record] if record else record_names()[-1:]
+    if not names:
+        raise InputError("no record manifests found", f"add one under {manifests_dir() / 'records'}")
+    return load_record(names[0]).environment

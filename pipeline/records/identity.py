@@ -1,0 +1,86 @@
+"""Program identity: the sha256 of the exact bytes, and a fingerprint of what the code does.
+
+The fingerprint hashes a canonical walk of the program's syntax tree with docstrings (and other
+bare string statements, which do nothing) removed; comments never reach the tree. So the record's
+four programs, which differ only in comments and docstrings, share one fingerprint, while any change
+to code changes it. The walk is our own rather than `ast.dump`, whose text changed between Python
+versions (3.13 omits empty fields): omitting empty fields ourselves keeps one program's fingerprint
+equal on every Python that can parse it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+
+from pipeline.hashing import sha256_bytes
+
+FINGERPRINT_PREFIX = "ast1-"
+
+
+def _is_bare_string(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _canonical(node, out: list[str]) -> None:
+    if isinstance(node, ast.AST):
+        out.append(type(node).__name__ + "(")
+        for name in node._fields:
+            if name in ("ctx", "type_comment", "kind"):
+                continue
+            value = getattr(node, name, None)
+            if isinstance(value, list) and node.__class__ is not ast.Constant:
+                value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))] \
+                    if name in ("body", "orelse", "finalbody") else value
+            if value is None or (isinstance(value, list) and not value):
+                continue
+            out.append(name + "=")
+            _canonical(value, out)
+            out.append(",")
+        out.append(")")
+    elif isinstance(node, list):
+        out.append("[")
+        for item in node:
+            _canonical(item, out)
+            out.append(",")
+        out.append("]")
+    else:  # constants: type matters (1 vs 1.0 vs True)
+        out.append(f"{type(node).__name__}:{node!r}")
+
+
+def fingerprint(source: str | bytes) -> str:
+    """Fingerprint of the program's code; raises SyntaxError when it is not Python."""
+    tree = ast.parse(source)
+    parts: list[str] = []
+    _canonical(tree, parts)
+    return FINGERPRINT_PREFIX + hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ProgramIdentity:
+    """How a run's program relates to the record's pinned programs."""
+
+    status: str  # identical | same-code | different | unpinned | absent | unparsable
+    sha256: str | None
+    fingerprint: str | None
+    detail: str
+
+
+def identify(program: bytes | None, accepted_sha256: frozenset[str], pinned_fingerprint: str) -> ProgramIdentity:
+    if program is None:
+        return ProgramIdentity("absent", None, None, "the log carries no program text (only the run output)")
+    digest = sha256_bytes(program)
+    try:
+        fp = fingerprint(program)
+    except (SyntaxError, ValueError) as exc:
+        return ProgramIdentity("unparsable", digest, None, f"the program text is not valid Python ({exc})")
+    if digest in accepted_sha256:
+        return ProgramIdentity("identical", digest, fp, "byte-identical to a program of the record's logs")
+    if not pinned_fingerprint:
+        return ProgramIdentity("unpinned", digest, fp, "not byte-identical to the record's programs, and the "
+                               "record pins no code fingerprint to compare with")
+    if fp == pinned_fingerprint:
+        return ProgramIdentity("same-code", digest, fp, "the record's code; only comments or docstrings differ")
+    return ProgramIdentity("different", digest, fp, "its code differs from the record's program "
+                           f"(fingerprint {fp[:17]}… vs pinned {pinned_fingerprint[:17]}…)")

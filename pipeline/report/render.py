@@ -1,0 +1,231 @@
+"""The run report: a markdown summary in the speedrun's own terms and two PNG plots.
+
+    repro report runs/2025-09-23_MuonCustomSizing/* --record 2025-09-23_MuonCustomSizing --out report/
+
+Writes `report.md` (verdict, each run's loss and time, mean, sd, one-sided p-value, runs needed,
+time against the record's) and `plots/val_loss.png` (validation loss against step, our runs over
+the record's published logs, with a zoom on the end of training where the target is decided) and
+`plots/step_time.png` (average step time against step). Nothing in the output depends on when it
+was made, so the same runs always give the same bytes (the bundle relies on that).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean, stdev
+
+from pipeline import REPO_ROOT
+from pipeline.records.logparse import ParsedLog, parse_log, parse_text
+from pipeline.records.model import Record
+from pipeline.verdict.judge import Verdict
+from pipeline.verdict.stats import p_value_below
+
+PLOTS = ("plots/val_loss.png", "plots/step_time.png")
+OUR_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+@dataclass(frozen=True)
+class LabelledLog:
+    label: str
+    log: ParsedLog
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    out_dir: Path
+    files: tuple[str, ...]  # relative to out_dir: report.md first, then the plots
+    published_source: str  # where the record's curves came from
+
+
+def published_logs_dir(record: Record) -> Path | None:
+    """The record's published run logs, when a copy is on this machine.
+
+    REPRO_RECORD_LOGS/<record> when that variable is set (and only there), else the project's
+    shared fixtures beside the repository.
+    """
+    if "REPRO_RECORD_LOGS" in os.environ:
+        candidates = [Path(os.environ["REPRO_RECORD_LOGS"]) / record.name]
+    else:
+        candidates = [REPO_ROOT.parent / "shared" / "fixtures" / "record-logs" / record.name]
+    for folder in candidates:
+        if folder.is_dir() and any(folder.glob("*.txt")):
+            return folder
+    return None
+
+
+def load_published(record: Record) -> tuple[list[LabelledLog], str]:
+    folder = published_logs_dir(record)
+    if folder is None:
+        return [], "the record manifest's published final losses (no published logs on this machine)"
+    logs = [LabelledLog(p.name.split(".")[0][:8], parse_log(p)) for p in sorted(folder.glob("*.txt"))]
+    return logs, f"the record's published logs ({len(logs)} files)"
+
+
+def _fmt(value, spec: str, missing: str = "—") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def _markdown(record: Record, verdict: Verdict, ours: list[LabelledLog], published_source: str,
+              extra: dict[str, str]) -> str:
+    rules = record.rules
+    lines = [f"# {record.name}: reproduction report", "",
+             f"{record.title}. Target: validation loss ≤ {rules.target_val_loss} "
+             f"(one-sided t-test p < {rules.p_value_max}; evidence: {rules.loss_evidence}).", "",
+             f"## Verdict: **{verdict.outcome}**", ""]
+    lines += [f"- {reason}" for reason in verdict.reasons] + [""]
+    lines += ["## Runs", "",
+              "| run | status | trainer | steps | final val loss | train time (s) | step avg (ms) | peak MiB |",
+              "|---|---|---|---|---:|---:|---:|---:|"]
+    for item, run in zip(ours, verdict.runs):
+        step_avg = item.log.steps[-1].step_avg_ms if item.log.steps else None
+        lines.append(f"| {item.label} | {run.status} | {run.trainer} | {run.last_step}/{run.scheduled_steps or '?'} | "
+                     f"{_fmt(run.final_val_loss, '.4f')} | {_fmt(run.train_time_s, '.3f')} | "
+                     f"{_fmt(step_avg, '.2f')} | {_fmt(run.peak_allocated_mib, 'd')} |")
+    lines += [""]
+    problems = [(item.label, run) for item, run in zip(ours, verdict.runs) if run.problems]
+    for label, run in problems:
+        lines.append(f"- {label}: " + "; ".join(run.problems))
+    if problems:
+        lines.append("")
+    pub = record.published
+    pub_sd = stdev(pub.losses) if len(pub.losses) > 1 else None
+    pub_p = p_value_below(list(pub.losses), rules.target_val_loss)
+    loss, time = verdict.loss, verdict.time
+    lines += ["## Statistics", "", f"| | these runs | the record ({len(pub.losses)} published runs) |",
+              "|---|---:|---:|",
+              f"| valid runs | {loss.n if loss else 0} | {len(pub.losses)} |",
+              f"| mean val loss | {_fmt(loss.mean if loss else None, '.4f')} | "
+              f"{_fmt(mean(pub.losses) if pub.losses else None, '.4f')} |",
+              f"| sd | {_fmt(loss.sd if loss else None, '.4f')} | {_fmt(pub_sd, '.4f')} |",
+              f"| p-value vs {rules.target_val_loss} | {_fmt(loss.p_value if loss else None, '.4g')} | "
+              f"{_fmt(pub_p, '.4g')} |",
+              f"| runs needed for p < {rules.p_value_max} | {_fmt(loss.runs_needed if loss else None, 'd')} | |",
+              f"| mean train time (s) | {_fmt(time.mean_s if time else None, '.3f')} | {pub.mean_time_s:.3f} |"]
+    if time is not None:
+        ci = (f" ({time.confidence:.0%} interval {time.ci_low:.4f}–{time.ci_high:.4f})"
+              if time.ci_low is not None else "")
+        note = "" if verdict.time_comparable else "; not comparable: other hardware"
+        lines.append(f"| time / record's | {time.ratio:.4f}{ci}{note} | 1 |")
+    if loss is not None:
+        for c in loss.consistency:
+            lines.append(f"| consistent with the {c.role} ({c.against}) | "
+                         f"{'yes' if c.consistent else 'no'}, p = {_fmt(c.p_value, '.4g')} ({c.method}) | |")
+    lines += ["", "## Plots", "", f"Our runs in colour; the record's curves in grey, from {published_source}.", "",
+              "![validation loss against step](plots/val_loss.png)", "",
+              "![average step time against step](plots/step_time.png)", ""]
+    if verdict.deviations:
+        lines += ["## Deviations from the record", ""] + [f"- {d}" for d in verdict.deviations] + [""]
+    if extra:
+        lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in extra.items()] + [""]
+    return "\n".join(lines)
+
+
+def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[LabelledLog], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    target = record.rules.target_val_loss
+    fig, (full, tail) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
+    all_steps = [v.step for o in ours + published for v in o.log.vals] + [record.published.steps]
+    last = max(all_steps)
+    tail_from = int(last * 0.7)
+    for i, item in enumerate(published):
+        xs, ys = [v.step for v in item.log.vals], [v.val_loss for v in item.log.vals]
+        for ax in (full, tail):
+            ax.plot(xs, ys, color="0.6", lw=1.2, label="record (published)" if i == 0 else None, zorder=1)
+    if not published and record.published.losses:
+        for ax in (full, tail):
+            ax.scatter([record.published.steps] * len(record.published.losses), record.published.losses,
+                       marker="_", s=300, color="0.4", label="record's published final losses", zorder=3)
+    for i, item in enumerate(ours):
+        xs, ys = [v.step for v in item.log.vals], [v.val_loss for v in item.log.vals]
+        color = OUR_COLORS[i % len(OUR_COLORS)]
+        for ax in (full, tail):
+            ax.plot(xs, ys, color=color, lw=1.6, marker="o", ms=3, label=item.label, zorder=2)
+    tail_losses = [v.val_loss for o in ours + published for v in o.log.vals if v.step >= tail_from]
+    tail_losses += list(record.published.losses) + [target]
+    for ax in (full, tail):
+        ax.axhline(target, color="black", ls="--", lw=1, label=f"target {target}")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    full.set_ylabel("validation loss")
+    full.set_title("validation loss")
+    tail.set_title(f"end of training (steps ≥ {tail_from})")
+    tail.set_xlim(tail_from, last * 1.01)
+    low, high = min(tail_losses), max(tail_losses)
+    pad = max(0.02, (high - low) * 0.08)
+    tail.set_ylim(low - pad, high + pad)
+    full.legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"{record.name}: validation loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[LabelledLog], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    # the first steps carry compilation and warm-up: their averages swamp the scale
+    warm = max([2] + [max(p.step for p in o.log.steps) // 50 for o in ours + published if o.log.steps])
+    for i, item in enumerate(published):
+        pts = [p for p in item.log.steps if p.step > warm]
+        ax.plot([p.step for p in pts], [p.step_avg_ms for p in pts], color="0.6", lw=1.2,
+                label="record (published)" if i == 0 else None)
+    # without logs: the record's own step average, or its mean time over its steps
+    pub = record.published
+    step_avg = pub.step_avg_ms or (pub.mean_time_s * 1000 / pub.steps if pub.steps else None)
+    if not published and step_avg:
+        ax.axhline(step_avg, color="0.4", lw=1.2, ls=":", label=f"record's published step average {step_avg:.1f} ms")
+    for i, item in enumerate(ours):
+        pts = [p for p in item.log.steps if p.step > warm]
+        ax.plot([p.step for p in pts], [p.step_avg_ms for p in pts], color=OUR_COLORS[i % len(OUR_COLORS)],
+                lw=1.6, label=item.label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("average step time (ms)")
+    ax.set_title(f"{record.name}: average step time (train_time / step, from step {warm + 1})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], out_dir: Path,
+                 environment: dict[str, str] | None = None) -> ReportFiles:
+    """Write report.md and the plots for runs already judged by `verify_runs` (same order)."""
+    out_dir = Path(out_dir)
+    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
+    published, source = load_published(record)
+    (out_dir / "report.md").write_text(_markdown(record, verdict, run_logs, source, environment or {}),
+                                       encoding="utf-8")
+    _plot_val_loss(record, run_logs, published, out_dir / PLOTS[0])
+    _plot_step_time(record, run_logs, published, out_dir / PLOTS[1])
+    return ReportFiles(out_dir, ("report.md", *PLOTS), source)
+
+
+def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list[LabelledLog]:
+    """Parse each run's log.txt (an absent log parses as empty, so crashed runs still appear)."""
+    out = []
+    for i, run in enumerate(run_dirs):
+        run = Path(run)
+        log_path = run / "log.txt" if run.is_dir() else run
+        raw = log_path.read_bytes() if log_path.is_file() else b""
+        out.append(LabelledLog(labels[i] if labels else run.name, parse_text(raw, str(log_path))))
+    return out
+
+
+def report_runs(record: Record, run_dirs: list[Path], out_dir: Path) -> tuple[Verdict, ReportFiles]:
+    """`repro report`: judge the runs, then write the report for them."""
+    from pipeline.verdict.judge import verify_runs
+
+    run_dirs = [Path(p) for p in run_dirs]
+    verdict = verify_runs(record, run_dirs)
+    return verdict, write_report(record, verdict, read_run_logs(run_dirs), out_dir)

@@ -1,0 +1,1 @@
+"""reproduce stage."""

@@ -1,0 +1,159 @@
+"""The run directory: `runs/<record>/<run-id>/`, one per training run (notes/rundir-contract.md).
+
+    run = RunDir.create(Path("runs/2025-09-23_MuonCustomSizing") / new_run_id())   # status: running
+    run.write_meta(meta)                                                 # run.yaml, atomically
+    run.finish("succeeded", exit_code=0)                                 # status + run.yaml end fields
+
+`status`, `run.yaml`, `preflight.json` and the derived `metrics.jsonl` are replaced atomically
+(a temporary file in the same folder, then os.replace), so a reader never sees half a file even
+when the writer is killed mid-write. `stdout.txt` and the trainer's `log.txt` grow while the run
+runs; they are streams, not snapshots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from pipeline.errors import InputError
+
+SCHEMA_VERSION = 1
+STATUSES = ("running", "succeeded", "failed", "aborted")
+FINAL_STATUSES = STATUSES[1:]
+FILES = ("run.yaml", "status", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A UTC timestamp plus a short random suffix: sorts by time, unique across concurrent starts."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def atomic_write_jsonl(path: Path, rows: list[dict]) -> None:
+    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """run.yaml: what ran, how, on what and with which outcome. Field order is the file's order."""
+
+    run_id: str
+    record: str
+    trainer: str  # record | native
+    runtime: str  # docker | host
+    preset: str | None
+    overrides: tuple[str, ...]
+    steps: int | None  # native: the schedule scaled to this many steps (None: the preset's own)
+    world_size: int
+    command: tuple[str, ...]  # the exact launch command; never carries secrets (no environment values)
+    image_id: str | None
+    environment: str
+    environment_lock_sha256: str | None
+    program_sha256: str
+    program_fingerprint: str | None
+    program_source: str
+    data_dir: str
+    data_lock_sha256: str | None
+    compile_cache: str | None
+    started_at: str
+    ended_at: str | None = None
+    exit_code: int | None = None
+    status: str = "running"
+    host_environment: dict | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_yaml(self) -> str:
+        data = dataclasses.asdict(self)
+        data = {"schema_version": data.pop("schema_version"), **data}
+        data["overrides"] = list(self.overrides)
+        data["command"] = list(self.command)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+
+
+@dataclass
+class RunDir:
+    """One run's folder and its status transitions: running -> succeeded | failed | aborted, once."""
+
+    path: Path
+    run_id: str
+    status: str = "running"
+    meta: RunMeta | None = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, path: Path) -> RunDir:
+        """Make the run's folder (it must be new) and mark it running."""
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir()
+        except FileExistsError:
+            raise InputError(f"the run directory {path} already exists", "start the run again (a new run id)") from None
+        except OSError as exc:
+            raise InputError(f"cannot create the run directory {path}: {exc.strerror}",
+                             "give a writable --runs-dir") from None
+        run = cls(path, path.name)
+        run.set_status("running")
+        return run
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def set_status(self, status: str) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        if self.status in FINAL_STATUSES and status != self.status:
+            raise ValueError(f"run {self.run_id} already ended as {self.status}; cannot become {status}")
+        atomic_write_text(self.file("status"), status + "\n")
+        self.status = status
+
+    def write_meta(self, meta: RunMeta) -> None:
+        atomic_write_text(self.file("run.yaml"), meta.to_yaml())
+        self.meta = meta
+
+    def finish(self, status: str, exit_code: int | None) -> None:
+        """End the run: run.yaml gets the end time, exit code and status, then the status file flips."""
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"a run ends as one of {FINAL_STATUSES}, not {status!r}")
+        if self.meta is not None:
+            self.write_meta(dataclasses.replace(self.meta, ended_at=utc_now(), exit_code=exit_code, status=status))
+        for name in ("log.txt", "stdout.txt", "metrics.jsonl"):
+            self.file(name).touch()  # a run that died before writing still leaves the complete set
+        self.set_status(status)
+
+
+def read_status(run_dir: Path) -> str:
+    path = Path(run_dir) / "status"
+    return path.read_text().strip() if path.is_file() else "unknown"

@@ -1,0 +1,398 @@
+"""`repro train`: one training run, launched the way the record was, leaving a complete run directory.
+
+    repro train --trainer record --runtime docker                # the record's program in the built image
+    repro train --trainer native --runtime host --preset tiny --data-dir data/synth --nproc 2
+    repro train ... --dry-run                                    # print the container spec or command only
+
+Planning has no side effects (--dry-run stops there): it verifies the program against the record's
+pins, finds the data, the image (docker) or the Python environment (host), the world size and the
+exact launch. Running creates runs/<record>/<run-id>/, marks it running, writes run.yaml and
+preflight.json, starts the runtime and — whatever happens: success, a non-zero exit, Ctrl-C,
+SIGTERM, an error in repro itself — collects the log, derives metrics and ends with the status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import REPO_ROOT
+from pipeline.errors import InputError, MissingDependency
+from pipeline.hashing import sha256_bytes
+from pipeline.records.logparse import parse_log
+from pipeline.records.model import Record, load_record
+from pipeline.records.program import resolve_program
+from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
+from pipeline.runs.rundir import (
+    RunDir,
+    RunMeta,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_jsonl,
+    new_run_id,
+    utc_now,
+)
+from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
+
+TRAINERS = ("record", "native")
+RUNTIMES = ("docker", "host")
+TRAIN_GLOB, VAL_GLOB = "fineweb_train_*.bin", "fineweb_val_*.bin"
+RECORD_DATA = "data/fineweb10B"  # where the record's program reads shards, relative to its working folder
+WORK = "work"  # the record program's working folder inside the run directory (removed once collected)
+# Paths inside the container
+C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    record: str
+    trainer: str = "record"
+    runtime: str = "docker"
+    nproc: int | None = None
+    preset: str | None = None  # native only; default "record"
+    overrides: tuple[str, ...] = ()  # native only: --set key=value
+    steps: int | None = None  # native only: the record's schedule scaled to this many steps
+    data_dir: Path | None = None
+    runs_dir: Path | None = None
+    program_source: str | None = None  # record only: URL, log/program file, or a clone
+    image: str | None = None  # docker only; default: the image `repro env build` recorded
+    gpus: int = ALL_GPUS  # docker only: all, 0 (none) or a count
+    memlock: int = UNLIMITED  # docker only: the container's memlock limit in bytes
+
+
+@dataclass(frozen=True)
+class Program:
+    sha256: str
+    fingerprint: str | None
+    source: str
+    text: bytes | None  # the record's program, written into the working folder; None for the native trainer
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    request: TrainRequest
+    record: Record
+    run_id: str
+    run_dir: Path
+    program: Program
+    data_dir: Path
+    data_lock_sha256: str | None
+    world_size: int
+    launch: Launch
+    container: ContainerSpec | None
+    image_id: str | None
+    environment: str
+    environment_lock_sha256: str | None
+    host_environment: dict | None
+    compile_cache: str  # docker volume name, or the host folder
+
+    def meta(self) -> RunMeta:
+        r = self.request
+        return RunMeta(
+            run_id=self.run_id, record=self.record.name, trainer=r.trainer, runtime=r.runtime,
+            preset=(r.preset or "record") if r.trainer == "native" else None, overrides=r.overrides, steps=r.steps,
+            world_size=self.world_size, command=self.launch.argv, image_id=self.image_id, environment=self.environment,
+            environment_lock_sha256=self.environment_lock_sha256, program_sha256=self.program.sha256,
+            program_fingerprint=self.program.fingerprint, program_source=self.program.source,
+            data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
+            started_at=utc_now(), host_environment=self.host_environment)
+
+    def to_dict(self) -> dict:
+        """What --dry-run shows."""
+        return {"run_dir": str(self.run_dir), "record": self.record.name, "trainer": self.request.trainer,
+                "runtime": self.request.runtime, "world_size": self.world_size,
+                "program": {"sha256": self.program.sha256, "fingerprint": self.program.fingerprint,
+                            "source": self.program.source},
+                "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
+                "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
+                "command": list(self.launch.argv), "workdir": self.launch.workdir,
+                "env": dict(self.launch.env) if self.container is None else None,
+                "container": self.container.to_dict() if self.container else None,
+                "host_environment": self.host_environment}
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: str
+    run_id: str
+    status: str
+    exit_code: int | None
+    last_step: int
+    scheduled_steps: int | None
+    final_val_loss: float | None
+    train_time_ms: int | None
+    log_problems: tuple[str, ...]
+
+
+# ---- planning ------------------------------------------------------------------------------------
+
+def native_program_text(root: Path = REPO_ROOT / "train") -> bytes:
+    """The native trainer's program as its log prints it (train/log.py::program_text, rebuilt here so the
+    orchestrator needs no torch): each train/*.py in sorted order after a `# ---- train/<name> ----` line."""
+    parts = []
+    for path in sorted(root.glob("*.py")):
+        source = path.read_bytes()
+        parts.append(f"# ---- train/{path.name} ----\n".encode() + source + (b"" if source.endswith(b"\n") else b"\n"))
+    return b"".join(parts)
+
+
+def native_program() -> Program:
+    """The native trainer's identity: the sha256 of the program text at the top of its log."""
+    root = REPO_ROOT / "train"
+    if not (root / "__main__.py").is_file():
+        raise MissingDependency(f"the native trainer is not in this checkout ({root / '__main__.py'} is missing)",
+                                "use --trainer record, or update the checkout")
+    return Program(sha256_bytes(native_program_text(root)), None, f"{root} (native trainer)", None)
+
+
+def check_data(data_dir: Path, trainer: str) -> str | None:
+    """The folder must hold train and val shards; returns its lock digest when it has data.lock.yaml."""
+    from pipeline.data.verify import LOCK_NAME, data_lock_digest
+
+    fix = ("fetch the record's shards with `repro data fetch`" if trainer == "record"
+           else "fetch them with `repro data fetch`, or generate some with `repro data synth --out DIR`")
+    if not data_dir.is_dir():
+        raise InputError(f"the data folder {data_dir} does not exist", f"{fix}, or give --data-dir")
+    for pattern in (TRAIN_GLOB, VAL_GLOB):
+        if not any(data_dir.glob(pattern)):
+            raise InputError(f"no {pattern} shards in {data_dir}", f"{fix}, or give --data-dir")
+    return data_lock_digest(data_dir) if (data_dir / LOCK_NAME).is_file() else None
+
+
+def count_gpus() -> int:
+    """GPUs on this host for `--gpus all` in a container: nvidia-smi's list (no torch needed on the host)."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        listed = None
+    if listed is None or listed.returncode != 0:
+        raise MissingDependency("cannot count this host's GPUs (nvidia-smi -L did not answer)",
+                                "give --nproc N (and --gpus none to run without GPUs)")
+    return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
+    args = ["-m", "train", "--preset", req.preset or "record"]
+    for item in req.overrides:
+        args += ["--set", item]
+    if req.steps is not None:
+        args += ["--steps", str(req.steps)]
+    return args + ["--train-files", f"{data}/{TRAIN_GLOB}", "--val-files", f"{data}/{VAL_GLOB}",
+                   "--log-file", f"{run}/log.txt", "--metrics-file", f"{run}/metrics.jsonl"]
+
+
+def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path) -> Launch:
+    from pipeline.runs.runtime_host import find_torchrun
+
+    head = [find_torchrun(), "--standalone", f"--nproc_per_node={nproc}"]
+    env = {"PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+           "TRITON_CACHE_DIR": str(cache / "triton")}
+    if req.trainer == "record":
+        return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(REPO_ROOT), env)
+
+
+def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int) -> Launch:
+    head = ["torchrun", "--standalone", f"--nproc_per_node={nproc}"]
+    if req.trainer == "record":
+        mounts = (Mount(run_dir / WORK, C_WORK, False), Mount(data_dir, f"{C_WORK}/{RECORD_DATA}", True))
+        return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
+    mounts = (Mount(REPO_ROOT / "train", f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
+              Mount(data_dir, C_DATA, True))
+    return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
+
+
+def _software_deviations(record: Record, found: dict) -> list[str]:
+    out = []
+    for key in ("python", "torch", "torch_cuda", "triton"):
+        want = getattr(record.software, key)
+        if want and found.get(key) != want:
+            out.append(f"{key}: {found.get(key) or 'not found'} (record: {want})")
+    return out
+
+
+def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
+    """(image id, environment name, environment lock sha256) from the engine, or the recorded build."""
+    from pipeline.env.image import LABEL_PREFIX, load_image_state
+    from pipeline.runs.runtime_docker import docker_client, image_id
+
+    ref = req.image or load_image_state().image_id
+    client = docker_client()
+    resolved = image_id(client, ref)
+    labels = client.images.get(resolved).labels or {}
+    lock = labels.get(LABEL_PREFIX + "environment-lock.sha256") or None
+    return resolved, labels.get(LABEL_PREFIX + "environment"), lock
+
+
+def plan_train(req: TrainRequest) -> TrainPlan:
+    if req.trainer not in TRAINERS:
+        raise InputError(f"unknown trainer {req.trainer!r}", f"use one of: {', '.join(TRAINERS)}")
+    if req.runtime not in RUNTIMES:
+        raise InputError(f"unknown runtime {req.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+    if req.trainer == "record" and (req.preset or req.overrides or req.steps is not None):
+        raise InputError("--preset, --set and --steps apply to the native trainer only",
+                         "drop them, or use --trainer native (the record's program runs exactly as published)")
+    if req.nproc is not None and req.nproc < 1:
+        raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
+    if req.steps is not None and req.steps < 1:
+        raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
+    record = load_record(req.record)
+    if req.trainer == "record":
+        found = resolve_program(record, req.program_source)
+        program = Program(found.sha256, found.fingerprint, found.source, found.text)
+    else:
+        program = native_program()
+    data_dir = Path(req.data_dir or REPO_ROOT / "data" / record.dataset.name).resolve()
+    data_lock = check_data(data_dir, req.trainer)
+    run_id = new_run_id()
+    run_dir = (Path(req.runs_dir or REPO_ROOT / "runs") / record.name / run_id).resolve()
+
+    if req.runtime == "host":
+        from pipeline.env.image import state_dir
+        from pipeline.runs.runtime_host import probe_environment
+
+        found_env = probe_environment()
+        found_env["deviations"] = _software_deviations(record, found_env)
+        nproc = req.nproc or max(1, found_env.get("cuda_devices") or 0)
+        key = hashlib.sha256(json.dumps([found_env.get(k) for k in ("executable", "python", "torch", "triton")]
+                                        + [program.sha256]).encode()).hexdigest()[:16]
+        cache = state_dir() / "compile-cache" / f"host-{key}"
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache)
+        return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
+                         "host", None, found_env, str(cache))
+
+    image, environment, env_lock = _image(req)
+    if req.nproc:
+        nproc = req.nproc
+    elif req.gpus == ALL_GPUS:
+        nproc = count_gpus()
+    else:
+        nproc = max(1, req.gpus)  # a GPU count, or one CPU process for --gpus none
+    launch = _docker_launch(req, run_dir, data_dir, nproc)
+    volume = cache_volume_name(image, program.sha256)
+    spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
+                          {"io.repro.run-id": run_id, "io.repro.record": record.name}, req.memlock)
+    return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, spec, image,
+                     environment or record.environment, env_lock, None, volume)
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+def _prepare_workdir(plan: TrainPlan) -> None:
+    """The record's program runs in a folder holding train_gpt.py and data/fineweb10B/, like upstream."""
+    if plan.request.trainer != "record":
+        return
+    work = plan.run_dir / WORK
+    (work / RECORD_DATA).parent.mkdir(parents=True)
+    atomic_write_bytes(work / "train_gpt.py", plan.program.text)
+    if plan.request.runtime == "host":
+        (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
+    else:
+        (work / RECORD_DATA).mkdir()  # the mount point of the read-only data, made here so it is ours
+
+
+def _start(plan: TrainPlan, tee: Tee) -> Outcome:
+    tee.note(f"run {plan.run_id}: {plan.request.trainer} trainer, {plan.request.runtime} runtime, "
+             f"{plan.world_size} process(es): {' '.join(plan.launch.argv)}")
+    if plan.container is None:
+        from pipeline.runs.runtime_host import run_host
+
+        Path(plan.compile_cache).mkdir(parents=True, exist_ok=True)
+        return run_host(plan.launch, tee)
+    from pipeline.runs.runtime_docker import docker_client, ensure_cache_volume, run_docker
+
+    client = docker_client()
+    reused = ensure_cache_volume(client, plan.compile_cache, {"io.repro.compile-cache": "1",
+                                                              "io.repro.image": plan.image_id or "",
+                                                              "io.repro.program-sha256": plan.program.sha256})
+    tee.note(f"compile cache volume {plan.compile_cache}: {'reused' if reused else 'new'}")
+    return run_docker(client, plan.container, tee)
+
+
+def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
+    """The node's preflight report at run time; if it cannot be made, a file that says why."""
+    try:
+        from pipeline.preflight.run import default_locations, preflight, write_report
+
+        locations = default_locations(plan.record.name, plan.data_dir.parent, plan.run_dir.parent.parent)
+        write_report(preflight(plan.record.name, plan.request.runtime, locations=locations),
+                     run.file("preflight.json"))
+    except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
+        atomic_write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
+                                                       "error": f"{type(exc).__name__}: {exc}"})
+
+
+def metrics_from_log(log_path: Path) -> list[dict]:
+    """metrics.jsonl rows (the native trainer's "step" and "val" events) from a record-format log."""
+    log = parse_log(log_path)
+    rows = [{"event": "step", "step": p.step, "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
+            for p in log.steps]
+    rows += [{"event": "val", "step": v.step, "val_loss": v.val_loss, "train_time_ms": v.train_time_ms}
+             for v in log.vals]
+    return sorted(rows, key=lambda row: (row["step"], row["event"] == "val"))  # as logged: step s, then its val
+
+
+def _remove_quietly(path: Path) -> bool:
+    """Remove a file, link or empty folder; False when it stays (not empty, or not ours to delete)."""
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        else:
+            path.rmdir()
+        return True
+    except OSError:
+        return not path.exists()
+
+
+def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
+    """The record program's logs/<uuid>.txt becomes log.txt; metrics.jsonl is derived when no trainer wrote it."""
+    work = plan.run_dir / WORK
+    if plan.request.trainer == "record" and work.is_dir():
+        logs = sorted((work / "logs").glob("*.txt"), key=lambda p: p.stat().st_mtime)
+        if len(logs) > 1:
+            tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
+        if logs:
+            atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
+        # only what this stage put there (and the collected logs): anything else the program wrote stays
+        for path in (*logs, work / "train_gpt.py", work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
+                     work):
+            _remove_quietly(path)
+        if work.exists():
+            tee.note(f"the program left more files in {work}; kept")
+    metrics = run.file("metrics.jsonl")
+    if run.file("log.txt").is_file() and (not metrics.is_file() or metrics.stat().st_size == 0):
+        atomic_write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
+
+
+def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
+    run = RunDir.create(plan.run_dir)
+    status, exit_code = "failed", None
+    with Tee(run.file("stdout.txt"), terminal) as tee, sigterm_as_interrupt():
+        try:
+            run.write_meta(plan.meta())
+            _write_preflight(plan, run)
+            _prepare_workdir(plan)
+            outcome = _start(plan, tee)
+            exit_code = outcome.exit_code
+            status = "aborted" if outcome.aborted else "succeeded" if exit_code == 0 else "failed"
+        except KeyboardInterrupt:
+            status = "aborted"  # before the trainer started, or while repro was between steps
+        except BaseException as exc:
+            tee.note(f"repro stopped the run: {exc}")
+            raise
+        finally:
+            with interrupts_deferred():
+                try:
+                    _collect(plan, run, tee)
+                finally:
+                    run.finish(status, exit_code)
+            tee.note(f"run {plan.run_id} {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")
+                     + f": {plan.run_dir}")
+    log = parse_log(run.file("log.txt"))
+    return TrainResult(str(plan.run_dir), plan.run_id, status, exit_code, log.last_step, log.scheduled_steps,
+                       log.final_val_loss, log.train_time_ms, log.problems)

@@ -1,0 +1,1 @@
+"""verdict stage."""
