@@ -12,28 +12,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pipeline.errors import ManifestError
+from pipeline.yamlio import YamlRefused, load_file
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "a mapping"}
 
 
-def load_yaml(path: Path) -> Mapping[str, Any]:
-    """Parse one YAML file whose top level must be a mapping."""
+def load_yaml(path: Path, kind: str = "manifest") -> Mapping[str, Any]:
+    """Parse one YAML file (pipeline/yamlio.py: no aliases, no duplicate keys, size-limited) whose top
+    level must be a mapping. `kind` picks the size limit: "manifest", "lock", "run" or "bundle_member"."""
     path = Path(path)
     if not path.is_file():
         raise ManifestError(path, "", "file not found", "check the name; list what exists with `repro records list`")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(path, "", f"not valid YAML{where}: {problem}",
-                            "fix the YAML syntax (indentation, quotes, colons) at that line") from None
+        data = load_file(path, kind)
+    except YamlRefused as exc:
+        where = f"line {exc.line}: " if exc.line else ""
+        raise ManifestError(path, "", f"{where}{exc.problem}", exc.fix) from None
     if not isinstance(data, dict):
         raise ManifestError(path, "", "the top level must be a mapping of fields",
                             "start the file with `schema_version: 1` and the manifest's fields")

@@ -17,14 +17,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
-SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL", "AUTH")
-# Shorter values are too likely to be ordinary words or numbers ("1", "true", "none") that
-# would be blanked out all over the logs; real tokens and passwords are longer than this.
+# The one list of what names a secret: a variable whose name contains any of these (case-insensitive).
+# Generous on purpose: a false positive costs one variable not recorded, a false negative a leaked token.
+SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASS", "CRED", "AUTH", "SIGN", "COOKIE", "SESSION")
+_SECRET_NAME = re.compile("|".join(SECRET_NAME_PARTS), re.IGNORECASE)
+# A value of a secret variable is redacted wherever it appears, whatever it looks like (all digits, a
+# path, ...), except when it is so short that blanking every occurrence would blank ordinary text ("1").
+# Such short values are still redacted where the text assigns them: NAME=value, NAME: value.
 MIN_SECRET_CHARS = 6
-# Values that name things rather than hide them: a socket path in SSH_AUTH_SOCK is not a secret.
-_NOT_SECRET = re.compile(r"^(true|false|yes|no|none|null|[0-9]+|/[\w./-]*)$", re.I)
+_FLAG_WORDS = frozenset({"true", "false", "yes", "no", "none", "null", "on", "off"})
+# `HF_TOKEN=...`, `DB_PASSWORD: ...`, `export AWS_SECRET_ACCESS_KEY="..."`: the value, whatever it is.
+_ASSIGNMENT = re.compile(r"\b(?P<name>[A-Z0-9_]*(?:" + "|".join(SECRET_NAME_PARTS) + r")[A-Z0-9_]*)"
+                         r"(?P<sep>=|: ?)(?P<quote>[\"']?)(?!\[REDACTED\])(?P<value>[^\s\"',;]+)")
+URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+(?=@)")  # user:password@ or token@ inside a URL
 
 PATTERNS = (
     re.compile(r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face access tokens
@@ -33,21 +41,37 @@ PATTERNS = (
     re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}"),  # AWS access key ids
     re.compile(r"sk-[A-Za-z0-9_-]{20,}"),  # OpenAI-style secret keys
     re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),  # user:password@ inside URLs (pip freeze, git remotes)
+    URL_CREDENTIALS,  # user:password@ inside URLs (pip freeze, git remotes, proxies)
     re.compile(r"-----BEGIN (?:[A-Z ]+ )?PRIVATE KEY-----.*?-----END (?:[A-Z ]+ )?PRIVATE KEY-----", re.S),
 )
 
 
 def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(part in upper for part in SECRET_NAME_PARTS)
+    return bool(_SECRET_NAME.search(name))
 
 
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Values of secret-named variables worth scanning for, longest first (so overlaps redact fully)."""
+    """Values of secret-named variables to blank wherever they appear, longest first (overlaps redact fully)."""
     values = {v for k, v in environ.items() if is_secret_name(k) and len(v) >= MIN_SECRET_CHARS
-              and not _NOT_SECRET.match(v)}
+              and v.strip().lower() not in _FLAG_WORDS}
     return tuple(sorted(values, key=lambda v: (-len(v), v)))
+
+
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables whose names do not say they hold a secret (for anything that records an environment)."""
+    return {k: v for k, v in environ.items() if not is_secret_name(k)}
+
+
+def public_url(url: str, keep_query: bool = False) -> str:
+    """A URL fit for a log or lock: no user:password@, and no query unless asked (signed URLs carry tokens there)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query if keep_query else "", ""))
+
+
+def scrub_urls(text: str) -> str:
+    """Credentials inside any URL in free text (error messages, pip output), blanked."""
+    return URL_CREDENTIALS.sub(REDACTED, text)
 
 
 @dataclass(frozen=True)
@@ -72,7 +96,8 @@ class Redactor:
         for pattern in _BYTE_PATTERNS:
             data, n = pattern.subn(_REDACTED_BYTES, data)
             count += n
-        return data, count
+        data, n = _BYTE_ASSIGNMENT.subn(rb"\g<name>\g<sep>\g<quote>" + _REDACTED_BYTES, data)
+        return data, count + n
 
     def text(self, text: str) -> tuple[str, int]:
         clean, count = self.data(text.encode("utf-8"))
@@ -81,3 +106,4 @@ class Redactor:
 
 _REDACTED_BYTES = REDACTED.encode()
 _BYTE_PATTERNS = tuple(re.compile(p.pattern.encode(), p.flags & re.S) for p in PATTERNS)
+_BYTE_ASSIGNMENT = re.compile(_ASSIGNMENT.pattern.encode())

@@ -137,9 +137,11 @@ def verdict_for_manifest(verdict: Verdict) -> dict:
 def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         return {}
+    from pipeline.yamlio import load_file
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
-    except yaml.YAMLError:
+        data = load_file(path, "run")
+    except InputError:
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -427,7 +429,7 @@ def member_order(names: list[str]) -> list[str]:
 
 
 def write_tar_gz(path: Path, top: str, files: dict[str, bytes], mtime: int) -> str:
-    """Write the members deterministically to path (via .partial + rename); returns the archive's sha256."""
+    """Write the members deterministically to path (atomically: pipeline/atomic.py); returns the archive's sha256."""
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, compresslevel=9, mtime=0) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -439,12 +441,9 @@ def write_tar_gz(path: Path, top: str, files: dict[str, bytes], mtime: int) -> s
             tar.addfile(info, io.BytesIO(files[name]))
     data = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
+    from pipeline.atomic import write_bytes
+
+    write_bytes(path, data)
     return sha256_bytes(data)
 
 

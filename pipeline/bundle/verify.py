@@ -24,8 +24,6 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import yaml
-
 from pipeline.bundle.archive import (
     ATTEMPTS,
     KIND,
@@ -39,6 +37,7 @@ from pipeline.bundle.archive import (
 )
 from pipeline.errors import InputError, ReproError
 from pipeline.hashing import sha256_bytes
+from pipeline.yamlio import YamlRefused, load_bytes, load_file
 
 MAX_TOTAL_BYTES = 2 << 30
 ARCHIVE = "(archive)"
@@ -246,9 +245,9 @@ def check_manifest(files: dict[str, bytes]) -> tuple[dict, list[Problem]]:
     if MANIFEST not in files:
         return {}, [Problem(MANIFEST, "missing")]
     try:
-        data = yaml.safe_load(files[MANIFEST].decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return {}, [Problem(MANIFEST, f"not valid YAML: {exc}")]
+        data = load_bytes(files[MANIFEST], f"bundle member {MANIFEST}", "bundle_member")
+    except YamlRefused as exc:
+        return {}, [Problem(MANIFEST, f"refused: {exc.what}")]
     if not isinstance(data, dict):
         return {}, [Problem(MANIFEST, "the top level is not a mapping")]
     problems = []
@@ -300,8 +299,8 @@ def _status_and_exit(root: Path, run_id: str) -> tuple[str, object]:
     meta = {}
     if meta_path.is_file():
         try:
-            meta = yaml.safe_load(meta_path.read_text()) or {}
-        except yaml.YAMLError:
+            meta = load_file(meta_path, "run") or {}
+        except InputError:
             meta = {}
     return (status.read_text().strip() if status.is_file() else "unknown",
             meta.get("exit_code") if isinstance(meta, dict) else None)
@@ -461,9 +460,9 @@ def show_bundle(path: Path) -> BundleSummary:
                 members.append((rel, info.size))
                 if rel == MANIFEST and info.isreg() and info.size <= MAX_MEMBER_BYTES:
                     handle = tar.extractfile(info)
-                    loaded = yaml.safe_load(handle.read()) if handle else None
+                    loaded = load_bytes(handle.read(), f"{path}: {MANIFEST}", "bundle_member") if handle else None
                     manifest = loaded if isinstance(loaded, dict) else {}
-    except (tarfile.TarError, EOFError, zlib.error, OSError, yaml.YAMLError) as exc:
+    except (tarfile.TarError, EOFError, zlib.error, OSError, YamlRefused) as exc:
         raise InputError(f"{path} is not a readable bundle: {exc}", "check it with `repro bundle verify`") from None
     if not manifest:
         raise InputError(f"{path} has no manifest.yaml", "check it with `repro bundle verify`")

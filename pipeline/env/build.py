@@ -66,10 +66,10 @@ def source_date_epoch() -> int:
 
 def source_revision() -> tuple[str, str]:
     """(repository URL without credentials, HEAD commit with "-dirty" if docker/ or manifests/ changed)."""
-    from pipeline.env.lock import _public_url
+    from pipeline.redact import public_url
 
     url = _git("config", "--get", "remote.origin.url")
-    url = _public_url(url) if "://" in url else url
+    url = public_url(url, keep_query=True) if "://" in url else url
     commit = _git("rev-parse", "HEAD")
     if commit and _git("status", "--porcelain", "--", "docker", "manifests/environments"):
         commit += "-dirty"

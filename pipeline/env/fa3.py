@@ -59,13 +59,13 @@ def archive_source(pin: dict, dest_dir: Path) -> Path:
         if cutlass != pin["cutlass_commit"]:
             raise RunFailed(f"FA3 {pin['commit'][:12]} carries cutlass {cutlass}, the pin says {pin['cutlass_commit']}",
                             "correct software.flash_attention.cutlass_commit in the record manifest")
-        tmp_tar = dest.with_name(dest.name + ".partial")
+        from pipeline.atomic import atomic_open
+
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(tmp_tar, "w", format=tarfile.PAX_FORMAT) as tar:
+        with atomic_open(dest) as tar_file, tarfile.open(fileobj=tar_file, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for root, dirs, files in os.walk(src):
                 dirs[:] = sorted(d for d in dirs if d != ".git")
                 for name in sorted(dirs) + sorted(f for f in files if f != ".git"):
                     path = Path(root) / name
                     tar.add(path, arcname=str(path.relative_to(src)), recursive=False, filter=_normalised)
-        tmp_tar.replace(dest)
     return dest

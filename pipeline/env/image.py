@@ -91,9 +91,9 @@ def state_from_image(client, image: str, source: str, **extra) -> ImageState:
 def save_image_state(state: ImageState, directory: Path | None = None) -> Path:
     path = (directory or state_dir()) / "image.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".image.json.tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    from pipeline.atomic import write_text
+
+    write_text(path, json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -137,7 +137,8 @@ def save_image(out: Path, image: str | None = None, client=None) -> SavedImage:
         raise InputError(f"image {image} is not on this engine", "build it with `repro env build` first") from None
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
+    from pipeline.atomic import atomic_open
+
     digest, size = hashlib.sha256(), 0
 
     class _Hashing:  # a file object that hashes what passes through it
@@ -153,7 +154,7 @@ def save_image(out: Path, image: str | None = None, client=None) -> SavedImage:
         def flush(self):
             self.fh.flush()
 
-    with tmp.open("wb") as raw:
+    with atomic_open(out) as raw:  # renamed into place only when the whole image is written
         sink = _Hashing(raw)
         # mtime=0 and no file name: the gzip header carries nothing about when or where it was made
         stream = gzip.GzipFile(fileobj=sink, mode="wb", compresslevel=1, mtime=0, filename="") \
@@ -162,7 +163,6 @@ def save_image(out: Path, image: str | None = None, client=None) -> SavedImage:
             stream.write(chunk)
         if stream is not sink:
             stream.close()
-    tmp.replace(out)
     sha = digest.hexdigest()
     _sha_sidecar(out).write_text(f"{sha}  {out.name}\n")
     return SavedImage(path=str(out), sha256=sha, bytes=size, image_id=image_id)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment, lock
 from pipeline.errors import InputError, ManifestError, MissingDependency, RunFailed
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.redact import public_url, scrub_urls
 
 SCHEMA_VERSION = 1
 LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand:\n"
@@ -148,15 +148,12 @@ def lock_to_yaml(lock: Lock) -> str:
 
 def _public_url(url: str) -> str:
     """A URL without user:password@ (index credentials must never reach a lock or a log)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return public_url(url, keep_query=True)
 
 
 def _public_url_text(text: str) -> str:
     """Any URL credentials in a line of pip's output, blanked."""
-    return re.sub(r"(https?://)[^/@\s]+@", r"\1", text)
+    return scrub_urls(text)
 
 
 def _pip_env() -> dict:

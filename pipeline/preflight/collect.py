@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pipeline.preflight.parse import (
     parse_runtime_versions,
     parse_topology,
 )
+from pipeline.redact import URL_CREDENTIALS
 
 # Printed by the python of the runtime that will train: the versions a run would actually get.
 VERSIONS_SNIPPET = r"""
@@ -73,7 +73,7 @@ SAVED_FILES = {
     "environment": "environ.json",
 }
 # Error texts can quote URLs (DOCKER_HOST, proxies); a password inside one must not reach preflight.json.
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
+_URL_CREDENTIALS = URL_CREDENTIALS  # pipeline/redact.py: the one pattern
 _COMMANDS = {"nvidia-smi -q -x": ["nvidia-smi", "-q", "-x"], "nvidia-smi topo -m": ["nvidia-smi", "topo", "-m"],
              "lscpu": ["lscpu"]}
 

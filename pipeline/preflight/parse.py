@@ -28,6 +28,7 @@ from pipeline.preflight.facts import (
     Topology,
 )
 from pipeline.records.nvidia_smi_table import NvidiaSmiTable
+from pipeline.redact import is_secret_name
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -36,7 +37,6 @@ _MATRIX_COLUMN = re.compile(r"^(GPU|NIC)\d+$")
 _ENV_ALLOWED = re.compile(r"^(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|NVIDIA_DRIVER_CAPABILITIES|CUDA_DEVICE_ORDER"
                           r"|CUDA_LAUNCH_BLOCKING|OMP_NUM_THREADS|PYTORCH_CUDA_ALLOC_CONF|NCCL_\w+|TORCH_NCCL_\w+"
                           r"|TORCHINDUCTOR_\w+|TRITON_\w+)$")
-_ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CRED|AUTH|SIGN|COOKIE|SESSION", re.IGNORECASE)
 
 
 def _number(text: str | None) -> float | None:
@@ -286,4 +286,4 @@ def parse_docker_info(info: Mapping) -> DockerFacts:
 
 def allowed_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """Only variables that shape a run (CUDA_VISIBLE_DEVICES, NCCL_*, ...), never anything secret-looking."""
-    return {k: v for k, v in sorted(environ.items()) if _ENV_ALLOWED.match(k) and not _ENV_SECRET.search(k)}
+    return {k: v for k, v in sorted(environ.items()) if _ENV_ALLOWED.match(k) and not is_secret_name(k)}

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
 
-import yaml
-
 from pipeline.errors import InputError
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
@@ -84,11 +82,9 @@ def _read_run_dir(path: Path) -> tuple[Path, dict, str]:
     log = path / "log.txt"
     meta: dict = {}
     if (path / "run.yaml").is_file():
-        try:
-            meta = yaml.safe_load((path / "run.yaml").read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path / 'run.yaml'} is not valid YAML: {exc}",
-                             "restore the file from the run's bundle or re-run") from None
+        from pipeline.yamlio import load_mapping  # the one YAML reader: refuses aliases, duplicate keys, lists
+
+        meta = load_mapping(path / "run.yaml", "run", "run.yaml")
     status_file = path / "status"
     status = status_file.read_text().strip() if status_file.is_file() else "unknown"
     return log, meta, status
