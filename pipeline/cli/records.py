@@ -1,59 +1,117 @@
-"""`repro records list|show|fingerprint`: the record registry."""
+"""`repro records list|show|fingerprint|import|plot|fetch-logs`: the record registry and the speedrun's history."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from statistics import mean
+
 import click
 
+from pipeline.records.environment_choice import EnvironmentChoice, choose_environment, registry_environments
 from pipeline.records.identity import fingerprint
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import load_record, record_names
+from pipeline.records.model import Record, load_record, record_names
+from pipeline.workspace import Workspace
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 
 @click.group()
 def records():
-    """The records this tool knows (manifests/records/*.yaml)."""
+    """The records this tool knows (the registry's records/*.yaml)."""
+
+
+def _all(ws: Workspace) -> list[Record]:
+    return [load_record(name, ws.records_dir) for name in record_names(ws.records_dir)]
+
+
+def environment_of(ws: Workspace, r: Record) -> tuple[EnvironmentChoice, bool]:
+    """(what the mapping chooses for the record's PyTorch, whether the manifest's environment exists)."""
+    choice = choose_environment(r.software.torch, r.name, r.date, registry_environments(ws.environments_dir))
+    return choice, bool(r.environment) and (ws.environments_dir / f"{r.environment}.yaml").is_file()
+
+
+def _history_row(ws: Workspace, r: Record) -> dict:
+    choice, env_exists = environment_of(ws, r)
+    losses = [log.val_loss for log in r.logs if log.val_loss is not None] or list(r.published.losses)
+    times = list(r.published.times_s)
+    kind = choice.kind if choice.environment == r.environment else ("named" if env_exists else "none")
+    return {"name": r.name, "date": r.date, "title": r.title, "parent": r.parent or None,
+            "claimed_time_s": r.imported.claimed_time_s if r.imported else None,
+            "mean_time_s": round(mean(times), 3) if times else None, "runs": len(times),
+            "mean_val_loss": round(mean(losses), 4) if losses else None,
+            "environment": r.environment or None, "environment_match": kind,
+            "environment_pinned": env_exists and kind == "exact",
+            "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file()}
 
 
 @records.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_(as_json):
-    """List known records."""
-    rows = [load_record(name) for name in record_names()]
+@pass_workspace
+def list_(ws, as_json):
+    """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
+    rows = sorted((_history_row(ws, r) for r in _all(ws)), key=lambda row: (row["date"], row["name"]))
     if as_json:
-        emit_json([{"name": r.name, "title": r.title, "date": r.date, "parent": r.parent or None,
-                    "target_val_loss": r.rules.target_val_loss, "mean_time_s": r.published.mean_time_s,
-                    "runs": len(r.published.losses)} for r in rows])
+        emit_json(rows)
         return
-    for r in rows:
-        click.echo(f"{r.name:32} {r.published.mean_time_s:8.2f} s  {len(r.published.losses):2} runs  {r.title}")
+    click.echo(f"{'date':10}  {'record':34} {'claimed':>9} {'logs mean':>10} {'runs':>4} {'loss':>7}  "
+               f"{'environment':32} data")
+
+    def num(value, spec):
+        return format(value, spec) if value is not None else "—"
+
+    for row in rows:
+        env = f"{row['environment'] or '—'} ({row['environment_match']})"
+        click.echo(f"{row['date']:10}  {row['name'][:34]:34} {num(row['claimed_time_s'], '8.1f')}s "
+                   f"{num(row['mean_time_s'], '9.2f')}s {row['runs']:4} {num(row['mean_val_loss'], '7.4f')}  "
+                   f"{env[:32]:32} {'pinned' if row['data_pinned'] else 'not pinned'}")
 
 
 @records.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def show(name, as_json):
-    """Show everything a record pins."""
-    r = load_record(name)
+@pass_workspace
+def show(ws, name, as_json):
+    """Show everything a record pins, and which environment it will use and why."""
+    r = load_record(name, ws.records_dir)
+    choice, env_exists = environment_of(ws, r)
     if as_json:
-        emit_json(r.to_dict())
+        emit_json({**r.to_dict(), "environment_choice": choice.to_dict(), "environment_exists": env_exists})
         return
     p, hw, sw = r.published, r.hardware, r.software
     click.echo(f"{r.name}: {r.title}\n  {r.description}")
-    click.echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'}")
+    click.echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
+    if r.imported:
+        click.echo(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
+                   f"{r.imported.claimed_time}; mean time from the {r.imported.mean_time_source}")
+        for folder in r.imported.skipped_folders:
+            click.echo(f"  skipped    {folder}")
+        if r.imported.missing:
+            click.echo(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
     click.echo(f"  parent     {r.parent or '-'}")
     click.echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
                f"losses {list(p.losses)}")
+    click.echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
     click.echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
-               f"(evidence: {r.rules.loss_evidence})")
-    click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor}, {hw.interconnect}), "
+               f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
+    click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
                f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
     click.echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
-    click.echo(f"  env/data   {r.environment}; {r.dataset.name}: {r.dataset.train_shards} train + "
-               f"{r.dataset.val_shards} val shards")
+    click.echo(f"  data       {r.dataset.name}: {r.dataset.train_shards} train + {r.dataset.val_shards} val shards")
+    click.echo(f"  environment {r.environment or '(none)'}" + ("" if env_exists or not r.environment
+                                                               else " (not in this registry)"))
+    if choice.environment == r.environment:
+        click.echo(f"    why      {choice.kind}: {choice.reason}")
+    else:
+        click.echo("    why      named by the manifest's author; for its PyTorch the mapping would choose "
+                   f"{choice.environment or 'nothing'} ({choice.kind}: {choice.reason})")
+    if choice.deviation and choice.environment == r.environment:
+        click.echo(f"    deviation {choice.deviation}")
     for log in r.logs:
-        click.echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {log.val_loss}  {log.train_time_ms} ms")
+        loss = f"{log.val_loss}" if log.val_loss is not None else "—"
+        time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"
+        click.echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
+                   + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
 
 
 @records.command("fingerprint")
@@ -64,3 +122,69 @@ def fingerprint_(log):
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
     click.echo(fingerprint(parsed.program))
+
+
+@records.command("import")
+@click.argument("clone", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--track", default=1, show_default=True, type=click.IntRange(1, 9), help="Which records table.")
+@click.option("--commit", default=None, help="The upstream commit of CLONE (required when it is not a git clone).")
+@click.option("--registry", "into", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Registry to write into (DIR/records/) [default: the workspace's registry].")
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_workspace
+def import_(ws, clone, track, commit, into, dry_run, as_json):
+    """Write one manifest per record of the upstream README's records table (idempotent; keeps your edits)."""
+    from pipeline.records.importer import import_records
+
+    target = ws.with_registry(into.resolve()) if into else ws
+    result = import_records(clone, target.records_dir, track=track, commit=commit,
+                            environments=registry_environments(target.environments_dir), dry_run=dry_run)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    verb = "would write" if dry_run else "wrote"
+    click.echo(f"upstream {result.commit}, track {track}: {verb} {len(result.written)}, "
+               f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
+    for name in result.written:
+        click.echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
+    absent = [line for line in result.skipped_rows if line.endswith("is not in this clone")]
+    if absent:
+        click.echo(f"  not imported: {len(absent)} row(s) whose log folder is not in this clone "
+                   "(--json lists them)")
+    for line in result.skipped_rows:
+        if line not in absent:
+            click.echo(f"  not imported: {line}")
+    for line in result.warnings:
+        click.echo(f"  warning: {line}")
+
+
+@records.command("plot")
+@click.option("--out", "out_dir", default=Path("report"), show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Folder for records_time.png.")
+@pass_workspace
+def plot(ws, out_dir):
+    """A PNG of record time against date (claimed times, and the mean of each record's logs)."""
+    from pipeline.records.history_plot import plot_history
+
+    path = plot_history([_history_row(ws, r) for r in _all(ws)], out_dir)
+    click.echo(f"wrote {path}")
+
+
+@records.command("fetch-logs")
+@click.argument("name")
+@click.option("--from", "source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Copy the logs from this folder instead of downloading them (offline); each is verified.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_workspace
+def fetch_logs(ws, name, source_dir, as_json):
+    """Download the record's published logs (pinned URL, sha256-verified) into the workspace cache."""
+    from pipeline.records.published import fetch_published_logs
+
+    fetched = fetch_published_logs(load_record(name, ws.records_dir), ws.cache, source_dir=source_dir)
+    if as_json:
+        emit_json([{"file": f.file, "path": str(f.path), "source": f.source, "sha256": f.sha256} for f in fetched])
+        return
+    for f in fetched:
+        click.echo(f"  {f.file}  sha256 ok  ({f.source})")
+    click.echo(f"{len(fetched)} published log(s) of {name} verified in {fetched[0].path.parent}")

@@ -8,9 +8,10 @@ import click
 
 from pipeline.bundle.archive import record_of_runs
 from pipeline.records.model import load_record
+from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 
 @click.command()
@@ -18,11 +19,16 @@ from .output import emit_json
 @click.option("--record", "record_name", default=None, help="Record to judge against [the one in the runs' run.yaml].")
 @click.option("--out", "out_dir", default=Path("report"), show_default=True, type=click.Path(path_type=Path),
               help="Folder for report.md and plots/.")
+@click.option("--record-logs", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Folder with the record's published logs (offline) [default: the cache filled by "
+                   "`repro records fetch-logs`].")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-def report(runs, record_name, out_dir, as_json):
+@pass_workspace
+def report(ws, runs, record_name, out_dir, record_logs, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
     record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
-    verdict, files = report_runs(record, list(runs), out_dir)
+    verdict, files = report_runs(record, list(runs), out_dir,
+                                 published_dir=published_logs_dir(record, ws.cache, record_logs))
     if as_json:
         emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
                    "published_source": files.published_source})

@@ -11,12 +11,10 @@ was made, so the same runs always give the same bytes (the bundle relies on that
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
 
-from pipeline import REPO_ROOT
 from pipeline.records.logparse import ParsedLog, parse_log, parse_text
 from pipeline.records.model import Record
 from pipeline.verdict.judge import Verdict
@@ -39,24 +37,9 @@ class ReportFiles:
     published_source: str  # where the record's curves came from
 
 
-def published_logs_dir(record: Record) -> Path | None:
-    """The record's published run logs, when a copy is on this machine.
-
-    REPRO_RECORD_LOGS/<record> when that variable is set (and only there), else the project's
-    shared fixtures beside the repository.
-    """
-    if "REPRO_RECORD_LOGS" in os.environ:
-        candidates = [Path(os.environ["REPRO_RECORD_LOGS"]) / record.name]
-    else:
-        candidates = [REPO_ROOT.parent / "shared" / "fixtures" / "record-logs" / record.name]
-    for folder in candidates:
-        if folder.is_dir() and any(folder.glob("*.txt")):
-            return folder
-    return None
-
-
-def load_published(record: Record) -> tuple[list[LabelledLog], str]:
-    folder = published_logs_dir(record)
+def load_published(record: Record, folder: Path | None) -> tuple[list[LabelledLog], str]:
+    """The record's published logs from `folder` (pipeline/records/published.py finds it: the cache filled by
+    `repro records fetch-logs`, or --record-logs DIR); None: the manifest's final losses only."""
     if folder is None:
         return [], "the record manifest's published final losses (no published logs on this machine)"
     logs = [LabelledLog(p.name.split(".")[0][:8], parse_log(p)) for p in sorted(folder.glob("*.txt"))]
@@ -199,11 +182,13 @@ def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[Lab
 
 
 def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], out_dir: Path,
-                 environment: dict[str, str] | None = None) -> ReportFiles:
-    """Write report.md and the plots for runs already judged by `verify_runs` (same order)."""
+                 environment: dict[str, str] | None = None, published_dir: Path | None = None) -> ReportFiles:
+    """Write report.md and the plots for runs already judged by `verify_runs` (same order).
+
+    `published_dir`: the folder of the record's published logs (records/published.published_logs_dir)."""
     out_dir = Path(out_dir)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
-    published, source = load_published(record)
+    published, source = load_published(record, published_dir)
     (out_dir / "report.md").write_text(_markdown(record, verdict, run_logs, source, environment or {}),
                                        encoding="utf-8")
     _plot_val_loss(record, run_logs, published, out_dir / PLOTS[0])
@@ -222,10 +207,11 @@ def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list
     return out
 
 
-def report_runs(record: Record, run_dirs: list[Path], out_dir: Path) -> tuple[Verdict, ReportFiles]:
+def report_runs(record: Record, run_dirs: list[Path], out_dir: Path,
+                published_dir: Path | None = None) -> tuple[Verdict, ReportFiles]:
     """`repro report`: judge the runs, then write the report for them."""
     from pipeline.verdict.judge import verify_runs
 
     run_dirs = [Path(p) for p in run_dirs]
     verdict = verify_runs(record, run_dirs)
-    return verdict, write_report(record, verdict, read_run_logs(run_dirs), out_dir)
+    return verdict, write_report(record, verdict, read_run_logs(run_dirs), out_dir, published_dir=published_dir)

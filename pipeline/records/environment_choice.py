@@ -1,0 +1,165 @@
+"""Which environment manifest a record runs in, and why: the exact PyTorch it ran, else the nearest stable.
+
+    choice = choose_environment(record_torch="2.9.0.dev20250726+cu126", record_name=..., record_date=...,
+                                environments=registry_environments(ws.environments_dir))
+    choice.environment, choice.kind, choice.reason, choice.deviation
+
+Rules, in order:
+1. exact: an environment pins the record's very PyTorch build (same version and local tag). A nightly
+   leaves PyTorch's index about 60 days after its date, so an exact nightly is only buildable from the
+   environment's lock with a wheelhouse (or while the index still lists it); the reason says so.
+2. stable stand-in: otherwise the environment pinning the stable release nearest to the record's
+   (a nightly X.Y.0.devD counts as X.Y: it became that release), declared as a deviation. Ties go to
+   the newer release for a nightly and the older for a stable build; among environments with the same
+   PyTorch, one made for this record wins, then one made for no record, then by name.
+3. a log that names no PyTorch (2024's llm.c-style logs): the stable release current on the record's
+   date (release dates below) stands for it, then rule 2.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.yamlio import YamlRefused, load_file
+
+# First stable release of each minor version (PyTorch's release announcements), for rule 3.
+STABLE_RELEASES = (("2.3", "2024-04-24"), ("2.4", "2024-07-24"), ("2.5", "2024-10-17"),
+                   ("2.6", "2025-01-29"), ("2.7", "2025-04-23"), ("2.8", "2025-08-06"),
+                   ("2.9", "2025-10-15"))
+NIGHTLY_INDEX_DAYS = 60
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?((?:\.dev|a|b|rc)\d+)?(?:\+(\S+))?$")
+_TORCH_IN_URL = re.compile(r"/torch-([0-9][^-]*?)-cp")
+
+
+@dataclass(frozen=True)
+class TorchVersion:
+    text: str
+    minor: tuple[int, int]
+    nightly: bool
+    local: str  # "cu126", "" when absent
+
+    @property
+    def family(self) -> str:
+        return f"torch-{self.minor[0]}.{self.minor[1]}-{'nightly' if self.nightly else 'stable'}"
+
+
+def parse_torch(text: str) -> TorchVersion | None:
+    m = _VERSION.match((text or "").strip())
+    if not m:
+        return None
+    return TorchVersion(text=text.strip(), minor=(int(m.group(1)), int(m.group(2))),
+                        nightly=bool(m.group(4)), local=m.group(5) or "")
+
+
+def environment_family(torch_text: str) -> str:
+    v = parse_torch(torch_text)
+    return v.family if v else "unknown"
+
+
+@dataclass(frozen=True)
+class EnvironmentPin:
+    name: str
+    torch: str  # the exact torch build it installs, "" when it cannot be read from the manifest
+    record: str  # the record it was made for, "" for none
+    locked: bool  # a <name>.lock.yaml exists beside it
+
+
+@dataclass(frozen=True)
+class EnvironmentChoice:
+    environment: str  # "" when the registry has no environment that can stand in
+    kind: str  # exact | stable-stand-in | none
+    family: str
+    reason: str
+    deviation: str  # "" for an exact match
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _pinned_torch(doc: dict) -> str:
+    expect = doc.get("expect") or {}
+    if isinstance(expect, dict) and expect.get("torch"):
+        return str(expect["torch"])
+    for req in doc.get("requirements") or []:
+        req = str(req).replace("%2B", "+")
+        if m := re.match(r"^torch\s*==\s*(\S+)", req):
+            return m.group(1)
+        if req.startswith("torch") and (m := _TORCH_IN_URL.search(req)):
+            return m.group(1)
+    return ""
+
+
+def registry_environments(environments_dir: Path) -> list[EnvironmentPin]:
+    """The environment manifests of a registry, read only for what choosing needs (unreadable ones skipped)."""
+    pins = []
+    for path in sorted(Path(environments_dir).glob("*.yaml")):
+        if path.name.endswith(".lock.yaml"):
+            continue
+        try:
+            doc = load_file(path)
+        except (YamlRefused, OSError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        name = str(doc.get("name") or path.stem)
+        pins.append(EnvironmentPin(name=name, torch=_pinned_torch(doc), record=str(doc.get("record") or ""),
+                                   locked=(path.parent / f"{name}.lock.yaml").is_file()))
+    return pins
+
+
+def _stable_on(date: str) -> str:
+    current = ""
+    for minor, released in STABLE_RELEASES:
+        if date and released <= date:
+            current = minor
+    return current
+
+
+def choose_environment(record_torch: str, record_name: str, record_date: str,
+                       environments: list[EnvironmentPin]) -> EnvironmentChoice:
+    wanted = parse_torch(record_torch)
+    inferred = ""
+    if wanted is None:
+        minor = _stable_on(record_date)
+        if not minor:
+            return EnvironmentChoice("", "none", "unknown", "the record's logs name no PyTorch version and its "
+                                     f"date ({record_date or 'unknown'}) predates the releases this tool knows", "")
+        wanted = parse_torch(minor + ".0")
+        inferred = (f"the record's logs name no PyTorch version; {minor}, the stable release current on "
+                    f"{record_date}, stands for it")
+    family = wanted.family if not inferred else "unknown"
+    exact = [e for e in environments if e.torch and e.torch == wanted.text]
+    if exact and not inferred:
+        env = sorted(exact, key=lambda e: (e.record != record_name, e.record != "", e.name))[0]
+        lock = (f"locked in {env.name}.lock.yaml" if env.locked else
+                f"not locked yet (`repro env lock {env.name}`)")
+        where = (f"; a nightly leaves PyTorch's index about {NIGHTLY_INDEX_DAYS} days after its date, so it "
+                 "builds from the lock's wheelhouse or while the index still lists it, else from the "
+                 "environment's declared fallbacks") if wanted.nightly else ""
+        return EnvironmentChoice(env.name, "exact", family,
+                                 f"{env.name} pins PyTorch {wanted.text}, the build the record ran ({lock}){where}", "")
+    stable = [(e, parse_torch(e.torch)) for e in environments]
+    stable = [(e, v) for e, v in stable if v is not None and not v.nightly]
+    if not stable:
+        return EnvironmentChoice("", "none", family, f"no environment in the registry pins PyTorch {wanted.text} "
+                                 "or any stable release to stand in for it", "")
+    target = wanted.minor[0] * 100 + wanted.minor[1]
+    newer_first = -1 if wanted.nightly else 1
+
+    def rank(item):
+        e, v = item
+        distance = v.minor[0] * 100 + v.minor[1] - target
+        return (abs(distance), newer_first * distance, v.local != wanted.local, e.record != record_name,
+                e.record != "", e.name)
+
+    env, v = sorted(stable, key=rank)[0]
+    why = inferred or (f"no environment pins the record's PyTorch {wanted.text}"
+                       + (" (a nightly, pruned from PyTorch's index after about "
+                          f"{NIGHTLY_INDEX_DAYS} days)" if wanted.nightly else ""))
+    return EnvironmentChoice(env.name, "stable-stand-in", family,
+                             f"{why}; {env.name} pins PyTorch {v.text}, the nearest stable release in the registry",
+                             f"PyTorch {v.text} stands in for the record's "
+                             f"{wanted.text if not inferred else 'unknown version'}")

@@ -1,0 +1,389 @@
+"""`repro records import UPSTREAM_CLONE [--track 1]`: one record manifest per row of the upstream table.
+
+    result = import_records(clone, registry_records_dir, track=1, commit=None, environments=[...])
+    result.written, result.unchanged, result.changes, result.warnings
+
+For each row of the README's track table: the folder of the row's linked log is the record's log
+folder; every `.txt`/`.log` file in it is one published run (subfolders beside it, such as `baseline/`,
+are other experiments: skipped, and said). Each log gives its sha256, its program's sha256 and code
+fingerprint, its final validation loss and train time, and the header's hardware and software
+(pipeline/records/logfacts.py). The parent is the previous row.
+
+Merging with what is already in the registry (so a second import changes nothing, and a hand-edited
+manifest keeps its edits): the importer owns the fields it derives from the logs (GENERATED below) and
+rewrites them; every other field is the author's (rules, published.ml_validation, notes, dataset,
+environment, title, ...) and is kept as written (an empty list is a choice too), filled only when absent.
+The upstream pin is one (commit, folder) pair: an author's pair that names a commit is kept whole. A manifest's
+top-level blocks that do not change are written back byte for byte, comments included.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean
+
+import yaml
+
+from pipeline.atomic import write_text
+from pipeline.errors import InputError, ReproError
+from pipeline.records.environment_choice import EnvironmentPin, choose_environment, environment_family
+from pipeline.records.logfacts import LogFacts, LogUnreadable, logs_in, most_common, read_log_facts
+from pipeline.records.model import load_record_file
+from pipeline.records.upstream_table import TableRow, read_track_table
+from pipeline.yamlio import YamlRefused, load_file
+
+DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
+SEPARATOR_TEXT = "=" * 100
+HEADER = ("# Imported by `repro records import` from the upstream records table and the logs of its folder.\n"
+          "# Fields under logs, published (runs), hardware/software (from the headers), program.fingerprint,\n"
+          "# date and imported are rewritten by the next import; every other field is yours to edit and is kept.\n")
+
+# Derived from the logs: rewritten by every import. Everything else is the author's once it has a value.
+GENERATED = {
+    "date": None, "logs": None, "imported": None,
+    "published": ("steps", "losses", "times_s", "mean_time_s", "step_avg_ms", "peak_memory_allocated_mib"),
+    "hardware": ("gpu_model", "gpu_count", "driver", "cuda_driver"),
+    "software": ("python", "torch", "torch_cuda", "triton"),
+    "program": ("fingerprint",),
+}
+
+DEFAULT_RULES = {
+    "version": 1, "target_val_loss": 3.28, "p_value_max": 0.01, "loss_evidence": "own",
+    "consistency_alpha": 0.01, "consistency_required": ["record"], "time_confidence": 0.95,
+    "time_tolerance": 0.02, "compare_hardware": ["gpu_model", "gpu_count"], "compare_software": ["torch"]}
+DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1, "val_tokens": 10485760,
+                   "tokens_per_step": 0}
+
+
+@dataclass
+class ImportResult:
+    commit: str
+    track: int
+    written: list[str] = field(default_factory=list)  # created or changed
+    unchanged: list[str] = field(default_factory=list)
+    changes: dict[str, list[str]] = field(default_factory=dict)  # name -> dotted fields that changed
+    warnings: list[str] = field(default_factory=list)
+    skipped_rows: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def upstream_commit(clone: Path, commit: str | None) -> str:
+    """--commit when given, else `git rev-parse HEAD` of the clone; a sample copy must say its commit."""
+    if commit:
+        if not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
+        return commit
+    try:
+        out = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        out = None
+    if out is None or out.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", out.stdout.strip()):
+        raise InputError(f"{clone} is not a git clone, so its upstream commit is unknown",
+                         "pass --commit SHA: the upstream commit this copy was taken from")
+    return out.stdout.strip()
+
+
+def _licence(clone: Path) -> str:
+    for name in ("LICENSE", "LICENSE.md", "LICENSE.txt"):
+        path = clone / name
+        if path.is_file():
+            head = path.read_bytes()[:400].decode("utf-8", errors="replace")
+            return "MIT" if "MIT License" in head else f"see {name} in the upstream repository"
+    return "unknown: the clone has no LICENSE file (see the upstream repository)"
+
+
+def _raw_template(repository: str) -> str:
+    m = re.match(r"^https://github\.com/([^/]+/[^/]+?)(?:\.git)?/?$", repository)
+    return f"https://raw.githubusercontent.com/{m.group(1)}/{{commit}}/{{folder}}/{{file}}" if m else ""
+
+
+def _form_factor(gpu_model: str) -> str:
+    # nvidia-smi does not print the form factor; the 80GB HBM3 H100 exists only as the SXM5 part.
+    return "SXM" if "H100" in gpu_model and "HBM3" in gpu_model else ""
+
+
+def _log_entry(f: LogFacts) -> dict:
+    entry = {"file": f.file, "sha256": f.sha256, "program_sha256": f.program_sha256,
+             "program_bytes": f.program_bytes, "fingerprint": f.fingerprint,
+             "val_loss": f.val_loss, "train_time_ms": f.train_time_ms, "torch": f.torch}
+    if f.missing:
+        entry["missing"] = list(f.missing)
+    return entry
+
+
+def _generated(row: TableRow, previous: str, folder_rel: str, facts: list[LogFacts], commit: str,
+               repository: str, licence: str, skipped: list[str], warnings: list[str],
+               environments: list[EnvironmentPin]) -> dict:
+    complete = [f for f in facts if f.val_loss is not None and f.train_time_ms is not None]
+    times = [round(f.train_time_ms / 1000, 3) for f in complete]
+    torch = most_common(f.torch for f in facts) or ""
+    fingerprints = sorted({f.fingerprint for f in facts if f.fingerprint})
+    if len(fingerprints) > 1:
+        warnings.append(f"{row.record_name}: its logs ran {len(fingerprints)} different programs (by code "
+                        "fingerprint): program.fingerprint left empty, each log keeps its own")
+    mean_time = round(mean(times), 4) if times else row.claimed_time_s or 0.0
+    missing = sorted({m for f in facts for m in f.missing})
+    choice = choose_environment(torch, row.record_name, row.date, environments)
+    gpu_model = most_common(f.gpu_model for f in facts) or ""
+    published = {"steps": most_common(f.scheduled_steps for f in facts) or 0,
+                 "losses": [f.val_loss for f in complete], "times_s": times, "mean_time_s": mean_time,
+                 "ml_validation": "own"}
+    if (avg := [f.step_avg_ms for f in complete if f.step_avg_ms]):
+        published["step_avg_ms"] = round(mean(avg), 2)
+    if (peak := most_common(f.peak_allocated_mib for f in complete)) is not None:
+        published["peak_memory_allocated_mib"] = peak
+    return {
+        "schema_version": 1, "name": row.record_name, "title": row.description or row.record_name,
+        "date": row.date, "track": row.track_folder.split("/", 1)[1],
+        "description": f"Record #{row.number} of the upstream track table: {row.description} "
+                       f"(claimed {row.claimed_time}).",
+        "parent": previous,
+        "upstream": {"repository": repository, "licence": licence, "commit": commit, "folder": folder_rel,
+                     "raw_url_template": _raw_template(repository)},
+        "logs": [_log_entry(f) for f in facts],
+        "program": {"fingerprint": fingerprints[0] if len(fingerprints) == 1 else "", "separator": SEPARATOR_TEXT},
+        "published": published,
+        "hardware": {"gpu_model": gpu_model, "gpu_form_factor": _form_factor(gpu_model),
+                     "gpu_count": most_common(f.gpu_count for f in facts) or 0, "interconnect": "",
+                     "driver": most_common(f.driver for f in facts) or "",
+                     "cuda_driver": most_common(f.cuda_driver for f in facts) or ""},
+        "software": {"python": most_common(f.python for f in facts) or "", "torch": torch,
+                     "torch_cuda": most_common(f.torch_cuda for f in facts) or "",
+                     "triton": most_common(f.triton for f in facts) or ""},
+        "environment": choice.environment,
+        "dataset": dict(DEFAULT_DATASET),
+        # compare only what the headers told (an old log without nvidia-smi pins no GPU to compare with)
+        "rules": {**DEFAULT_RULES, "compare_hardware": ["gpu_model", "gpu_count"] if gpu_model else [],
+                  "compare_software": ["torch"] if torch else []},
+        "imported": {"commit": commit, "row": row.number, "claimed_time": row.claimed_time,
+                     "claimed_time_s": row.claimed_time_s, "linked_log": row.log_link,
+                     "environment_family": environment_family(torch) if torch else "unknown",
+                     "mean_time_source": "logs" if times else "claimed",
+                     "skipped_folders": skipped, "missing": missing},
+    }
+
+
+def _empty(value) -> bool:
+    return value in (None, "", [], {}, 0) and value is not False
+
+
+def merge(existing: dict | None, generated: dict) -> dict:
+    """The manifest to write: generated fields from this import, the author's fields from `existing`."""
+    if not existing:
+        return generated
+    out = dict(existing)
+    for key, value in generated.items():
+        owned = GENERATED.get(key, ())
+        old = existing.get(key)
+        if owned is None:  # wholly generated
+            out[key] = value
+        elif key == "upstream":
+            # A pin is a (commit, folder) pair: keep the author's pair whole once it names a commit.
+            out[key] = old if isinstance(old, dict) and old.get("commit") else \
+                {**value, **{k: v for k, v in (old or {}).items() if not _empty(v)}}
+        elif isinstance(value, dict):
+            base = dict(old) if isinstance(old, dict) else {}
+            for sub, sub_value in value.items():
+                if sub in owned:
+                    if not (sub not in base and _empty(sub_value)):
+                        base[sub] = sub_value
+                elif sub not in base:
+                    base[sub] = sub_value
+            out[key] = base
+        elif key not in existing:
+            out[key] = value
+    return out
+
+
+def changed_fields(old: dict | None, new: dict, prefix: str = "") -> list[str]:
+    if old is None:
+        return ["(new manifest)"]
+    out = []
+    for key in list(new) + [k for k in old if k not in new]:
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed_fields(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(prefix + key)
+    return out
+
+
+def _blocks(text: str) -> list[tuple[str | None, str]]:
+    """Top-level YAML blocks: (key, text including the comment lines just above it); a trailing (None, ...)."""
+    blocks: list[tuple[str | None, str]] = []
+    pending: list[str] = []
+    key, body = None, []
+    for line in text.splitlines(keepends=True):
+        m = re.match(r"^([A-Za-z_][\w-]*):", line)
+        if m:
+            if key is not None or body:
+                blocks.append((key, "".join(body)))
+            key, body = m.group(1), pending + [line]
+            pending = []
+        elif key is not None and (line.startswith((" ", "-")) and line.strip()):
+            body += pending + [line]
+            pending = []
+        else:
+            pending.append(line)
+    if key is not None or body:
+        blocks.append((key, "".join(body)))
+    if pending:
+        blocks.append((None, "".join(pending)))
+    return blocks
+
+
+def _dump(key: str, value) -> str:
+    return yaml.safe_dump({key: value}, sort_keys=False, width=120, allow_unicode=True)
+
+
+def render(existing_text: str | None, old: dict | None, new: dict) -> str:
+    """YAML text for `new`: unchanged top-level blocks of `existing_text` verbatim, the rest dumped."""
+    if existing_text is None or old is None:
+        return HEADER + "".join(_dump(k, v) for k, v in new.items())
+    out, done = [], set()
+    for key, text in _blocks(existing_text):
+        if key is None:
+            out.append(text)
+        elif key in new:
+            done.add(key)
+            if old.get(key) == new[key]:
+                out.append(text)
+            else:
+                comments = "".join(line for line in text.splitlines(keepends=True)
+                                   if line.startswith("#") or not line.strip())
+                cut = text.find(f"{key}:")
+                out.append(text[:cut] if cut > 0 and comments else "")
+                out.append(_dump(key, new[key]))
+    out += [_dump(k, v) for k, v in new.items() if k not in done]
+    return "".join(out)
+
+
+def _validate(name: str, text: str) -> None:
+    """Load the text as the registry will (pipeline/records/model.py); a failure is a bug of this importer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        load_record_file(path)
+
+
+def _read_existing(path: Path) -> tuple[str | None, dict | None]:
+    if not path.is_file():
+        return None, None
+    try:
+        doc = load_file(path)
+    except YamlRefused as exc:
+        raise InputError(f"{path} is not a readable manifest: {exc.what}",
+                         "fix or remove it, then import again") from None
+    return path.read_text(encoding="utf-8"), doc if isinstance(doc, dict) else None
+
+
+def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str]:
+    """(the log folder in the clone, a warning) for a row."""
+    target = clone / row.log_link
+    if target.is_dir():
+        return target, ""
+    record_root = clone / row.track_folder / row.record_name
+    if target.parent.is_dir() and target.parent.is_relative_to(record_root):
+        missing = "" if target.is_file() else f"its linked log {target.name} is missing; the logs beside it are used"
+        return target.parent, missing
+    return None, f"{row.log_link} is not in this clone"
+
+
+def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
+                   repository: str = DEFAULT_REPOSITORY, environments: list[EnvironmentPin] | None = None,
+                   dry_run: bool = False) -> ImportResult:
+    clone = Path(clone)
+    readme = clone / "README.md"
+    if not readme.is_file():
+        raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
+    sha = upstream_commit(clone, commit)
+    rows = read_track_table(readme.read_text(encoding="utf-8", errors="replace"), track)
+    result = ImportResult(commit=sha, track=track)
+    licence = _licence(clone)
+    records_dir = Path(records_dir)
+    known = {p.stem for p in records_dir.glob("*.yaml")} if records_dir.is_dir() else set()
+    plan: list[tuple[TableRow, Path]] = []
+    for row in rows:
+        label = f"row {row.number} ({row.date or row.claimed_time}, {row.description[:50]!r})"
+        if not row.log_link:
+            result.skipped_rows.append(f"{label}: no log link in the table")
+            continue
+        if not row.track_folder:
+            result.skipped_rows.append(f"{label}: its log link {row.log_link} is not under records/")
+            continue
+        folder, note = _row_folder(clone, row)
+        if folder is None:
+            result.skipped_rows.append(f"{label}: {note}")
+            continue
+        if note:
+            result.warnings.append(f"{row.record_name}: {note}")
+        if any(r.record_name == row.record_name for r, _ in plan):
+            result.warnings.append(f"{label}: a second row for {row.record_name}; the first row is kept")
+            continue
+        plan.append((row, folder))
+    importing = {r.record_name for r, _ in plan}
+    for row, folder in plan:
+        previous_row = rows[rows.index(row) - 1] if rows.index(row) > 0 else None
+        previous = previous_row.record_name if previous_row else ""
+        if previous and previous not in importing and previous not in known:
+            result.warnings.append(f"{row.record_name}: the previous row, {previous}, is not in this clone "
+                                   "or the registry: parent left empty")
+            previous = ""
+        try:
+            _import_one(clone, records_dir, row, folder, previous, sha, repository, licence,
+                        environments or [], result, dry_run)
+        except ReproError as exc:
+            result.warnings.append(f"{row.record_name}: not imported: {exc.what}")
+    return result
+
+
+def _import_one(clone: Path, records_dir: Path, row: TableRow, folder: Path, previous: str, sha: str,
+                repository: str, licence: str, environments: list[EnvironmentPin], result: ImportResult,
+                dry_run: bool) -> None:
+    name = row.record_name
+    record_root = clone / row.track_folder / name
+    log_paths, subfolders = logs_in(folder)
+    skipped = [f"{folder.relative_to(clone).as_posix()}/{s}/" for s in subfolders]
+    if folder != record_root and record_root.is_dir():
+        skipped += [f"{p.relative_to(clone).as_posix()}/" for p in sorted(record_root.iterdir())
+                    if p.is_dir() and p != folder]
+    for s in skipped:
+        result.warnings.append(f"{name}: skipped folder {s} (not the linked log's folder)")
+    facts, warnings = [], []
+    for path in log_paths:
+        try:
+            f = read_log_facts(path)
+        except LogUnreadable as exc:
+            warnings.append(f"{name}: log {exc}: left out")
+            continue
+        warnings += [f"{name}: {f.file}: {w}" for w in f.warnings]
+        if f.val_loss is None:
+            warnings.append(f"{name}: {f.file}: no final validation loss (missing: {', '.join(f.missing)})")
+        facts.append(f)
+    if not facts:
+        result.warnings += warnings + [f"{name}: no readable log in {folder.relative_to(clone).as_posix()}/: "
+                                       "no manifest written"]
+        return
+    generated = _generated(row, previous, folder.relative_to(clone).as_posix(), facts, sha, repository, licence,
+                           skipped, warnings, environments)
+    result.warnings += warnings
+    path = records_dir / f"{name}.yaml"
+    text, old = _read_existing(path)
+    new = merge(old, generated)
+    if old == new:
+        result.unchanged.append(name)
+        return
+    rendered = render(text, old, new)
+    _validate(name, rendered)
+    result.changes[name] = changed_fields(old, new)
+    result.written.append(name)
+    if not dry_run:
+        records_dir.mkdir(parents=True, exist_ok=True)
+        write_text(path, rendered)

@@ -1,0 +1,98 @@
+"""The records tables of the upstream README: one row per record, read into typed rows.
+
+    rows, warnings = read_track_table(readme_text, track=1)
+    rows[0].number, rows[0].claimed_time_s, rows[0].date, rows[0].log_link, rows[0].record_name
+
+A table is a header line `| # | Record time | Description | Date | Log | Contributors |`, its `| - |`
+line, and rows `N | time | description | MM/DD/YY | [log](path) | who`. The track-N table is the one
+whose log links point into `records/track_N_…/`. Rows without a log link (`none`, `-`, a PR link only)
+are kept with `log_link = ""`, so the importer can say which rows it could not import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipeline.errors import InputError
+
+_HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
+_ROW = re.compile(r"^\|?\s*(\d+)\s*\|")
+_LOG_LINK = re.compile(r"\[log\]\(([^)\s]+)\)", re.I)
+_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_TIME = re.compile(r"^\s*([\d.]+)\s*(second|sec|s|minute|min|hour|h)s?\b", re.I)
+_UNIT_S = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "hour": 3600, "h": 3600}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    line: int  # 1-based line in the README
+    number: str  # the table's "#" (re-timings repeat a number)
+    claimed_time: str  # as written: "2.495 minutes"
+    claimed_time_s: float | None
+    description: str  # markdown links reduced to their text
+    date: str  # ISO 8601, "" when unreadable
+    log_link: str  # repository-relative path of the log (or its folder); "" when the row has none
+    track_folder: str  # "records/track_1_short"; "" when the row has no link into records/
+
+    @property
+    def record_name(self) -> str:
+        """The record's folder under the track folder: its name in the registry."""
+        if not self.track_folder:
+            return ""
+        rest = self.log_link[len(self.track_folder) + 1:]
+        return rest.split("/", 1)[0]
+
+
+def _seconds(text: str) -> float | None:
+    m = _TIME.match(text.replace("*", ""))
+    if not m:
+        return None
+    return round(float(m.group(1)) * _UNIT_S[m.group(2).lower()], 3)
+
+
+def _iso_date(text: str) -> str:
+    for fmt in ("%m/%d/%y", "%m/%d/%Y", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text.strip(), fmt).date().isoformat()
+        except ValueError:
+            continue
+    return ""
+
+
+def _row(line_no: int, line: str) -> TableRow:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    cells += [""] * (6 - len(cells))
+    number, time_text, description, date_text, log_cell = cells[:5]
+    link = _LOG_LINK.search(log_cell)
+    path = link.group(1).strip("/") if link else ""
+    track = re.match(r"^(records/track_[^/]+)/", path)
+    return TableRow(line=line_no, number=number, claimed_time=time_text, claimed_time_s=_seconds(time_text),
+                    description=_MD_LINK.sub(r"\1", description).strip(), date=_iso_date(date_text),
+                    log_link=path, track_folder=track.group(1) if track else "")
+
+
+def _tables(text: str) -> list[list[TableRow]]:
+    tables, current = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if _HEADER.match(line):
+            current = []
+            tables.append(current)
+        elif current is not None and "|" in line:
+            if _ROW.match(line):
+                current.append(_row(number, line))
+        elif current is not None and line.strip():
+            current = None
+    return tables
+
+
+def read_track_table(text: str, track: int) -> list[TableRow]:
+    """The rows of the track-`track` records table, in table order."""
+    prefix = f"records/track_{track}_"
+    for rows in _tables(text):
+        if any(r.log_link.startswith(prefix) for r in rows):
+            return rows
+    raise InputError(f"the README has no records table whose logs are under {prefix}…",
+                     "point the importer at a clone of modded-nanogpt (its README.md lists the records), "
+                     "or pick another --track")
