@@ -64,3 +64,18 @@ class RunFailed(ReproError):
 
 class Interrupted(ReproError):
     exit_code = 130
+
+
+def os_error(path, exc: OSError, fix: str = "check the path") -> ReproError:
+    """An OSError on a user's input path as a ReproError naming the path and a fix (issue 14: no tracebacks)."""
+    import errno
+
+    reasons = {errno.EACCES: ("permission denied", "make it readable (chmod/chown) or run as its owner"),
+               errno.EPERM: ("permission denied", "make it readable (chmod/chown) or run as its owner"),
+               errno.EISDIR: ("is a directory, not a file", "give the path of a file"),
+               errno.ENOTDIR: ("a part of the path is not a directory", "check the path"),
+               errno.ENAMETOOLONG: ("the name is too long for the file system", "use a shorter name"),
+               errno.ENOENT: ("not found", fix),
+               errno.ELOOP: ("too many levels of symbolic links", "replace the links with the file itself")}
+    problem, default_fix = reasons.get(exc.errno, (exc.strerror or str(exc), fix))
+    return InputError(f"{path}: {problem}", default_fix if exc.errno != errno.ENOENT else fix)

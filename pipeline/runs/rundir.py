@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.errors import InputError
+from pipeline.errors import InputError, ManifestError, os_error
+from pipeline.manifest_io import Fields, load_yaml
 
 SCHEMA_VERSION = 1
 STATUSES = ("running", "succeeded", "failed", "aborted")
@@ -41,17 +41,9 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from pipeline.atomic import write_bytes  # the one atomic write (temp, fsync, rename, fsync folder)
+
+    write_bytes(path, data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -93,6 +85,9 @@ class RunMeta:
     exit_code: int | None = None
     status: str = "running"
     host_environment: dict | None = None
+    # a declared patch to the record's program (smoke runs): name, sha256, changes, patched_sha256
+    program_patch: dict | None = None
+    fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
     schema_version: int = SCHEMA_VERSION
 
     def to_yaml(self) -> str:
@@ -101,6 +96,66 @@ class RunMeta:
         data["overrides"] = list(self.overrides)
         data["command"] = list(self.command)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+
+    @classmethod
+    def from_dict(cls, data, path: Path) -> RunMeta:
+        """Validate a parsed run.yaml: every field typed, unknown fields refused, errors name the field."""
+        if not isinstance(data, dict):
+            raise ManifestError(path, "", f"run.yaml must be a mapping of fields, got {type(data).__name__}",
+                                "restore the run's run.yaml (from its bundle) or delete the run and run it again")
+        f = Fields(data, path)
+        f.only(*(x.name for x in dataclasses.fields(cls)))
+        version = f.req("schema_version", int)
+        if version != SCHEMA_VERSION:
+            raise f.fail("schema_version", f"is {version}, this tool reads run.yaml version {SCHEMA_VERSION}",
+                         "re-run with the tool version that wrote it, or run again with this one")
+        status = f.opt("status", str, "running")
+        if status not in STATUSES:
+            raise f.fail("status", f"is {status!r}", f"use one of: {', '.join(STATUSES)}")
+        return cls(
+            run_id=f.req("run_id", str), record=f.req("record", str), trainer=f.req("trainer", str),
+            runtime=f.req("runtime", str), preset=f.opt("preset", str), overrides=f.list_of("overrides", str, False),
+            steps=f.opt("steps", int), world_size=f.req("world_size", int), command=f.list_of("command", str, False),
+            image_id=f.opt("image_id", str), environment=f.opt("environment", str, ""),
+            environment_lock_sha256=f.opt("environment_lock_sha256", str),
+            program_sha256=f.opt("program_sha256", str, ""), program_fingerprint=f.opt("program_fingerprint", str),
+            program_source=f.opt("program_source", str, ""), data_dir=f.opt("data_dir", str, ""),
+            data_lock_sha256=f.opt("data_lock_sha256", str), compile_cache=f.opt("compile_cache", str),
+            started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
+            status=status, host_environment=f.opt("host_environment", dict),
+            program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False))
+
+    @classmethod
+    def load(cls, path: Path) -> RunMeta:
+        """Read and validate a run.yaml (bad YAML, a list, a wrong field: an InputError naming it)."""
+        path = Path(path)
+        if not path.is_file():
+            raise ManifestError(path, "", "run.yaml not found",
+                                "give a run directory written by `repro train` (it holds run.yaml)")
+        try:
+            data = load_yaml(path, "run")
+        except OSError as exc:
+            raise os_error(path, exc, "give a run directory written by `repro train`") from None
+        return cls.from_dict(dict(data), path)
+
+    @classmethod
+    def load_if_present(cls, run_dir: Path) -> RunMeta | None:
+        """A run directory's run.yaml, or None when there is none (a run killed before writing it)."""
+        path = Path(run_dir) / "run.yaml"
+        return cls.load(path) if path.exists() else None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended, for whoever stops on it (reproduce's `stopped_by`): no string to split."""
+
+    run_id: str
+    status: str  # one of FINAL_STATUSES
+    exit_code: int | None
+
+    def describe(self) -> str:
+        return f"{self.run_id}: {self.status}" + (f" (exit code {self.exit_code})" if self.exit_code is not None
+                                                   else "")
 
 
 @dataclass
