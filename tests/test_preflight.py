@@ -13,14 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.errors import InputError
 from pipeline.preflight.collect import HostSources, SavedSources, SourceMissing, collect
-from pipeline.preflight.run import SCHEMA_VERSION, default_locations, preflight, read_report, write_report
-from tests.conftest import docker_client_or_skip, shared_path
+from pipeline.preflight.run import (
+    SCHEMA_VERSION,
+    PreflightReport,
+    default_locations,
+    preflight,
+    read_report,
+    write_report,
+)
+from pipeline.records.model import load_record
+from pipeline.workspace import CHECKOUT_ROOT as REPO_ROOT
+from tests.conftest import docker_client_or_skip
 
-HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+FIXTURES = Path(__file__).parent / "fixtures"
+HOSTS = FIXTURES / "hosts"
 RECORD_NAME = "2025-09-23_MuonCustomSizing"
+RECORD_LOGS = FIXTURES / "record-logs" / RECORD_NAME
 SECRETS = ("hunter2", "hf_secret_do_not_record", "AWS_SECRET_ACCESS_KEY", "NCCL_SECRET_KEY", "0000000000000")
 
 
@@ -32,7 +42,7 @@ def repro(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def this_machine(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("node")
-    locations = default_locations(RECORD_NAME, tmp / "data", tmp / "runs")
+    locations = default_locations(load_record(RECORD_NAME), tmp / "data", tmp / "runs")
     return collect(HostSources(), runtime="host", locations=locations)
 
 
@@ -99,7 +109,7 @@ def test_cli_on_this_machine_host_runtime(tmp_path):
 
 
 def test_cli_h200_fixture_warns_and_strict_fails():
-    folder = shared_path("fixtures", "hosts", "h200-1gpu")
+    folder = HOSTS / "h200-1gpu"
     done = repro("preflight", "--runtime", "host", "--from-dir", str(folder))
     assert done.returncode == 0, done.stderr
     assert "WARN  gpu_count         1 GPU(s); the record used 8" in done.stdout
@@ -115,7 +125,7 @@ def test_cli_record_node_fixture_passes_and_writes_no_secret(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "outcome: pass: 0 failed, 0 warned" in done.stdout
     report = read_report(out)
-    assert report["outcome"] == "pass" and report["facts"]["environment"]["NCCL_IB_HCA"] == "mlx5"
+    assert report.outcome == "pass" and report.facts.environment["NCCL_IB_HCA"] == "mlx5"
     text = out.read_text()
     assert not [s for s in SECRETS if s in text]
 
@@ -126,7 +136,7 @@ def test_cli_failures_exit_one():
 
 
 def test_cli_record_log_header():
-    log = sorted(shared_path("fixtures", "record-logs", RECORD_NAME).glob("*.tail.txt"))[0]
+    log = sorted(RECORD_LOGS.glob("*.tail.txt"))[0]
     done = repro("preflight", "--from-log", str(log), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -146,9 +156,11 @@ def test_cli_bad_input(args, code, message):
 
 
 def test_report_schema_is_checked(tmp_path):
-    report = preflight(RECORD_NAME, "host", sources=SavedSources(HOSTS / "h100-mig"), locations={})
+    report = preflight(load_record(RECORD_NAME), "host", sources=SavedSources(HOSTS / "h100-mig"), locations={})
     path = write_report(report, tmp_path / "preflight.json")
-    assert read_report(path)["facts"]["gpus"][0]["mig_mode"] == "Enabled"
+    again = read_report(path)
+    assert isinstance(again, PreflightReport) and again == report  # one typed model, written and read back
+    assert again.facts.gpus[0].mig_mode == "Enabled"
     data = json.loads(path.read_text())
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
@@ -156,22 +168,47 @@ def test_report_schema_is_checked(tmp_path):
         read_report(path)
 
 
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["checks"][0].pop("reason"), "field 'checks[0].reason': is missing"),
+    (lambda d: d["facts"]["gpus"][0].update(index="zero"), "field 'facts.gpus[0].index': must be int"),
+    (lambda d: d.update(outcome="great"), "field 'outcome': is 'great'"),
+    (lambda d: d.update(colour="red"), "field 'colour' is not a known field"),
+    (lambda d: d["facts"].update(gpus={"a": 1}), "field 'facts.gpus': must be a list"),
+])
+def test_a_bad_preflight_json_names_the_field(tmp_path, change, words):
+    report = preflight(load_record(RECORD_NAME), "host", sources=SavedSources(HOSTS / "h100-mig"), locations={})
+    path = write_report(report, tmp_path / "preflight.json")
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError) as err:
+        read_report(path)
+    assert str(path) in str(err.value) and words in str(err.value) and "fix:" in str(err.value)
+
+
+def test_a_preflight_json_that_is_a_list_or_not_json(tmp_path):
+    path = tmp_path / "preflight.json"
+    for text, words in (("[1, 2]", "must be a JSON object"), ("{nope", "not valid JSON")):
+        path.write_text(text)
+        with pytest.raises(InputError, match=words):
+            read_report(path)
+
+
 @pytest.mark.docker
 @pytest.mark.slow
-def test_docker_runtime_runs_the_snippet_in_the_recorded_image(tmp_path, monkeypatch):
+def test_docker_runtime_runs_the_snippet_in_the_recorded_image(tmp_path):
     client = docker_client_or_skip()
     from pipeline.env.image import save_image_state, state_from_image
     from tests.docker_base import ensure_test_base
 
-    monkeypatch.setenv("REPRO_STATE", str(tmp_path / "state"))
     locations = {"shm": (Path("/dev/shm"), None)}
-    facts = collect(HostSources(), runtime="docker", locations=locations)
+    facts = collect(HostSources(state_dir=tmp_path / "state"), runtime="docker", locations=locations)
     assert facts.docker is not None and facts.docker.server_version
     assert "no image recorded" in facts.missing_reason("runtime")  # no image yet: a missing source, no crash
 
     tag = ensure_test_base(client)  # bookworm + python3, no torch
     save_image_state(state_from_image(client.api, tag, "build"), tmp_path / "state")
-    facts = collect(HostSources(), runtime="docker", locations=locations)
+    facts = collect(HostSources(state_dir=tmp_path / "state"), runtime="docker", locations=locations)
     rt = facts.runtime
     assert rt.where.startswith("docker: sha256:") and rt.python.startswith("3.11")
     assert rt.error.startswith("import torch failed")

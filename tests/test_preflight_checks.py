@@ -15,7 +15,8 @@ from pipeline.preflight.collect import SavedSources, collect
 from pipeline.preflight.facts import DiskFacts, HostFacts, RuntimeFacts
 from pipeline.preflight.run import facts_from_log
 from pipeline.records.model import load_record
-from tests.conftest import shared_path
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 RECORD = load_record("2025-09-23_MuonCustomSizing")
@@ -57,7 +58,7 @@ def test_every_check_explains_itself(record_node):
 
 
 def test_real_h200_host_warns_but_is_not_refused():
-    facts = facts_of(shared_path("fixtures", "hosts", "h200-1gpu"), runtime="host")
+    facts = facts_of(FIXTURES / "hosts" / "h200-1gpu", runtime="host")
     checks = run_checks(facts, RECORD, "host")
     got = statuses(checks)
     assert {k for k, v in got.items() if v == "warn"} == {
@@ -71,7 +72,7 @@ def test_real_h200_host_warns_but_is_not_refused():
 
 
 def test_record_log_header_checks():
-    folder = shared_path("fixtures", "record-logs", "2025-09-23_MuonCustomSizing")
+    folder = FIXTURES / "record-logs" / "2025-09-23_MuonCustomSizing"
     for log in sorted(folder.glob("*.tail.txt")):
         checks = run_checks(facts_from_log(log), RECORD, "host", from_log=True)
         got = statuses(checks)

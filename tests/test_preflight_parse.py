@@ -25,13 +25,14 @@ from pipeline.preflight.parse import (
     parse_topology,
 )
 from pipeline.records.nvidia_smi_table import parse_nvidia_smi_table
-from tests.conftest import shared_path
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 
 
 def _h200(name: str) -> str:
-    return shared_path("fixtures", "hosts", "h200-1gpu", name).read_text()
+    return (FIXTURES / "hosts" / "h200-1gpu" / name).read_text()
 
 
 def _ours(folder: str, name: str) -> str:
@@ -128,7 +129,7 @@ def test_oldest_ecc_layout_double_bit_totals():
 
 
 def test_record_header_table_as_gpu_facts():
-    folder = shared_path("fixtures", "record-logs", "2025-09-23_MuonCustomSizing")
+    folder = FIXTURES / "record-logs" / "2025-09-23_MuonCustomSizing"
     for log in sorted(folder.glob("*.tail.txt")):
         gpus = gpus_from_table(parse_nvidia_smi_table(log.read_text()))
         assert len(gpus) == 8

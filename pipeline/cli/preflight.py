@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from pipeline import REPO_ROOT
 from pipeline.errors import CheckFailed, MissingDependency
 from pipeline.preflight.collect import SAVED_FILES, SavedSources
 from pipeline.preflight.run import (
@@ -21,10 +20,9 @@ from pipeline.preflight.run import (
     write_report,
 )
 from pipeline.preflight.run import preflight as run_preflight
+from pipeline.records.model import load_record
 
-from .output import emit_json
-
-DEFAULT_OUTPUT = REPO_ROOT / "state" / "preflight.json"
+from .output import emit_json, pass_workspace
 
 
 def _gib(kib_or_bytes: int, unit: int) -> str:
@@ -85,17 +83,18 @@ def _print_human(report: PreflightReport, written: Path | None) -> None:
 @click.option("--strict", is_flag=True, help="Warnings fail too: only the record's kind of node passes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (the content of preflight.json).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help=f"Where to write preflight.json [default: {DEFAULT_OUTPUT.relative_to(REPO_ROOT)} when reading "
-                   "this machine; not written for --from-dir/--from-log unless given].")
+              help="Where to write preflight.json [default: state/preflight.json under the workspace root when "
+                   "reading this machine; not written for --from-dir/--from-log unless given].")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the data goes [default: data/].")
+              help="Where the data goes [default: data/ under the workspace root].")
 @click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where runs go [default: runs/].")
+              help="Where runs go [default: runs/ under the workspace root].")
 @click.option("--from-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help=f"Read a node's saved outputs instead of this machine ({', '.join(sorted(SAVED_FILES.values()))}).")
 @click.option("--from-log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Check the node a record-format run log ran on, from its nvidia-smi table and version lines.")
-def preflight(record_name, runtime, strict, as_json, output, data_dir, runs_dir, from_dir, from_log):
+@pass_workspace
+def preflight(ws, record_name, runtime, strict, as_json, output, data_dir, runs_dir, from_dir, from_log):
     """Read this node (GPUs, driver, topology, runtime versions, CPU, RAM, disk, /dev/shm, Docker) and
     check it against the record's hardware. A node unlike the record's gets warnings that say why its
     time is not comparable; it is not refused. Nothing secret is recorded.
@@ -109,13 +108,14 @@ def preflight(record_name, runtime, strict, as_json, output, data_dir, runs_dir,
     """
     if from_dir and from_log:
         raise click.UsageError("give --from-dir or --from-log, not both")
+    record = load_record(record_name, ws.records_dir)
     if from_log:
-        report = preflight_log(from_log, record_name, strict)
+        report = preflight_log(from_log, record, strict)
     else:
         sources = SavedSources(from_dir) if from_dir else None
-        report = run_preflight(record_name, runtime, strict, sources,
-                               default_locations(record_name, data_dir, runs_dir))
-    target = output or (None if from_dir or from_log else DEFAULT_OUTPUT)
+        report = run_preflight(record, runtime, strict, sources,
+                               default_locations(record, data_dir or ws.data, runs_dir or ws.runs))
+    target = output or (None if from_dir or from_log else ws.state / "preflight.json")
     written = write_report(report, target) if target else None
     if as_json:
         emit_json(report.to_dict())
@@ -125,7 +125,7 @@ def preflight(record_name, runtime, strict, as_json, output, data_dir, runs_dir,
         raise MissingDependency("preflight: no GPU visible; the record cannot be timed on this machine",
                                 "run on a GPU node (`make demo` runs the CPU demo here)")
     if report.outcome == "fail":
-        names = [c.name for c in report.checks if c.status == "fail" or (strict and c.status == "warn")]
+        names = [c.name for c in report.failures()]
         raise CheckFailed(f"preflight failed: {', '.join(names)}",
                           "see each check's reason above; --strict makes warnings fail" if strict else
                           "see each check's reason above")

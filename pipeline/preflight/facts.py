@@ -171,3 +171,62 @@ class HostFacts:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# ---- reading facts back (preflight.json): the same types, validated field by field ---------------
+
+class FactsError(ValueError):
+    """A field of a saved preflight report has the wrong shape; `field` is its dotted path."""
+
+    def __init__(self, field_path: str, problem: str):
+        super().__init__(f"field '{field_path}': {problem}")
+        self.field = field_path
+
+
+def _from_json(kind, value, where: str):
+    """`value` (parsed JSON) as an instance of the annotated type `kind`, or FactsError naming `where`."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _from_json(inner[0], value, where)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise FactsError(where, f"must be a mapping, got {type(value).__name__}")
+        hints = typing.get_type_hints(kind)
+        names = {f.name for f in dataclasses.fields(kind)}
+        unknown = sorted(set(value) - names)
+        if unknown:
+            raise FactsError(f"{where}.{unknown[0]}", "is not a known field")
+        out = {}
+        for f in dataclasses.fields(kind):
+            if f.name in value:
+                out[f.name] = _from_json(hints[f.name], value[f.name], f"{where}.{f.name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise FactsError(f"{where}.{f.name}", "is missing")
+        return kind(**out)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise FactsError(where, f"must be a list, got {type(value).__name__}")
+        return tuple(_from_json(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise FactsError(where, "must be a mapping of strings")
+        return dict(value)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind in (str, int, float, bool) and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+        raise FactsError(where, f"must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def host_facts_from_dict(data) -> HostFacts:
+    return _from_json(HostFacts, data, "facts")
+
+
+def check_from_dict(data, where: str) -> Check:
+    return _from_json(Check, data, where)

@@ -18,14 +18,22 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline import REPO_ROOT, __version__
-from pipeline.errors import InputError
+from pipeline import __version__
+from pipeline.errors import InputError, os_error
 from pipeline.preflight.checks import outcome, run_checks
 from pipeline.preflight.collect import HostSources, collect
-from pipeline.preflight.facts import Check, HostFacts, MissingSource, RuntimeFacts
+from pipeline.preflight.facts import (
+    Check,
+    FactsError,
+    HostFacts,
+    MissingSource,
+    RuntimeFacts,
+    check_from_dict,
+    host_facts_from_dict,
+)
 from pipeline.preflight.parse import gpus_from_table
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import load_record
+from pipeline.records.model import Record
 
 SCHEMA_VERSION = 1
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
@@ -57,23 +65,58 @@ class PreflightReport:
     def by_status(self, status: str) -> list[Check]:
         return [c for c in self.checks if c.status == status]
 
+    def failures(self) -> list[Check]:
+        """The checks that make this report fail (warnings too under --strict)."""
+        return [c for c in self.checks if c.status == "fail" or (self.strict and c.status == "warn")]
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, data, path: Path) -> PreflightReport:
+        """Validate a parsed preflight.json into the report type; errors name the file and the field."""
+        fix = "regenerate it with this version's `repro preflight`"
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a preflight report must be a JSON object, got {type(data).__name__}", fix)
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise InputError(f"{path}: schema_version {data.get('schema_version')!r}, this tool reads "
+                             f"{SCHEMA_VERSION}", fix)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(f"{path}: field '{unknown[0]}' is not a known field", fix)
+        missing = sorted(known - set(data))
+        if missing:
+            raise InputError(f"{path}: field '{missing[0]}' is missing", fix)
+        try:
+            for key, kind in (("created_utc", str), ("tool_version", str), ("record", str), ("runtime", str),
+                              ("facts_from", str), ("outcome", str), ("strict", bool), ("record_hardware", dict),
+                              ("checks", list)):
+                if not isinstance(data[key], kind):
+                    raise FactsError(key, f"must be {kind.__name__}, got {data[key]!r}")
+            if data["outcome"] not in ("pass", "warn", "fail"):
+                raise FactsError("outcome", f"is {data['outcome']!r}, not pass, warn or fail")
+            checks = tuple(check_from_dict(c, f"checks[{i}]") for i, c in enumerate(data["checks"]))
+            facts = host_facts_from_dict(data["facts"])
+        except FactsError as exc:
+            raise InputError(f"{path}: {exc}", fix) from None
+        return cls(schema_version=SCHEMA_VERSION, created_utc=data["created_utc"], tool_version=data["tool_version"],
+                   record=data["record"], record_hardware=data["record_hardware"], runtime=data["runtime"],
+                   strict=data["strict"], facts_from=data["facts_from"], outcome=data["outcome"], checks=checks,
+                   facts=facts)
 
-def default_locations(record_name: str, data_dir: Path | None = None, runs_dir: Path | None = None) -> dict:
+
+def default_locations(record: Record, data_dir: Path, runs_dir: Path) -> dict:
     """Disk label -> (folder to measure, folder whose bytes are already ours). The image location is
-    the Docker root, known only once the daemon answers (collect adds it)."""
-    record = load_record(record_name)
-    data = Path(data_dir) if data_dir else REPO_ROOT / "data"
-    return {"data": (data, data / record.dataset.name), "runs": (Path(runs_dir) if runs_dir else REPO_ROOT / "runs",
-                                                                None),
+    the Docker root, known only once the daemon answers (collect adds it). The CLI passes the
+    workspace's data/ and runs/ unless told otherwise."""
+    data = Path(data_dir)
+    return {"data": (data, data / record.dataset.name), "runs": (Path(runs_dir), None),
             "shm": (Path("/dev/shm"), None)}
 
 
-def _report(record_name: str, runtime: str, strict: bool, facts_from: str, facts: HostFacts,
+def _report(record: Record, runtime: str, strict: bool, facts_from: str, facts: HostFacts,
             from_log: bool = False) -> PreflightReport:
-    record = load_record(record_name)
     checks = run_checks(facts, record, runtime, from_log=from_log)
     return PreflightReport(
         schema_version=SCHEMA_VERSION, created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -82,15 +125,15 @@ def _report(record_name: str, runtime: str, strict: bool, facts_from: str, facts
         facts=facts)
 
 
-def preflight(record_name: str = DEFAULT_RECORD, runtime: str = "docker", strict: bool = False, sources=None,
+def preflight(record: Record, runtime: str = "docker", strict: bool = False, sources=None,
               locations: dict | None = None) -> PreflightReport:
-    """Read the node through `sources` (this machine by default) and check it against the record."""
+    """Read the node through `sources` (this machine by default) and check it against the record.
+    `locations` (from default_locations) are the folders whose disks are measured; none when omitted."""
     if runtime not in RUNTIMES:
         raise InputError(f"unknown runtime {runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
     sources = sources if sources is not None else HostSources()
-    locations = locations if locations is not None else default_locations(record_name)
-    facts = collect(sources, runtime=runtime, locations=locations)
-    return _report(record_name, runtime, strict, sources.description, facts)
+    facts = collect(sources, runtime=runtime, locations=locations or {})
+    return _report(record, runtime, strict, sources.description, facts)
 
 
 def facts_from_log(path: Path) -> HostFacts:
@@ -105,29 +148,33 @@ def facts_from_log(path: Path) -> HostFacts:
                      runtime=runtime, missing=tuple(MissingSource(s, NOT_IN_LOG) for s in LOG_SOURCES))
 
 
-def preflight_log(log_path: Path, record_name: str = DEFAULT_RECORD, strict: bool = False) -> PreflightReport:
+def preflight_log(log_path: Path, record: Record, strict: bool = False) -> PreflightReport:
     """Check the node a log ran on, as far as its header shows it (the record's own logs, a past run)."""
     facts = facts_from_log(Path(log_path))
-    return _report(record_name, "host", strict, f"run log {log_path}", facts, from_log=True)
+    return _report(record, "host", strict, f"run log {log_path}", facts, from_log=True)
 
 
 def write_report(report: PreflightReport, path: Path) -> Path:
+    from pipeline.runs.rundir import atomic_write_json
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-    tmp.replace(path)  # a reader never sees half a file
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, report.to_dict())  # a reader never sees half a file
+    except OSError as exc:
+        raise os_error(path, exc, "give a writable --output") from None
     return path
 
 
-def read_report(path: Path) -> dict:
-    """A preflight.json as written above; refuses other schema versions (for run directories and bundles)."""
+def read_report(path: Path) -> PreflightReport:
+    """A preflight.json as written above, validated into PreflightReport (run directories, bundles, reproduce)."""
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable preflight.json ({exc})", "run `repro preflight` again") from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        found = data.get("schema_version") if isinstance(data, dict) else None
-        raise InputError(f"{path}: schema_version {found!r}, this tool reads {SCHEMA_VERSION}",
-                         "regenerate it with this version's `repro preflight`")
-    return data
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise os_error(path, exc, "run `repro preflight` again") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})", "run `repro preflight` again") from None
+    return PreflightReport.from_dict(data, path)
