@@ -7,21 +7,43 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import REPO_ROOT
 from pipeline.errors import InputError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 
 SCHEMA_VERSION = 1
 LOSS_EVIDENCE = ("own", "parent")
+TRAINERS = ("record", "native")
+# A record name is one file name in the registry: no folder, no '..', nothing a shell or URL would mangle.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
-def manifests_dir() -> Path:
-    import os
+def check_record_name(name: str, what: str = "record name") -> str:
+    """`name` when it is a plain record name (one path component); InputError before anything is opened."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:
+        raise InputError(f"{what} {name!r} is not a record name (letters, digits, '.', '_' and '-', one path "
+                         "component, no '..')", "give a name from `repro records list`")
+    return name
 
-    return Path(os.environ.get("REPRO_MANIFESTS", REPO_ROOT / "manifests"))
+
+def _finite(f: Fields, key: str, value: float) -> float:
+    if not math.isfinite(value):
+        raise f.fail(key, f"is {value}, not a finite number", f"write {f.name(key)} as an ordinary number")
+    return value
+
+
+def _positive(f: Fields, key: str, value: float | int | None) -> float | int | None:
+    """Times and step counts: finite and above zero (a time of 0 would make every ratio infinite)."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise f.fail(key, f"is {value}, it must be a finite number above zero",
+                     f"write the measured value of {f.name(key)} (seconds, milliseconds or steps), above 0")
+    return value
 
 
 @dataclass(frozen=True)
@@ -42,16 +64,36 @@ class Upstream:
 class PublishedLog:
     file: str
     sha256: str
-    program_sha256: str
+    program_sha256: str  # "" for a log without program text (imported 2024 logs)
     program_bytes: int
-    val_loss: float
-    train_time_ms: int
+    val_loss: float | None  # None: the log prints no final validation loss (imported history)
+    train_time_ms: int | None
+    # Written by `repro records import` (pipeline/records/importer.py): optional for hand-written logs.
+    fingerprint: str = ""
+    torch: str = ""
+    missing: tuple[str, ...] = ()  # what the log lacks: program, pytorch version, train time, ...
+
+
+@dataclass(frozen=True)
+class Imported:
+    """Where an imported record came from: `repro records import` rewrites this block every time."""
+
+    commit: str  # the upstream commit the table and logs were read at
+    row: str  # the table's "#"
+    claimed_time: str  # as the table writes it
+    claimed_time_s: float | None
+    linked_log: str
+    environment_family: str  # torch-2.9-nightly, torch-2.4-stable, unknown
+    mean_time_source: str  # logs | claimed (no log prints a train time)
+    skipped_folders: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class ProgramPin:
     fingerprint: str  # "" = not pinned yet
     separator: str
+    trainer: str = "record"  # what made the published runs: "record" (a program file) or "native" (train/)
 
 
 @dataclass(frozen=True)
@@ -74,6 +116,7 @@ class Hardware:
     interconnect: str
     driver: str = ""
     cuda_driver: str = ""
+    cpu_model: str = ""  # lscpu's "Model name" of the machine the published times come from (CPU records)
 
 
 @dataclass(frozen=True)
@@ -136,10 +179,12 @@ class Record:
     dataset: DatasetRef
     rules: Rules
     path: Path
+    imported: Imported | None = None  # set for records written by `repro records import`
+    notes: str = ""  # the author's notes, kept by every import
 
     @property
     def accepted_program_sha256(self) -> frozenset[str]:
-        return frozenset(log.program_sha256 for log in self.logs)
+        return frozenset(log.program_sha256 for log in self.logs if log.program_sha256)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -156,34 +201,61 @@ def _upstream(f: Fields) -> Upstream:
 
 
 def _log(f: Fields) -> PublishedLog:
-    f.only("file", "sha256", "program_sha256", "program_bytes", "val_loss", "train_time_ms")
+    f.only("file", "sha256", "program_sha256", "program_bytes", "val_loss", "train_time_ms", "fingerprint", "torch",
+           "missing")
+    imported = "missing" in f.data or "fingerprint" in f.data  # imported logs may lack a program, loss or time
+    val_loss = f.opt("val_loss", float) if imported else f.req("val_loss", float)
     return PublishedLog(file=f.req("file", str), sha256=f.sha256("sha256"),
-                        program_sha256=f.sha256("program_sha256"), program_bytes=f.req("program_bytes", int),
-                        val_loss=f.req("val_loss", float), train_time_ms=f.req("train_time_ms", int))
+                        program_sha256=f.sha256("program_sha256", required=not imported) or "",
+                        program_bytes=f.opt("program_bytes", int, 0) if imported else f.req("program_bytes", int),
+                        val_loss=_finite(f, "val_loss", val_loss) if val_loss is not None else None,
+                        train_time_ms=_positive(f, "train_time_ms", f.opt("train_time_ms", int) if imported
+                                                else f.req("train_time_ms", int)),
+                        fingerprint=f.opt("fingerprint", str, ""), torch=f.opt("torch", str, ""),
+                        missing=f.list_of("missing", str, required=False))
+
+
+def _imported(f: Fields) -> Imported:
+    f.only("commit", "row", "claimed_time", "claimed_time_s", "linked_log", "environment_family",
+           "mean_time_source", "skipped_folders", "missing")
+    return Imported(commit=f.req("commit", str), row=f.req("row", str), claimed_time=f.opt("claimed_time", str, ""),
+                    claimed_time_s=f.opt("claimed_time_s", float), linked_log=f.opt("linked_log", str, ""),
+                    environment_family=f.opt("environment_family", str, "unknown"),
+                    mean_time_source=f.opt("mean_time_source", str, "logs"),
+                    skipped_folders=f.list_of("skipped_folders", str, required=False),
+                    missing=f.list_of("missing", str, required=False))
 
 
 def _published(f: Fields) -> Published:
     f.only("steps", "losses", "times_s", "mean_time_s", "ml_validation", "step_avg_ms",
            "peak_memory_allocated_mib", "parent_retimed_s")
     losses, times = f.list_of("losses", float), f.list_of("times_s", float)
+    for i, loss in enumerate(losses):
+        _finite(f, f"losses[{i}]", loss)
+    for i, seconds in enumerate(times):
+        _positive(f, f"times_s[{i}]", seconds)
     if len(losses) != len(times):
         raise f.fail("times_s", f"has {len(times)} entries but losses has {len(losses)}",
                      "list one loss and one time per published run, in the same order")
     ml = f.req("ml_validation", str)
     if ml not in LOSS_EVIDENCE:
         raise f.fail("ml_validation", f"is {ml!r}", f"use one of: {', '.join(LOSS_EVIDENCE)}")
-    return Published(steps=f.req("steps", int), losses=losses, times_s=times,
-                     mean_time_s=f.req("mean_time_s", float), ml_validation=ml,
-                     step_avg_ms=f.opt("step_avg_ms", float),
+    return Published(steps=_positive(f, "steps", f.req("steps", int)), losses=losses, times_s=times,
+                     mean_time_s=_positive(f, "mean_time_s", f.req("mean_time_s", float)), ml_validation=ml,
+                     step_avg_ms=_positive(f, "step_avg_ms", f.opt("step_avg_ms", float)),
                      peak_memory_allocated_mib=f.opt("peak_memory_allocated_mib", int),
-                     parent_retimed_s=f.opt("parent_retimed_s", float))
+                     parent_retimed_s=_positive(f, "parent_retimed_s", f.opt("parent_retimed_s", float)))
 
 
 def _hardware(f: Fields) -> Hardware:
-    f.only("gpu_model", "gpu_form_factor", "gpu_count", "interconnect", "driver", "cuda_driver")
+    f.only("gpu_model", "gpu_form_factor", "gpu_count", "interconnect", "driver", "cuda_driver", "cpu_model")
+    count = f.req("gpu_count", int)
+    if count < 0:
+        raise f.fail("gpu_count", f"is {count}", "give the number of GPUs (0 for a CPU record)")
     return Hardware(gpu_model=f.req("gpu_model", str), gpu_form_factor=f.req("gpu_form_factor", str),
-                    gpu_count=f.req("gpu_count", int), interconnect=f.req("interconnect", str),
-                    driver=f.opt("driver", str, ""), cuda_driver=f.opt("cuda_driver", str, ""))
+                    gpu_count=count, interconnect=f.req("interconnect", str),
+                    driver=f.opt("driver", str, ""), cuda_driver=f.opt("cuda_driver", str, ""),
+                    cpu_model=f.opt("cpu_model", str, ""))
 
 
 def _software(f: Fields) -> Software:
@@ -223,7 +295,12 @@ def _rules(f: Fields) -> Rules:
         value = f.req(key, float)
         if not 0 < value < 1:
             raise f.fail(key, f"is {value}, outside (0, 1)", "give a probability such as 0.01 or 0.95")
-    return Rules(version=f.req("version", int), target_val_loss=f.req("target_val_loss", float),
+    tolerance = _finite(f, "time_tolerance", f.req("time_tolerance", float))
+    if tolerance < 0:
+        raise f.fail("time_tolerance", f"is {tolerance}, a tolerance cannot be negative",
+                     "give the allowed slowdown as a fraction (0.02 = 2% slower than the record)")
+    return Rules(version=f.req("version", int),
+                 target_val_loss=_finite(f, "target_val_loss", f.req("target_val_loss", float)),
                  p_value_max=f.req("p_value_max", float), loss_evidence=evidence,
                  consistency_alpha=f.req("consistency_alpha", float), consistency_required=required,
                  time_confidence=f.req("time_confidence", float), time_tolerance=f.req("time_tolerance", float),
@@ -231,26 +308,40 @@ def _rules(f: Fields) -> Rules:
                  compare_software=f.list_of("compare_software", str))
 
 
+def _parent(top: Fields) -> str:
+    parent = top.opt("parent", str, "")
+    if parent and (not NAME_RE.match(parent) or ".." in parent):
+        raise top.fail("parent", f"is {parent!r}, not a record name (one path component, no '..')",
+                       "name the parent record as `repro records list` shows it, or leave it empty")
+    return parent
+
+
 def load_record_file(path: Path) -> Record:
     top = Fields(load_yaml(path), path)
     check_schema_version(top, SCHEMA_VERSION)
     top.only("schema_version", "name", "title", "date", "track", "description", "parent", "upstream", "logs",
-             "program", "published", "hardware", "software", "environment", "dataset", "rules")
+             "program", "published", "hardware", "software", "environment", "dataset", "rules", "imported", "notes")
     name = top.req("name", str)
     if name != Path(path).stem:
         raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
                        "name the file <name>.yaml or correct the name field")
     program = top.sub("program")
-    program.only("fingerprint", "separator")
+    program.only("fingerprint", "separator", "trainer")
+    trainer = program.opt("trainer", str, "record")
+    if trainer not in TRAINERS:
+        raise program.fail("trainer", f"is {trainer!r}", f"use one of: {', '.join(TRAINERS)}")
     record = Record(
         name=name, title=top.req("title", str), date=top.req("date", str), track=top.req("track", str),
-        description=top.req("description", str).strip(), parent=top.opt("parent", str, ""),
+        description=top.req("description", str).strip(), parent=_parent(top),
         upstream=_upstream(top.sub("upstream")),
         logs=tuple(_log(f) for f in top.items("logs", required=False)),
-        program=ProgramPin(fingerprint=program.opt("fingerprint", str, ""), separator=program.req("separator", str)),
+        program=ProgramPin(fingerprint=program.opt("fingerprint", str, ""), separator=program.req("separator", str),
+                           trainer=trainer),
         published=_published(top.sub("published")), hardware=_hardware(top.sub("hardware")),
         software=_software(top.sub("software", required=False)), environment=top.req("environment", str),
-        dataset=_dataset(top.sub("dataset")), rules=_rules(top.sub("rules")), path=Path(path))
+        dataset=_dataset(top.sub("dataset")), rules=_rules(top.sub("rules")), path=Path(path),
+        imported=_imported(top.sub("imported")) if top.data.get("imported") is not None else None,
+        notes=top.opt("notes", str, "").strip())
     hw_fields = {f.name for f in dataclasses.fields(Hardware)}
     sw_fields = {f.name for f in dataclasses.fields(Software)} - {"flash_attention"}
     for key, allowed in (("compare_hardware", hw_fields), ("compare_software", sw_fields)):
@@ -261,17 +352,37 @@ def load_record_file(path: Path) -> Record:
     return record
 
 
-def record_names() -> list[str]:
-    return sorted(p.stem for p in (manifests_dir() / "records").glob("*.yaml"))
+def _default_records_dir() -> Path:
+    from pipeline.workspace import Workspace
+
+    return Workspace.resolve().records_dir
 
 
-def load_record(name: str) -> Record:
-    path = manifests_dir() / "records" / f"{name}.yaml"
+def manifests_dir() -> Path:
+    """The default workspace's registry; for callers not yet given a Workspace (pass ws.registry instead)."""
+    return _default_records_dir().parent
+
+
+def record_names(records_dir: Path | None = None) -> list[str]:
+    """The records of a registry's records/ folder (Workspace.records_dir; the default workspace's if omitted)."""
+    return sorted(p.stem for p in Path(records_dir or _default_records_dir()).glob("*.yaml"))
+
+
+def load_record(name: str, records_dir: Path | None = None) -> Record:
+    """The record `name` from `records_dir` (the workspace's registry by default). The name is checked to be
+    one path component before any file is opened, so `../../outside` reads nothing outside the registry."""
+    check_record_name(name)
+    records_dir = Path(records_dir or _default_records_dir())
+    path = records_dir / f"{name}.yaml"
+    if path.resolve().parent != records_dir.resolve():  # a symlinked manifest pointing elsewhere
+        raise InputError(f"record manifest {path} resolves outside the registry {records_dir}",
+                         "replace the link with the manifest itself")
     if not path.is_file():
-        known = ", ".join(record_names()) or "none"
+        known = ", ".join(record_names(records_dir)) or "none"
         raise InputError(f"unknown record {name!r}", f"use one of: {known} (see `repro records list`)")
     return load_record_file(path)
 
 
 def load_parent(record: Record) -> Record | None:
-    return load_record(record.parent) if record.parent else None
+    """The parent record, from the same registry folder the record was loaded from."""
+    return load_record(record.parent, record.path.parent) if record.parent else None
