@@ -1,10 +1,13 @@
+from pathlib import Path
+
 from pipeline.records.logparse import parse_log, parse_text
-from tests.conftest import shared_path
 from tests.logfactory import PROGRAM, make_log
+
+RECORD_LOGS = Path(__file__).parent / "fixtures" / "record-logs" / "2025-09-23_MuonCustomSizing"
 
 
 def test_record_fixture_logs_parse_completely():
-    logs = sorted(shared_path("fixtures", "record-logs", "2025-09-23_MuonCustomSizing").glob("*.txt"))
+    logs = sorted(RECORD_LOGS.glob("*.txt"))
     assert len(logs) == 4
     for path in logs:
         log = parse_log(path)

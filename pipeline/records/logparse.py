@@ -8,26 +8,41 @@ Layout: `<program>` "\n" + "="*100 + "\n" `<environment header + nvidia-smi>` "=
 A log may lack the program (the fixtures start at the first "=" line), may be cut anywhere by a
 crash, or may be empty: all of these parse, and `problems` says what is missing. Only an unreadable
 file raises.
+
+Logs are untrusted (a bundle's, a stranger's), so they are read line by line in bounded memory: a line
+is read at most MAX_LINE bytes at a time, the program and the header are kept up to a cap each, at most
+MAX_POINTS step and validation points are kept, and problems of one kind are counted, not listed. A
+1 GiB log parses in a few MiB. Non-finite losses or times (nan, inf, 1e400) are problems: such a run is
+never judged.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from pipeline.errors import InputError
-from pipeline.records.identity import sha256_bytes
+from pipeline.errors import InputError, os_error
 from pipeline.records.nvidia_smi_table import NvidiaSmiTable, find_nvidia_smi_table
 
 SEPARATOR = b"=" * 100
+MAX_LINE = 64 << 10  # longer lines are read in pieces; a log line is never this long
+MAX_PROGRAM = 16 << 20  # the record's program is 60 KB
+MAX_HEADER = 1 << 20  # the environment block and nvidia-smi table: a few KB on 8 GPUs
+MAX_POINTS = 1_000_000  # step + validation points kept (the record has 1,680 steps)
 
 _PYTHON = re.compile(r"^Running Python (\S+)", re.M)
 _TORCH = re.compile(r"^Running PyTorch (\S+) compiled for CUDA (\S+)", re.M)
 _TRITON = re.compile(r"^Running Triton version (\S+)", re.M)
-_VAL = re.compile(r"^step:(\d+)/(\d+) val_loss:([\d.]+|nan|inf) train_time:(\d+)ms step_avg:([\d.]+)ms\s*$")
-_STEP = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:([\d.]+)ms\s*$")
-_PEAK = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB\s*$")
+_NUMBER = r"[-+]?(?:\d{1,400}(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,5})?|[-+]?(?:nan|inf|infinity)"
+_VAL = re.compile(rf"^step:(\d{{1,12}})/(\d{{1,12}}) val_loss:({_NUMBER}) train_time:(\d{{1,15}})ms "
+                  rf"step_avg:({_NUMBER})ms\s*$", re.I)
+_STEP = re.compile(rf"^step:(\d{{1,12}})/(\d{{1,12}}) train_time:(\d{{1,15}})ms step_avg:({_NUMBER})ms\s*$", re.I)
+_PEAK = re.compile(r"^peak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB\s*$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,15 @@ class StepPoint:
 
 
 @dataclass(frozen=True)
+class LogIssue:
+    """Something a log lacks or gets wrong: `code` for programs, `detail` for people."""
+
+    code: str  # empty | no_header | smi_table | unreadable_lines | non_finite | too_many_points |
+    #            schedule_disagrees | never_started | truncated | no_peak
+    detail: str
+
+
+@dataclass(frozen=True)
 class ParsedLog:
     path: str
     log_sha256: str
@@ -59,7 +83,11 @@ class ParsedLog:
     scheduled_steps: int | None
     peak_allocated_mib: int | None
     peak_reserved_mib: int | None
-    problems: tuple[str, ...]
+    issues: tuple[LogIssue, ...]
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(i.detail for i in self.issues)
 
     @property
     def last_step(self) -> int:
@@ -81,80 +109,196 @@ class ParsedLog:
         return self.vals[-1].train_time_ms if self.completed else None
 
 
-def _split(raw: bytes) -> tuple[bytes | None, bytes]:
-    """Cut off the program: the bytes before the first separator line are the program."""
-    if raw.startswith(SEPARATOR + b"\n"):
-        return None, raw
-    cut = raw.find(b"\n" + SEPARATOR + b"\n")
-    if cut < 0:
-        return None, raw
-    return raw[:cut], raw[cut + 1:]
+class _Parser:
+    """One pass over a log's lines; memory bounded by the caps above, whatever the input."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.phase = "start"  # start -> program -> body (header lines, then steps)
+        self.program = bytearray()
+        self.program_found: bytes | None = None
+        self.header: list[str] = []
+        self.header_bytes = 0
+        self.in_steps = False
+        self.steps: list[StepPoint] = []
+        self.vals: list[ValPoint] = []
+        self.last_point: int = 0
+        self.dropped_points = 0
+        self.scheduled: set[int] = set()
+        self.peak: tuple[int, int] | None = None
+        self.unreadable = 0
+        self.first_unreadable = ""
+        self.non_finite: list[str] = []
+        self.non_finite_count = 0
+        self.saw_separator = False
+        self.nonblank = False
+        self.continuing = False  # the previous piece was part of an over-long line
+
+    # -- feeding ----------------------------------------------------------------------------------
+    def feed(self, chunk: bytes, complete: bool) -> None:
+        """One line (or one piece of an over-long line: `complete` is False for all but its last piece)."""
+        self.digest.update(chunk)
+        self.size += len(chunk)
+        if not self.nonblank and chunk.strip():
+            self.nonblank = True
+        if self.phase == "start":
+            if chunk.rstrip(b"\n") == SEPARATOR and chunk.endswith(b"\n"):
+                self.phase, self.saw_separator = "body", True  # no program: the log starts at the header
+                return
+            self.phase = "program"
+        if self.phase == "program":
+            if complete and chunk == SEPARATOR + b"\n" and self.program.endswith(b"\n"):
+                self.program_found = bytes(self.program[:-1])
+                self.program = bytearray()
+                self.phase, self.saw_separator = "body", True
+                return
+            self.program += chunk
+            if len(self.program) > MAX_PROGRAM:  # no separator within any plausible program: not one
+                self._replay_program()
+            return
+        self._body_line(chunk, complete)
+
+    def _replay_program(self) -> None:
+        """What looked like a program is no program: read those bytes as body lines."""
+        buffered, self.program = bytes(self.program), bytearray()
+        self.phase = "body"
+        for line in io.BytesIO(buffered):
+            for piece_start in range(0, len(line), MAX_LINE):
+                piece = line[piece_start:piece_start + MAX_LINE]
+                self._body_line(piece, piece_start + MAX_LINE >= len(line))
+
+    def _body_line(self, chunk: bytes, complete: bool) -> None:
+        continuing, self.continuing = self.continuing, not complete
+        if continuing:  # the rest of an over-long line, already counted: its tail is not a line of its own
+            return
+        if not complete:
+            self._unreadable(chunk[:80].decode("utf-8", errors="replace"), overlong=True)
+            return
+        line = chunk.decode("utf-8", errors="replace").rstrip("\r\n")
+        if line.startswith("step:"):
+            self.in_steps = True
+            self._step_line(line)
+        elif m := _PEAK.match(line):
+            self.peak = (int(m.group(1)), int(m.group(2)))
+        elif not self.in_steps and self.header_bytes < MAX_HEADER:
+            self.header.append(line)
+            self.header_bytes += len(line) + 1
+
+    def _unreadable(self, text: str, overlong: bool = False) -> None:
+        self.unreadable += 1
+        if not self.first_unreadable:
+            self.first_unreadable = (f"a line longer than {MAX_LINE} bytes starting {text!r}" if overlong
+                                     else repr(text[:80]))
+
+    def _step_line(self, line: str) -> None:
+        if m := _VAL.match(line):
+            s, n, loss, ms, avg = m.groups()
+            point = ValPoint(int(s), float(loss), int(ms))
+            self._finite(point.step, "val_loss", point.val_loss)
+            self._finite(point.step, "step_avg", float(avg))
+            self._keep(self.vals, point)
+        elif m := _STEP.match(line):
+            s, n, ms, avg = m.groups()
+            point = StepPoint(int(s), int(ms), float(avg))
+            self._finite(point.step, "step_avg", point.step_avg_ms)
+            self._keep(self.steps, point)
+        else:
+            self._unreadable(line)
+            return
+        if len(self.scheduled) < 16:
+            self.scheduled.add(int(n))
+        self.last_point = max(self.last_point, point.step)
+
+    def _finite(self, step: int, name: str, value: float) -> None:
+        if not math.isfinite(value):
+            self.non_finite_count += 1
+            if len(self.non_finite) < 3:
+                self.non_finite.append(f"{name} {value} at step {step}")
+
+    def _keep(self, points: list, point) -> None:
+        """Keep every point up to the cap; past it only the latest (what the verdict reads) replaces the last."""
+        if len(self.steps) + len(self.vals) < MAX_POINTS:
+            points.append(point)
+        else:
+            self.dropped_points += 1
+            if points:
+                points[-1] = point
+
+    # -- the result -------------------------------------------------------------------------------
+    def finish(self) -> ParsedLog:
+        problems: list[LogIssue] = []
+
+        def problem(code: str, detail: str) -> None:
+            problems.append(LogIssue(code, detail))
+
+        if self.phase == "program":  # the whole log was read without a separator line
+            self._replay_program()
+        if not self.nonblank:
+            problem("empty", "the log is empty")
+        elif not self.saw_separator:
+            problem("no_header", "no environment header (no line of 100 '=' found)")
+        text = "\n".join(self.header)
+
+        def first(rx):
+            m = rx.search(text)
+            return m.groups() if m else None
+
+        python, torch, triton = first(_PYTHON), first(_TORCH), first(_TRITON)
+        try:
+            hardware = find_nvidia_smi_table(text)
+        except (InputError, ValueError) as exc:
+            hardware = None
+            problem("smi_table", f"the nvidia-smi table could not be read: {exc}")
+        if self.unreadable:
+            more = f" (and {self.unreadable - 1} more)" if self.unreadable > 1 else ""
+            problem("unreadable_lines", f"unreadable step line (cut by a crash?): {self.first_unreadable}{more}")
+        if self.non_finite_count:
+            more = f" (and {self.non_finite_count - 3} more)" if self.non_finite_count > 3 else ""
+            problem("non_finite", f"non-finite values: {', '.join(self.non_finite)}{more}")
+        if self.dropped_points:
+            problem("too_many_points", f"more than {MAX_POINTS} step lines ({self.dropped_points} past the limit "
+                    "were not kept): not a log of a real run")
+        if len(self.scheduled) > 1:
+            problem("schedule_disagrees", f"step lines disagree on the scheduled step count: {sorted(self.scheduled)}")
+        scheduled_steps = max(self.scheduled) if self.scheduled else None
+        vals, steps = self.vals, self.steps
+        finished = scheduled_steps is not None and bool(vals) and vals[-1].step == scheduled_steps
+        if self.nonblank and not steps and not vals:
+            problem("never_started", "no step or validation lines: the run never reached its first step")
+        elif scheduled_steps is not None and not finished:
+            problem("truncated", f"truncated: the last step reached is {self.last_point} of {scheduled_steps}, "
+                            "with no final validation")
+        if steps and self.peak is None and finished:
+            problem("no_peak", "no 'peak memory' line after the final validation")
+        peak = self.peak
+        return ParsedLog(
+            path=self.path, log_sha256=self.digest.hexdigest(), program=self.program_found,
+            python=python[0] if python else None, torch=torch[0] if torch else None,
+            torch_cuda=torch[1] if torch else None, triton=triton[0] if triton else None,
+            hardware=hardware, steps=tuple(steps), vals=tuple(vals), scheduled_steps=scheduled_steps,
+            peak_allocated_mib=peak[0] if peak else None, peak_reserved_mib=peak[1] if peak else None,
+            issues=tuple(problems))
+
+
+def parse_stream(stream: BinaryIO, path: str = "<log>") -> ParsedLog:
+    """Parse a log from a binary stream, line by line."""
+    parser = _Parser(path)
+    while chunk := stream.readline(MAX_LINE):
+        complete = chunk.endswith(b"\n") or len(chunk) < MAX_LINE
+        parser.feed(chunk, complete)
+    return parser.finish()
 
 
 def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
-    problems: list[str] = []
-    if not raw.strip():
-        problems.append("the log is empty")
-    program, rest = _split(raw)
-    text = rest.decode("utf-8", errors="replace")
-    if program is None and raw.strip() and not rest.startswith(SEPARATOR):
-        problems.append("no environment header (no line of 100 '=' found)")
-
-    def first(rx):
-        m = rx.search(text)
-        return m.groups() if m else None
-
-    python, torch, triton = first(_PYTHON), first(_TORCH), first(_TRITON)
-    try:
-        hardware = find_nvidia_smi_table(text)
-    except (InputError, ValueError) as exc:
-        hardware = None
-        problems.append(f"the nvidia-smi table could not be read: {exc}")
-
-    steps: list[StepPoint] = []
-    vals: list[ValPoint] = []
-    scheduled: set[int] = set()
-    peak = None
-    for line in text.splitlines():
-        if line.startswith("step:"):
-            if m := _VAL.match(line):
-                s, n, loss, ms, _ = m.groups()
-                vals.append(ValPoint(int(s), float(loss), int(ms)))
-                scheduled.add(int(n))
-            elif m := _STEP.match(line):
-                s, n, ms, avg = m.groups()
-                steps.append(StepPoint(int(s), int(ms), float(avg)))
-                scheduled.add(int(n))
-            else:
-                problems.append(f"unreadable step line (cut by a crash?): {line[:80]!r}")
-        elif m := _PEAK.match(line):
-            peak = (int(m.group(1)), int(m.group(2)))
-    if len(scheduled) > 1:
-        problems.append(f"step lines disagree on the scheduled step count: {sorted(scheduled)}")
-    scheduled_steps = max(scheduled) if scheduled else None
-    if raw.strip() and not steps and not vals:
-        problems.append("no step or validation lines: the run never reached its first step")
-    elif scheduled_steps is not None and not (vals and vals[-1].step == scheduled_steps):
-        last = max([p.step for p in steps] + [v.step for v in vals], default=0)
-        problems.append(f"truncated: the last step reached is {last} of {scheduled_steps}, "
-                        "with no final validation")
-    if steps and peak is None and vals and vals[-1].step == scheduled_steps:
-        problems.append("no 'peak memory' line after the final validation")
-    return ParsedLog(
-        path=path, log_sha256=sha256_bytes(raw), program=program,
-        python=python[0] if python else None, torch=torch[0] if torch else None,
-        torch_cuda=torch[1] if torch else None, triton=triton[0] if triton else None,
-        hardware=hardware, steps=tuple(steps), vals=tuple(vals), scheduled_steps=scheduled_steps,
-        peak_allocated_mib=peak[0] if peak else None, peak_reserved_mib=peak[1] if peak else None,
-        problems=tuple(problems))
+    return parse_stream(io.BytesIO(raw), path)
 
 
 def parse_log(path: Path) -> ParsedLog:
     path = Path(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"log not found: {path}", "give the path of a run's log.txt or a run directory") from None
+        with open(path, "rb") as f:
+            return parse_stream(f, str(path))
     except OSError as exc:
-        raise InputError(f"cannot read log {path}: {exc.strerror}", "check the path and its permissions") from None
-    return parse_text(raw, str(path))
+        raise os_error(path, exc, "give the path of a run's log.txt or a run directory") from None
