@@ -1,17 +1,40 @@
-"""`repro verify RUN_OR_LOG... [--record NAME] [--json]`: the verdict on runs against a record."""
+"""`repro verify RUN_OR_LOG... [--record NAME] [--json]`: the verdict on runs against a record.
+
+Without --record the record is the one the run directories' run.yaml name (they must agree); bare logs
+carry no record name, so for them it is the default record.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
+from pipeline.errors import InputError
 from pipeline.records.model import load_record
+from pipeline.runs.rundir import RunMeta
 from pipeline.verdict.judge import Verdict, verify_runs
+from pipeline.verdict.render import hardware_line
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
+DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 PASSING = ("reproduced", "reproduced-with-deviations")
+
+
+def record_of(paths: list[Path]) -> str | None:
+    """The record the run directories' run.yaml name; None when only bare logs were given."""
+    names = {}
+    for path in paths:
+        meta = RunMeta.load_if_present(path) if path.is_dir() else None
+        if meta is not None:
+            names.setdefault(meta.record, path)
+    if len(names) > 1:
+        listed = ", ".join(f"{name} ({path})" for name, path in sorted(names.items()))
+        raise InputError(f"the runs name different records in their run.yaml: {listed}",
+                         "judge each record's runs separately, or pass --record NAME")
+    return next(iter(names), None)
 
 
 def print_verdict(v: Verdict) -> None:
@@ -25,12 +48,8 @@ def print_verdict(v: Verdict) -> None:
                    f"program {r.program.status}  status {r.status}")
         for problem in r.problems:
             click.echo(f"      problem: {problem}")
-    seen = {(tuple(r.hardware.items()), tuple(r.software.items())) for r in v.runs if r.hardware}
-    for hw, sw in sorted(seen, key=str):
-        hw, sw = dict(hw), dict(sw)
-        click.echo(f"  hardware: {hw['gpu_count']} x {hw['gpu_model']}, driver {hw['driver']}, CUDA {hw['cuda_driver']}"
-                   f"; software: Python {sw['python']}, PyTorch {sw['torch']} (CUDA {sw['torch_cuda']}), "
-                   f"Triton {sw['triton']}")
+    for line in sorted({hardware_line(r.hardware, r.software) for r in v.runs if r.hardware}):
+        click.echo(f"  {line}")
     if v.loss is not None:
         sd = f"{v.loss.sd:.4f}" if v.loss.sd is not None else "—"
         p = f"{v.loss.p_value:.4f}" if v.loss.p_value is not None else "—"
@@ -42,15 +61,30 @@ def print_verdict(v: Verdict) -> None:
 
 
 @click.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--record", "record_name", default=None,
+              help=f"Record to judge against [the one the runs' run.yaml name; for bare logs {DEFAULT_RECORD}].")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
-def verify(runs, record_name, as_json):
+@click.option("--submission", is_flag=True,
+              help="RUNS are a new record's logs (files or folders), judged against --record as their parent; "
+                   "prints the reviewer's markdown report (pipeline/verdict/submission.py).")
+@click.option("--markdown", is_flag=True, help="With --submission: print markdown (the default for submissions).")
+@pass_workspace
+def verify(ws, runs, record_name, as_json, submission, markdown):
     """Judge run directories or log files against a record.
 
     Exit code 0 for reproduced / reproduced-with-deviations, 1 for not-reproduced / invalid.
     """
-    verdict = verify_runs(load_record(record_name), list(runs))
+    if submission or markdown:
+        from pipeline.verdict.submission import judge_submission, render_markdown
+
+        if not record_name:
+            raise InputError("--submission needs --record PARENT", "name the record the submission improves on")
+        report = judge_submission(load_record(record_name, ws.records_dir), list(runs))
+        emit_json(report.to_dict()) if as_json else click.echo(render_markdown(report))
+        sys.exit(0 if report.passed else 1)
+    record = load_record(record_name or record_of(list(runs)) or DEFAULT_RECORD, ws.records_dir)
+    verdict = verify_runs(record, list(runs))
     if as_json:
         emit_json(verdict.to_dict())
     else:

@@ -10,6 +10,7 @@ record's as a ratio with an interval. Thresholds come from the record manifest's
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
@@ -18,6 +19,9 @@ from pipeline.errors import InputError
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
+from pipeline.runs.rundir import RunMeta, read_status
+from pipeline.verdict.findings import Finding, finite_or_none, of_severity
+from pipeline.verdict.render import render, render_reason
 from pipeline.verdict.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 
 OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid")
@@ -31,18 +35,26 @@ class RunAssessment:
     completed: bool
     last_step: int
     scheduled_steps: int | None
-    final_val_loss: float | None
+    final_val_loss: float | None  # None unless the run completed with a finite loss
     train_time_s: float | None
-    peak_allocated_mib: int | None
+    peak_allocated_mib: int | None  # None on a CPU run (no GPU memory to report)
     program: ProgramIdentity
     hardware: dict
     software: dict
-    deviations: tuple[str, ...]
-    problems: tuple[str, ...]  # anything that makes the run unusable
+    findings: tuple[Finding, ...]  # this run's problems and deviations
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Anything that makes the run unusable, as sentences."""
+        return tuple(render(f) for f in of_severity(self.findings, "problem"))
+
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        return tuple(render(f) for f in of_severity(self.findings, "deviation"))
 
     @property
     def valid(self) -> bool:
-        return not self.problems
+        return not of_severity(self.findings, "problem")
 
 
 @dataclass(frozen=True)
@@ -62,95 +74,155 @@ class LossSummary:
 class Verdict:
     record: str
     outcome: str
-    reasons: tuple[str, ...]
+    findings: tuple[Finding, ...]  # what the verdict rests on; reasons are rendered from these
     runs: tuple[RunAssessment, ...]
     loss: LossSummary | None
     time: TimeRatio | None
     time_comparable: bool
-    deviations: tuple[str, ...]
     rules_version: int
 
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return tuple(render_reason(f) for f in self.findings)
+
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        return tuple(render(f) for f in of_severity(self.findings, "deviation"))
+
     def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        for run in out["runs"]:
-            run.pop("program_bytes", None)
+        """Plain JSON data: findings as data, their sentences beside them, no NaN or infinity anywhere."""
+        out = _json_safe(dataclasses.asdict(self))
+        out["findings"] = [f.to_dict() for f in self.findings]
+        out["reasons"] = list(self.reasons)
+        out["deviations"] = list(self.deviations)
+        for run, assessed in zip(out["runs"], self.runs):
+            run["findings"] = [f.to_dict() for f in assessed.findings]
+            run["problems"] = list(assessed.problems)
         return out
 
 
-def _read_run_dir(path: Path) -> tuple[Path, dict, str]:
-    """A run directory: its log, its run.yaml (may be absent after a hard crash) and its status."""
-    log = path / "log.txt"
-    meta: dict = {}
-    if (path / "run.yaml").is_file():
-        from pipeline.yamlio import load_mapping  # the one YAML reader: refuses aliases, duplicate keys, lists
+def _json_safe(value):
+    """NaN and infinities become None (they are not JSON); the findings already say why a value is missing."""
+    if isinstance(value, float):
+        return finite_or_none(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, bytes):
+        return None  # program bytes never go into a verdict
+    return value
 
-        meta = load_mapping(path / "run.yaml", "run", "run.yaml")
-    status_file = path / "status"
-    status = status_file.read_text().strip() if status_file.is_file() else "unknown"
-    return log, meta, status
+
+def _read_run_dir(path: Path) -> tuple[Path, RunMeta | None, str, str | None]:
+    """A run directory: its log, its run.yaml (may be absent after a hard crash), its status, and the CPU
+    model its preflight.json recorded (CPU runs have no nvidia-smi table to tell the machine)."""
+    from pipeline.preflight.run import read_report
+
+    meta = RunMeta.load_if_present(path)
+    cpu_model = None
+    if (path / "preflight.json").is_file():
+        try:
+            facts = read_report(path / "preflight.json").facts
+            cpu_model = facts.cpu.model if facts.cpu else None
+        except InputError:
+            cpu_model = None  # a run whose preflight could not be made records why instead; it is not the verdict's
+    return path / "log.txt", meta, read_status(path), cpu_model
 
 
-def _compare(record: Record, log: ParsedLog) -> tuple[dict, dict, list[str]]:
+def _compare(record: Record, log: ParsedLog, cpu_model: str | None) -> tuple[dict, dict, list[Finding]]:
     gpus = log.hardware.gpus if log.hardware else ()
     names = sorted({g.name for g in gpus})
     hardware = {"gpu_model": names[0] if len(names) == 1 else (", ".join(names) or None),
                 "gpu_count": len(gpus) if log.hardware else None,
                 "driver": log.hardware.driver if log.hardware else None,
-                "cuda_driver": log.hardware.cuda if log.hardware else None}
+                "cuda_driver": log.hardware.cuda if log.hardware else None,
+                "cpu_model": cpu_model}
     software = {"python": log.python, "torch": log.torch, "torch_cuda": log.torch_cuda, "triton": log.triton}
-    deviations = []
+    findings = []
     for key in record.rules.compare_hardware:
         want, got = getattr(record.hardware, key), hardware[key]
         if want not in ("", None) and got != want:
-            deviations.append(f"hardware {key}: {got if got is not None else 'not in the log'} "
-                              f"(record: {want})")
+            findings.append(Finding("hardware.differs", "deviation", {"field": key, "got": got, "want": want}))
     for key in record.rules.compare_software:
         want, got = getattr(record.software, key), software[key]
         if want not in ("", None) and got != want:
-            deviations.append(f"software {key}: {got if got is not None else 'not in the log'} (record: {want})")
-    return hardware, software, deviations
+            findings.append(Finding("software.differs", "deviation", {"field": key, "got": got, "want": want}))
+    return hardware, software, findings
+
+
+def _log_findings(source: str, log: ParsedLog) -> list[Finding]:
+    code = {"non_finite": "run.non_finite"}
+    return [Finding(code.get(issue.code, "run.log"), "problem", {"run": source, "issue": issue.code,
+                                                                 "detail": issue.detail})
+            for issue in log.issues]
 
 
 def assess_run(record: Record, path: Path) -> RunAssessment:
     path = Path(path)
-    meta, status = {}, "log"
+    meta, status, cpu_model = None, "log", None
     log_path = path
     if path.is_dir():
-        log_path, meta, status = _read_run_dir(path)
+        log_path, meta, status, cpu_model = _read_run_dir(path)
+    trainer = meta.trainer if meta else "unknown"
+    source = str(path)
     if not log_path.is_file():
-        problems = [f"no log at {log_path}"] + ([f"run status: {status}"] if status != "log" else [])
-        return RunAssessment(str(path), meta.get("trainer", "unknown"), status, False, 0, None, None, None, None,
-                             ProgramIdentity("absent", None, None, "no log"), {}, {}, (), tuple(problems))
+        findings = [Finding("run.no_log", "problem", {"run": source, "log": str(log_path)})]
+        if status != "log":
+            findings.append(Finding("run.status", "problem", {"run": source, "status": status, "exit_code": None}))
+        return RunAssessment(source, trainer, status, False, 0, None, None, None, None,
+                             ProgramIdentity("absent", None, None, "no log"), {}, {}, tuple(findings))
     log = parse_log(log_path)
-    trainer = str(meta.get("trainer", "unknown"))
-    problems: list[str] = []
+    findings: list[Finding] = []
     if status in ("failed", "aborted", "running"):
-        code = meta.get("exit_code")
-        problems.append(f"run status is {status}" + (f" (exit code {code})" if code is not None else ""))
+        findings.append(Finding("run.status", "problem", {"run": source, "status": status,
+                                                          "exit_code": meta.exit_code if meta else None}))
     if not log.completed:
-        problems.extend(log.problems or ["the schedule did not complete"])
-    elif log.scheduled_steps != record.published.steps and trainer != "native":
-        problems.append(f"scheduled {log.scheduled_steps} steps, the record runs {record.published.steps}")
-    hardware, software, deviations = _compare(record, log)
-    if trainer == "native":
-        program = identify(None, frozenset(), "")
-        program = dataclasses.replace(program, status="native", detail="the native trainer (train/), "
-                                      "an independent implementation of the record's algorithm")
-        deviations.append("trainer: native (train/), not the record's program")
-        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps:
-            deviations.append(f"schedule: {log.scheduled_steps} steps (record: {record.published.steps})")
+        findings += _log_findings(source, log) or [Finding("run.log", "problem", {
+            "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]
     else:
+        findings += [f for f in _log_findings(source, log) if f.code == "run.non_finite"]
+        if log.train_time_ms is not None and log.train_time_ms <= 0:
+            findings.append(Finding("run.time_not_positive", "problem", {"run": source,
+                                                                         "train_time_ms": log.train_time_ms}))
+    native_run, native_record = trainer == "native", record.program.trainer == "native"
+    if log.completed and log.scheduled_steps != record.published.steps and not native_run:
+        findings.append(Finding("run.schedule", "problem", {"run": source, "scheduled": log.scheduled_steps,
+                                                            "record_steps": record.published.steps}))
+    hardware, software, compared = _compare(record, log, cpu_model)
+    findings += compared
+    if native_run:
+        program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
+                                      "trainer (train/), an independent implementation of the record's algorithm")
+        if not native_record:
+            findings.append(Finding("trainer.native", "deviation"))
+        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps:
+            findings.append(Finding("schedule.differs", "deviation", {"scheduled": log.scheduled_steps,
+                                                                      "record_steps": record.published.steps}))
+    else:
+        if native_record and trainer == "record":
+            findings.append(Finding("trainer.record", "deviation"))
         program = identify(log.program, record.accepted_program_sha256, record.program.fingerprint)
-        if program.status in ("different", "unparsable"):
-            problems.append(f"program: {program.detail}")
+        if program.status == "different":
+            findings.append(Finding("program.different", "problem", {
+                "run": source, "sha256": program.sha256, "fingerprint": program.fingerprint,
+                "pinned": record.program.fingerprint}))
+        elif program.status == "unparsable":
+            findings.append(Finding("program.unparsable", "problem", {"run": source, "error": program.detail}))
         elif program.status == "unpinned":
-            deviations.append(f"program: {program.detail}")
+            findings.append(Finding("program.unpinned", "deviation"))
+        elif program.status == "absent" and not native_record:
+            # a log with its program text stripped proves nothing about the code that ran
+            findings.append(Finding("program.absent", "deviation", {"runs": 1}))
+    loss = log.final_val_loss
+    seconds = log.train_time_ms / 1000 if log.train_time_ms is not None else None
+    no_gpu = log.hardware is None
     return RunAssessment(
-        source=str(path), trainer=trainer, status=status, completed=log.completed, last_step=log.last_step,
-        scheduled_steps=log.scheduled_steps, final_val_loss=log.final_val_loss,
-        train_time_s=log.train_time_ms / 1000 if log.train_time_ms is not None else None,
-        peak_allocated_mib=log.peak_allocated_mib, program=program, hardware=hardware, software=software,
-        deviations=tuple(deviations), problems=tuple(problems))
+        source=source, trainer=trainer, status=status, completed=log.completed, last_step=log.last_step,
+        scheduled_steps=log.scheduled_steps,
+        final_val_loss=loss if loss is not None and math.isfinite(loss) else None,
+        train_time_s=seconds, peak_allocated_mib=None if no_gpu else log.peak_allocated_mib, program=program,
+        hardware=hardware, software=software, findings=tuple(findings))
 
 
 def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
@@ -168,84 +240,97 @@ def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
                        p is not None and p < rules.p_value_max, needed, tuple(checks))
 
 
-def _loss_reasons(record: Record, loss: LossSummary) -> tuple[list[str], list[str]]:
-    """(failures, notes) for the loss claim, following the record's `loss_evidence` rule."""
-    fails, notes = [], []
-    sd = f", sd {loss.sd:.4f}" if loss.sd is not None else ""
-    head = f"mean val loss {loss.mean:.4f} over {loss.n} run(s){sd}"
+def _loss_findings(record: Record, loss: LossSummary) -> list[Finding]:
+    """The loss claim, following the record's `loss_evidence` rule: failures where it is not met, else notes."""
+    rules = record.rules
+    head = {"mean": loss.mean, "n": loss.n, "sd": loss.sd, "target": loss.target}
+    out = []
     if loss.mean > loss.target:
-        fails.append(f"{head} is above the target {loss.target}")
-    if loss.p_value is None:
-        alone = f"one run gives no p-value; at least 2 runs are needed for the t-test against {loss.target}"
-    elif loss.reaches_p:
-        alone = f"p = {loss.p_value:.4f} < {loss.p_value_max} against {loss.target}: these runs alone reach it"
-    else:
-        more = (f"{loss.runs_needed} runs at this mean and sd would" if loss.runs_needed
-                else "no number of runs at this mean would")
-        alone = (f"p = {loss.p_value:.3f} against {loss.target}: these runs alone do not reach "
-                 f"p < {loss.p_value_max}; {more}")
-    if record.rules.loss_evidence == "own" and not loss.reaches_p:
-        fails.append(alone)
-    else:
-        notes.append(f"{head}; {alone}")
+        out.append(Finding("loss.above_target", "failure", head))
+    own = rules.loss_evidence == "own"
+    out.append(Finding("loss.t_test", "failure" if own and not loss.reaches_p else "note", {
+        **head, "p_value": loss.p_value, "p_max": loss.p_value_max, "reaches": loss.reaches_p,
+        "runs_needed": loss.runs_needed, "evidence": rules.loss_evidence}))
     for c in loss.consistency:
-        text = (f"losses vs {c.against}'s published runs: p = {c.p_value:.3f} ({c.method})"
-                if c.p_value is not None else f"losses vs {c.against}: {c.method}")
-        if c.consistent:
-            notes.append(text)
-        elif c.role in record.rules.consistency_required:
-            fails.append(text + ": inconsistent")
-        else:
-            notes.append(text + f": inconsistent, reported only (the rules require consistency with "
-                         f"{', '.join(record.rules.consistency_required)})")
-    if record.rules.loss_evidence == "parent" and not fails:
-        notes.append(f"{record.name} is a systems-only record whose ML was established by "
-                     f"{record.parent or 'its parent'}; consistent losses are what it requires")
-    return fails, notes
+        required = c.role in rules.consistency_required
+        out.append(Finding("loss.consistency", "failure" if required and not c.consistent else "note", {
+            "against": c.against, "role": c.role, "p_value": c.p_value, "method": c.method,
+            "consistent": c.consistent, "required": required, "requires": list(rules.consistency_required)}))
+    if rules.loss_evidence == "parent" and not of_severity(out, "failure"):
+        out.append(Finding("loss.systems_only", "note", {"record": record.name, "parent": record.parent or None}))
+    return out
 
 
-def verify_runs(record: Record, paths: list[Path]) -> Verdict:
-    if not paths:
-        raise InputError("no runs given", "pass run directories or log files: repro verify runs/<record>/*")
-    runs = tuple(assess_run(record, Path(p)) for p in paths)
-    reasons: list[str] = []
-    invalid = [r for r in runs if not r.valid]
-    for r in invalid:
-        reasons.append(f"{r.source}: " + "; ".join(r.problems))
-    deviations = tuple(sorted({d for r in runs for d in r.deviations}))
+def _time_finding(record: Record, time: TimeRatio, hardware_differs: list[Finding]) -> Finding:
+    upper = time.ci_high if time.ci_high is not None else time.ratio
+    comparable = not hardware_differs
+    why_not = None
+    if not comparable:
+        fields = sorted({str(f.data.get("field")) for f in hardware_differs})
+        why_not = ("another CPU model than the record's" if fields == ["cpu_model"]
+                   else "the hardware differs from the record's")
+    slower = comparable and upper > 1 + record.rules.time_tolerance
+    return Finding("time.ratio", "failure" if slower else "note", {
+        "mean_s": time.mean_s, "record_mean_s": time.record_mean_s, "ratio": time.ratio, "ci_low": time.ci_low,
+        "ci_high": time.ci_high, "confidence": time.confidence, "tolerance": record.rules.time_tolerance,
+        "comparable": comparable, "why_not": why_not, "slower": slower})
+
+
+def _merge_deviations(runs: tuple[RunAssessment, ...]) -> list[Finding]:
+    """The runs' deviations once each (four runs on the same H200 deviate once); absent programs counted."""
+    seen: dict[tuple, Finding] = {}
+    absent = 0
+    for run in runs:
+        for f in of_severity(run.findings, "deviation"):
+            if f.code == "program.absent":
+                absent += 1
+                continue
+            seen.setdefault((f.code, repr(sorted(f.data.items()))), f)
+    merged = sorted(seen.values(), key=Finding.sort_key)
+    if absent:
+        merged.append(Finding("program.absent", "deviation", {"runs": absent}))
+    return merged
+
+
+def judge_v1(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
+    """Rules version 1: every run valid; the loss claim by `loss_evidence`; time within `time_tolerance` on
+    the record's hardware (elsewhere reported); deviations from the compared header fields."""
+    findings: list[Finding] = [f for r in runs for f in of_severity(r.findings, "problem")]
+    deviations = _merge_deviations(runs)
     good = [r for r in runs if r.valid]
     loss = time = None
-    hardware_deviates = any(d.startswith("hardware") for d in deviations)
-    time_comparable = bool(good) and not hardware_deviates
-    failures: list[str] = []
+    hardware_differs = [f for f in deviations if f.code == "hardware.differs"]
+    time_comparable = bool(good) and not hardware_differs
     if good:
         loss = _loss_summary(record, [r.final_val_loss for r in good])
-        fails, notes = _loss_reasons(record, loss)
-        failures += fails
+        claims = _loss_findings(record, loss)
         time = time_ratio([r.train_time_s for r in good], record.published.mean_time_s,
                           record.rules.time_confidence)
-        ci = (f" ({time.confidence:.0%} interval {time.ci_low:.4f}–{time.ci_high:.4f})"
-              if time.ci_low is not None else "")
-        text = (f"mean train time {time.mean_s:.2f} s = {time.ratio:.4f} × the record's "
-                f"{time.record_mean_s:.2f} s{ci}")
-        upper = time.ci_high if time.ci_high is not None else time.ratio
-        if not time_comparable:
-            notes.append(text + "; not comparable: the hardware differs from the record's")
-        elif upper > 1 + record.rules.time_tolerance:
-            failures.append(text + f"; slower than the record by more than {record.rules.time_tolerance:.0%}")
-        else:
-            notes.append(text)
-        reasons += failures
-    if invalid or not good:
+        claims.append(_time_finding(record, time, hardware_differs))
+        findings += of_severity(claims, "failure") + of_severity(claims, "note")
+    findings += deviations
+    if of_severity(findings, "problem") or not good:
         outcome = "invalid"
-    elif failures:
+    elif of_severity(findings, "failure"):
         outcome = "not-reproduced"
     elif deviations:
         outcome = "reproduced-with-deviations"
     else:
         outcome = "reproduced"
-    if good:
-        reasons += notes
-    reasons += [f"deviation: {d}" for d in deviations]
-    return Verdict(record.name, outcome, tuple(reasons), runs, loss, time, time_comparable, deviations,
-                   record.rules.version)
+    return Verdict(record.name, outcome, tuple(findings), runs, loss, time, time_comparable, record.rules.version)
+
+
+# rules.version -> the judge that implements it; a record asking for another version is refused
+JUDGES = {1: judge_v1}
+
+
+def verify_runs(record: Record, paths: list[Path]) -> Verdict:
+    judge = JUDGES.get(record.rules.version)
+    if judge is None:
+        raise InputError(f"{record.path}: rules.version {record.rules.version} is not one this tool judges by "
+                         f"(it knows {', '.join(map(str, sorted(JUDGES)))})",
+                         "upgrade repro to a version that knows these rules, or judge with a record manifest "
+                         f"whose rules.version is {max(JUDGES)}")
+    if not paths:
+        raise InputError("no runs given", "pass run directories or log files: repro verify runs/<record>/*")
+    return judge(record, tuple(assess_run(record, Path(p)) for p in paths))

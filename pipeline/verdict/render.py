@@ -1,0 +1,134 @@
+"""Sentences for findings: the one place where verdict data becomes English.
+
+    render(Finding("time.ratio", "note", {...}))  ->  "mean train time 149.69 s = 1.0000 × the record's ..."
+
+Every finding code the judge emits has a template here. A code this version does not know (a bundle
+written by a newer tool) is still shown, as its code and data, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from pipeline.verdict.findings import Finding
+
+
+def _num(value, spec: str, missing: str = "—") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def _got(value) -> str:
+    return "not in the log" if value is None else str(value)
+
+
+def _run(d: dict, text: str) -> str:
+    return f"{d['run']}: {text}" if d.get("run") else text
+
+
+def _loss_head(d: dict) -> str:
+    sd = f", sd {d['sd']:.4f}" if d.get("sd") is not None else ""
+    return f"mean val loss {_num(d.get('mean'), '.4f')} over {d['n']} run(s){sd}"
+
+
+def _t_test(d: dict) -> str:
+    if d.get("p_value") is None:
+        alone = f"one run gives no p-value; at least 2 runs are needed for the t-test against {d['target']}"
+    elif d.get("reaches"):
+        alone = f"p = {d['p_value']:.4f} < {d['p_max']} against {d['target']}: these runs alone reach it"
+    else:
+        more = (f"{d['runs_needed']} runs at this mean and sd would" if d.get("runs_needed")
+                else "no number of runs at this mean would")
+        alone = (f"p = {d['p_value']:.3f} against {d['target']}: these runs alone do not reach "
+                 f"p < {d['p_max']}; {more}")
+    return alone if d.get("evidence") == "own" and not d.get("reaches") else f"{_loss_head(d)}; {alone}"
+
+
+def _consistency(d: dict) -> str:
+    text = (f"losses vs {d['against']}'s published runs: p = {d['p_value']:.3f} ({d['method']})"
+            if d.get("p_value") is not None else f"losses vs {d['against']}: {d['method']}")
+    if d.get("consistent"):
+        return text
+    if d.get("required"):
+        return text + ": inconsistent"
+    return text + f": inconsistent, reported only (the rules require consistency with {', '.join(d['requires'])})"
+
+
+def _time(d: dict) -> str:
+    ci = (f" ({d['confidence']:.0%} interval {d['ci_low']:.4f}–{d['ci_high']:.4f})"
+          if d.get("ci_low") is not None else "")
+    text = f"mean train time {d['mean_s']:.2f} s = {d['ratio']:.4f} × the record's {d['record_mean_s']:.2f} s{ci}"
+    if not d.get("comparable"):
+        return text + f"; not comparable: {d.get('why_not') or 'the hardware differs from the record'}"
+    if d.get("slower"):
+        return text + f"; slower than the record by more than {d['tolerance']:.0%}"
+    return text
+
+
+TEMPLATES: dict[str, Callable[[dict], str]] = {
+    # a run that cannot be judged (severity problem)
+    "run.no_log": lambda d: _run(d, f"no log at {d['log']}"),
+    "run.status": lambda d: _run(d, f"run status is {d['status']}"
+                                 + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")),
+    "run.log": lambda d: _run(d, d["detail"]),
+    "run.non_finite": lambda d: _run(d, f"{d['detail']}: a run with non-finite losses or times is not judged"),
+    "run.time_not_positive": lambda d: _run(d, f"final train time {d['train_time_ms']} ms is not above zero"),
+    "run.schedule": lambda d: _run(d, f"scheduled {d['scheduled']} steps, the record runs {d['record_steps']}"),
+    "program.different": lambda d: _run(d, f"program: its code differs from the record's program (fingerprint "
+                                           f"{str(d['fingerprint'])[:17]}… vs pinned {str(d['pinned'])[:17]}…)"),
+    "program.unparsable": lambda d: _run(d, f"program: the program text is not valid Python ({d['error']})"),
+    # judged, but not under the record's conditions (severity deviation)
+    "program.absent": lambda d: "program text absent: code identity unverified "
+                                f"({d['runs']} run(s) whose log carries only the run output)",
+    "program.unpinned": lambda d: "program: not byte-identical to the record's programs, and the record pins no "
+                                  "code fingerprint to compare with",
+    "trainer.native": lambda d: "trainer: native (train/), not the record's program",
+    "trainer.record": lambda d: "trainer: the record's program, not the native trainer (train/) this record ran",
+    "schedule.differs": lambda d: f"schedule: {d['scheduled']} steps (record: {d['record_steps']})",
+    "hardware.differs": lambda d: f"hardware {d['field']}: {_got(d.get('got'))} (record: {d['want']})",
+    "software.differs": lambda d: f"software {d['field']}: {_got(d.get('got'))} (record: {d['want']})",
+    # the record's claims (failure when not met, note otherwise)
+    "loss.above_target": lambda d: f"{_loss_head(d)} is above the target {d['target']}",
+    "loss.t_test": _t_test,
+    "loss.consistency": _consistency,
+    "loss.systems_only": lambda d: f"{d['record']} is a systems-only record whose ML was established by "
+                                   f"{d.get('parent') or 'its parent'}; consistent losses are what it requires",
+    "time.ratio": _time,
+    "environment.fallback": lambda d: f"environment {d['environment']} stands in for the record's "
+                                      f"{d['record_environment']}: {d['why']}",
+    "environment.lock_resolved_on_node": lambda d: f"lock of {d['environment']} resolved on this node, {d['date']} "
+                                                   f"(trust on first use; lock sha256 {d['lock_sha256'][:12]})",
+}
+
+
+def render(finding: Finding) -> str:
+    """One sentence for one finding."""
+    template = TEMPLATES.get(finding.code)
+    if template is None:
+        return f"{finding.code} ({finding.severity}): {json.dumps(dict(finding.data), sort_keys=True)}"
+    try:
+        return template(dict(finding.data))
+    except (KeyError, TypeError, ValueError):  # data from a file that lacks what the template needs
+        return f"{finding.code} ({finding.severity}): {json.dumps(dict(finding.data), sort_keys=True)}"
+
+
+def render_reason(finding: Finding) -> str:
+    """As listed under a verdict: deviations carry their label."""
+    text = render(finding)
+    return f"deviation: {text}" if finding.severity == "deviation" else text
+
+
+def hardware_line(hardware: dict, software: dict) -> str:
+    """One run's machine, as `repro verify` prints it: GPUs when there are, else the CPU (never 'None x None')."""
+    if hardware.get("gpu_count"):
+        machine = (f"{hardware['gpu_count']} x {hardware.get('gpu_model')}, driver {hardware.get('driver')}, "
+                   f"CUDA {hardware.get('cuda_driver')}")
+    else:
+        machine = f"CPU {hardware.get('cpu_model') or '(model not recorded)'}"
+    soft = [f"Python {software['python']}" if software.get("python") else None,
+            (f"PyTorch {software['torch']}" + (f" (CUDA {software['torch_cuda']})"
+                                                if software.get("torch_cuda") not in (None, "None") else ""))
+            if software.get("torch") else None,
+            f"Triton {software['triton']}" if software.get("triton") not in (None, "None") else None]
+    soft_text = ", ".join(s for s in soft if s)
+    return f"hardware: {machine}" + (f"; software: {soft_text}" if soft_text else "")
