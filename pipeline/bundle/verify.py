@@ -1,58 +1,64 @@
-"""Check a record bundle offline: `repro bundle verify BUNDLE.tar.gz [--pubkey PEM] [--json]`.
+"""Check a record bundle offline: `repro bundle verify BUNDLE.tar.gz [--pubkey PEM] [--require-signature]`.
 
-Nothing in the bundle is trusted. Members are read from the archive into memory, never extracted
-blindly: absolute names, `..`, links, devices, fifos, duplicates, members outside the bundle's one
-folder and members over the size limit are problems. Every member's sha256 is recomputed against
-SHA256SUMS (a changed, added or removed file is named), the detached signature is checked, the
-manifest's schema is read, and, once the members are known to be safe, they are written to a
-temporary folder so that the verdict can be recomputed from the logs inside and compared with the
-manifest's, along with each run's status and the data and environment lock digests. Every problem
-is reported, each with the member it concerns; any problem makes the bundle fail (exit 1).
+Nothing in the bundle is trusted, and nothing from it is extracted:
+1. members are read into memory, each size checked against its tar header first, with limits per
+   member, in total and on their number (pipeline/bundle/members.py); unsafe names and types are
+   problems;
+2. every member's sha256 is recomputed against SHA256SUMS (a changed, added or removed file is named)
+   and the detached signature is checked (pipeline/bundle/trust.py);
+3. manifest.yaml is loaded through its typed model, validated field by field;
+4. the verdict and every section derived from the runs' files are recomputed from the members
+   (pipeline/bundle/judging.py, the code `repro archive` ran) against the record manifest of the
+   VERIFIER'S registry, and compared with the manifest as data: findings (code, severity, data), not
+   sentences, so a reworded message breaks no bundle.
+Every problem is reported, each with the member it concerns; any problem makes the bundle fail (exit 1).
+What was proven comes first: "integrity only: unsigned" or "signed by <key fingerprint>".
 
     repro bundle show BUNDLE.tar.gz      # what a bundle says, without checking it
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import dataclasses
 import json
 import re
-import tarfile
-import tempfile
-import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from pipeline.bundle.archive import (
+from pipeline.bundle.archive import MANIFEST, MAX_MEMBER_BYTES, NAME_RE
+from pipeline.bundle.judging import (
     ATTEMPTS,
-    KIND,
-    MANIFEST,
-    MAX_MEMBER_BYTES,
-    SCHEMA_VERSION,
-    SIGNATURE,
-    SUMS,
-    judge_tree,
-    verdict_for_manifest,
+    DATA_LOCK,
+    RUNS,
+    attempt_rows,
+    data_lock_digest_of,
+    data_section,
+    hardware_section,
+    judge_members,
+    program_section,
+    run_ids_in,
+    run_meta,
+    run_rows,
+    verdict_findings,
 )
+from pipeline.bundle.manifest import BundleManifest
+from pipeline.bundle.members import ARCHIVE, Members, Problem
+from pipeline.bundle.members import read_members as _read_members
+from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signature, choose_record
 from pipeline.errors import InputError, ReproError
 from pipeline.hashing import sha256_bytes
-from pipeline.yamlio import YamlRefused, load_bytes, load_file
+from pipeline.verdict.findings import Finding
 
 MAX_TOTAL_BYTES = 2 << 30
-ARCHIVE = "(archive)"
 _SUM_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
-REQUIRED = ("schema_version", "kind", "name", "record", "verdict", "runs", "environment", "hardware", "data",
-            "program")
 
 
-@dataclass(frozen=True)
-class Problem:
-    member: str  # the member's name inside the bundle folder, or "(archive)"
-    problem: str
+def known_rules_versions() -> tuple[int, ...]:
+    """The rules versions this tool's judge implements (an unknown one is refused, never guessed at)."""
+    from pipeline.verdict import judge
 
-    def __str__(self) -> str:
-        return f"{self.member}: {self.problem}"
+    return tuple(getattr(judge, "RULES_VERSIONS", (1,)))
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,8 @@ class BundleCheck:
     members: tuple[str, ...]
     problems: tuple[Problem, ...]
     notes: tuple[str, ...]
-    signature: str  # valid | invalid | absent | unchecked
+    signature: SignatureCheck
+    judged_against: str | None  # the verifier's record manifest the verdict was recomputed with
     manifest_outcome: str | None
     recomputed_outcome: str | None
 
@@ -70,97 +77,35 @@ class BundleCheck:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def proven(self) -> str:
+        """The first line of the output: what a passing check proves."""
+        return self.signature.first_line()
+
     def to_dict(self) -> dict:
-        return {"path": self.path, "name": self.name, "ok": self.ok, "members": list(self.members),
-                "problems": [{"member": p.member, "problem": p.problem} for p in self.problems],
-                "notes": list(self.notes), "signature": self.signature,
-                "manifest_outcome": self.manifest_outcome, "recomputed_outcome": self.recomputed_outcome}
+        return {"proven": self.proven, "path": self.path, "name": self.name, "ok": self.ok,
+                "signature": self.signature.status, "signed_by": self.signature.fingerprint,
+                "signature_key_source": self.signature.key_source, "judged_against": self.judged_against,
+                "manifest_outcome": self.manifest_outcome, "recomputed_outcome": self.recomputed_outcome,
+                "problems": [{"member": p.member, "problem": p.problem, "fix": p.fix or None} for p in self.problems],
+                "notes": list(self.notes), "members": list(self.members)}
 
 
-@dataclass
-class _Read:
-    top: str | None
-    files: dict[str, bytes]
-    problems: list[Problem]
-    unsafe: bool  # a member whose name or type makes extraction unsafe
-
-
-def _name_problem(name: str) -> str | None:
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    if "\\" in name:
-        return "backslash in the name"
-    parts = name.split("/")
-    if ".." in parts:
-        return "'..' in the path (would escape the extraction folder)"
-    if any(p in ("", ".") for p in parts[:-1]) or not parts[-1]:
-        return "empty or '.' path component"
-    return None
-
-
-def _type_problem(info: tarfile.TarInfo) -> str | None:
-    if info.issym():
-        return f"symbolic link (to {info.linkname!r}); bundles hold only regular files"
-    if info.islnk():
-        return f"hard link (to {info.linkname!r}); bundles hold only regular files"
-    if info.ischr() or info.isblk():
-        return "device file; bundles hold only regular files"
-    if info.isfifo():
-        return "fifo; bundles hold only regular files"
-    if not (info.isreg() or info.isdir()):
-        return f"unsupported member type {info.type!r}"
-    if info.mode & 0o7000:
-        return f"mode {info.mode:o} sets setuid/setgid/sticky bits"
-    return None
-
-
-def read_members(path: Path, max_member_bytes: int, max_total_bytes: int) -> _Read:
-    """Every member's bytes, in memory, with a problem for each unsafe or oversized member."""
-    out = _Read(None, {}, [], False)
-    total = 0
+def read_members(path: Path, max_member_bytes: int = MAX_MEMBER_BYTES,
+                 max_total_bytes: int = MAX_TOTAL_BYTES) -> Members:
+    path = Path(path)
     try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            for info in tar:
-                name = info.name
-                problem = _name_problem(name)
-                top, _, rel = name.rstrip("/").partition("/")
-                if problem is None:
-                    if not rel and not info.isdir():
-                        problem = "a file beside, not inside, the bundle folder"
-                    else:
-                        out.top = out.top or top
-                        if top != out.top:
-                            problem = f"outside the bundle folder {out.top!r}"
-                shown = rel if (problem is None and rel) else name
-                problem = problem or _type_problem(info)
-                if problem:
-                    out.problems.append(Problem(shown, problem))
-                    out.unsafe = True
-                    continue
-                if info.isdir():
-                    continue
-                if info.size > max_member_bytes:
-                    out.problems.append(Problem(rel, f"{info.size} bytes, over the {max_member_bytes}-byte limit"))
-                    out.unsafe = True
-                    continue
-                if rel in out.files:
-                    out.problems.append(Problem(rel, "appears twice in the archive"))
-                    out.unsafe = True
-                    continue
-                total += info.size
-                if total > max_total_bytes:
-                    out.problems.append(Problem(ARCHIVE, f"members add up to more than {max_total_bytes} bytes"))
-                    out.unsafe = True
-                    break
-                handle = tar.extractfile(info)
-                out.files[rel] = handle.read() if handle else b""
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        out.problems.append(Problem(ARCHIVE, f"not a readable tar.gz ({exc}); the file is damaged or truncated"))
-        out.unsafe = True
-    return out
+        exists = path.is_file()
+    except OSError as exc:
+        from pipeline.errors import os_error
+
+        raise os_error(path, exc, "give the path of a .tar.gz written by `repro archive`") from None
+    if not exists:
+        raise InputError(f"bundle {path} not found", "give the path of a .tar.gz written by `repro archive`")
+    return _read_members(path, max_member_bytes, max_total_bytes)
 
 
-def check_sums(files: dict[str, bytes]) -> list[Problem]:
+def check_sums(files: Mapping[str, bytes]) -> list[Problem]:
     if SUMS not in files:
         return [Problem(SUMS, "missing: the bundle has no list of hashes to check against")]
     problems: list[Problem] = []
@@ -172,11 +117,11 @@ def check_sums(files: dict[str, bytes]) -> list[Problem]:
             continue
         digest, name = m.groups()
         if name in listed:
-            problems.append(Problem(SUMS, f"lists {name} twice"))
+            problems.append(Problem(SUMS, f"lists {name[:200]} twice"))
         listed[name] = digest
     for name, digest in sorted(listed.items()):
         if name not in files:
-            problems.append(Problem(name, "listed in SHA256SUMS but not in the bundle (removed after archiving)"))
+            problems.append(Problem(name[:300], "listed in SHA256SUMS but not in the bundle (removed after archiving)"))
         elif sha256_bytes(files[name]) != digest:
             problems.append(Problem(name, "sha256 differs from SHA256SUMS (changed after archiving)"))
     for name in sorted(files):
@@ -185,285 +130,235 @@ def check_sums(files: dict[str, bytes]) -> list[Problem]:
     return problems
 
 
-def _load_public_key(pem: Path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    try:
-        key = serialization.load_pem_public_key(Path(pem).read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"public key {pem} not found", "give the signer's ed25519 public key in PEM") from None
-    except ValueError as exc:
-        raise InputError(f"{pem} is not a PEM public key ({exc})",
-                         "export it with `openssl pkey -in key.pem -pubout -out key.pub.pem`") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise InputError(f"{pem} holds a {type(key).__name__}, not an ed25519 public key",
-                         "give the public half of the ed25519 key the bundle was signed with")
-    return key
-
-
-def check_signature(files: dict[str, bytes], manifest: dict, pubkey: Path | None) -> tuple[str, list[Problem],
-                                                                                          list[str]]:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    claimed = (manifest.get("signature") or {}).get("public_key") if isinstance(manifest.get("signature"),
-                                                                                   dict) else None
-    given = _load_public_key(pubkey) if pubkey else None
-    if SIGNATURE not in files:
-        if given is not None:
-            return "absent", [Problem(SIGNATURE, "missing, although --pubkey asks for a signed bundle")], []
-        if claimed:
-            return "absent", [Problem(SIGNATURE, "missing, although manifest.yaml says the bundle was signed")], []
-        return "absent", [], []
-    try:
-        signature = base64.b64decode(files[SIGNATURE].strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return "invalid", [Problem(SIGNATURE, "is not base64 text")], []
-    notes: list[str] = []
-    if given is not None:
-        key = given
-    elif claimed:
-        try:
-            key = Ed25519PublicKey.from_public_bytes(base64.b64decode(claimed))
-        except (binascii.Error, ValueError):
-            return "invalid", [Problem(MANIFEST, "signature.public_key is not a base64 ed25519 key")], []
-        notes.append("the signature was checked with the key named inside the bundle, which proves only that the "
-                     "bundle is unchanged since it was signed by whoever holds it; pass --pubkey with the key you "
-                     "expect to check who signed")
-    else:
-        return "unchecked", [], ["the bundle is signed but names no key; pass --pubkey to check the signature"]
-    try:
-        key.verify(signature, files.get(SUMS, b""))
-    except InvalidSignature:
-        return "invalid", [Problem(SIGNATURE, "does not match SHA256SUMS for this key (wrong key, or the "
-                                              "bundle was altered after signing)")], notes
-    return "valid", [], notes
-
-
-def check_manifest(files: dict[str, bytes]) -> tuple[dict, list[Problem]]:
+def load_manifest(files: Mapping[str, bytes], bundle: Path) -> tuple[BundleManifest | None, list[Problem]]:
     if MANIFEST not in files:
-        return {}, [Problem(MANIFEST, "missing")]
+        return None, [Problem(MANIFEST, "missing")]
     try:
-        data = load_bytes(files[MANIFEST], f"bundle member {MANIFEST}", "bundle_member")
-    except YamlRefused as exc:
-        return {}, [Problem(MANIFEST, f"refused: {exc.what}")]
-    if not isinstance(data, dict):
-        return {}, [Problem(MANIFEST, "the top level is not a mapping")]
+        return BundleManifest.load(files[MANIFEST], f"{bundle.name}: {MANIFEST}"), []
+    except ReproError as exc:
+        return None, [Problem(MANIFEST, exc.what, exc.fix or "")]
+
+
+# ---- comparing what the files say with what the manifest says -------------------------------------------
+
+def _show(value) -> str:
+    if isinstance(value, Finding):
+        value = value.to_dict()
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    return json.dumps(value, sort_keys=True, default=str)[:160]
+
+
+def differences(theirs, mine, path: str, limit: int = 6) -> list[str]:
+    """Dotted paths where the manifest's typed value and the recomputed one differ (the first few)."""
+    if type(theirs) is type(mine) and dataclasses.is_dataclass(mine) and not isinstance(mine, Finding):
+        out: list[str] = []
+        for f in dataclasses.fields(mine):
+            out += differences(getattr(theirs, f.name), getattr(mine, f.name), f"{path}.{f.name}", limit - len(out))
+            if len(out) >= limit:
+                break
+        return out
+    if isinstance(theirs, tuple) and isinstance(mine, tuple) and len(theirs) == len(mine):
+        out = []
+        for i, (a, b) in enumerate(zip(theirs, mine)):
+            out += differences(a, b, f"{path}[{i}]", limit - len(out))
+            if len(out) >= limit:
+                break
+        return out
+    return [] if theirs == mine else [f"{path} is {_show(theirs)}, but the files give {_show(mine)}"]
+
+
+def compare_findings(theirs: tuple[Finding, ...], mine: tuple[Finding, ...], where: str) -> list[str]:
+    """Findings as a multiset of (code, severity, data): their order and their sentences do not matter."""
+    key = Finding.sort_key
+    a, b = sorted(theirs, key=key), sorted(mine, key=key)
+    if a == b:
+        return []
+    missing = [f for f in b if f not in a]
+    extra = [f for f in a if f not in b]
+    out = [f"{where} lacks {f.code} ({f.severity}) {_show(dict(f.data))}, which the logs inside give"
+           for f in missing[:4]]
+    out += [f"{where} has {f.code} ({f.severity}) {_show(dict(f.data))}, which the logs inside do not give"
+            for f in extra[:4]]
+    return out or [f"{where} lists the same findings a different number of times"]
+
+
+def _rows_by_id(rows) -> dict:
+    return {r.id: r for r in rows}
+
+
+def _compare_rows(kind: str, theirs, mine) -> list[Problem]:
     problems = []
-    if data.get("schema_version") != SCHEMA_VERSION:
-        problems.append(Problem(MANIFEST, f"schema_version is {data.get('schema_version')!r}, this tool reads "
-                                          f"{SCHEMA_VERSION}"))
-    if data.get("kind") != KIND:
-        problems.append(Problem(MANIFEST, f"kind is {data.get('kind')!r}, not {KIND!r}"))
-    for key in REQUIRED:
-        if key not in data:
-            problems.append(Problem(MANIFEST, f"field {key!r} is missing"))
-    if not isinstance(data.get("record"), dict) or not data["record"].get("name"):
-        problems.append(Problem(MANIFEST, "record.name is missing"))
-    if not isinstance(data.get("runs"), list):
-        problems.append(Problem(MANIFEST, "runs is not a list"))
-    return data, problems
-
-
-def _first_differences(a, b, path: str = "verdict", limit: int = 5) -> list[str]:
-    """Dotted paths where two plain-data trees differ (the first few)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for key in sorted(set(a) | set(b)):
-            out += _first_differences(a.get(key), b.get(key), f"{path}.{key}", limit - len(out))
-            if len(out) >= limit:
-                break
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
-        for i, (x, y) in enumerate(zip(a, b)):
-            out += _first_differences(x, y, f"{path}[{i}]", limit - len(out))
-            if len(out) >= limit:
-                break
-        return out
-    return [] if a == b else [f"{path}: manifest {json.dumps(a)[:120]} vs recomputed {json.dumps(b)[:120]}"]
-
-
-def _extract(files: dict[str, bytes], root: Path) -> None:
-    """Write the already-checked members under root (names were validated: no '..', no absolute paths)."""
-    for rel, data in files.items():
-        target = root.joinpath(*PurePosixPath(rel).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-
-
-def _status_and_exit(root: Path, run_id: str) -> tuple[str, object]:
-    status = root / "runs" / run_id / "status"
-    meta_path = root / "runs" / run_id / "run.yaml"
-    meta = {}
-    if meta_path.is_file():
-        try:
-            meta = load_file(meta_path, "run") or {}
-        except InputError:
-            meta = {}
-    return (status.read_text().strip() if status.is_file() else "unknown",
-            meta.get("exit_code") if isinstance(meta, dict) else None)
-
-
-def recompute(files: dict[str, bytes], manifest: dict) -> tuple[str | None, list[Problem], list[str]]:
-    """Extract to a temporary folder and recompute the verdict, run rows and lock digests."""
-    problems: list[Problem] = []
-    notes: list[str] = []
-    record_name = str((manifest.get("record") or {}).get("name", ""))
-    run_ids = sorted({rel.split("/")[1] for rel in files if rel.startswith("runs/") and rel.count("/") == 2})
-    listed = [r.get("id") for r in manifest.get("runs", []) if isinstance(r, dict)]
-    for run_id in sorted(set(listed) - set(run_ids)):
-        problems.append(Problem(f"runs/{run_id}", "listed in manifest.yaml but absent from the bundle"))
-    for run_id in sorted(set(run_ids) - set(listed)):
-        problems.append(Problem(f"runs/{run_id}", "in the bundle but not listed in manifest.yaml"))
-    if not run_ids:
-        return None, problems + [Problem("runs/", "the bundle holds no runs")], notes
-    record_member = f"manifests/records/{record_name}.yaml"
-    if record_member not in files:
-        return None, problems + [Problem(record_member, "missing: the record the verdict was judged against")], notes
-    with tempfile.TemporaryDirectory(prefix="repro-bundle-verify-") as tmp:
-        root = Path(tmp) / "bundle"
-        _extract(files, root)
-        try:
-            _, verdict = judge_tree(root, record_name, run_ids)
-        except ReproError as exc:
-            return None, problems + [Problem(record_member, f"the verdict cannot be recomputed: {exc.what}")], notes
-        mine, theirs = verdict_for_manifest(verdict), manifest.get("verdict") or {}
-        if theirs.get("outcome") != mine["outcome"]:
-            problems.append(Problem(MANIFEST, f"verdict outcome says {theirs.get('outcome')!r}, but the logs inside "
-                                              f"give {mine['outcome']!r}"))
-        elif theirs.get("reasons") != mine["reasons"]:
-            problems.append(Problem(MANIFEST, "verdict reasons differ from those the logs inside give: "
-                                    + "; ".join(_first_differences(theirs.get("reasons"), mine["reasons"],
-                                                                   "verdict.reasons", 2))))
-        else:
-            for diff in _first_differences(theirs, mine):
-                problems.append(Problem(MANIFEST, f"verdict detail differs from the recomputed one: {diff}"))
-        judged = {Path(r.source).name: r for r in verdict.runs}
-        for row in manifest.get("runs", []):
-            if not isinstance(row, dict) or row.get("id") not in judged:
-                continue
-            status, exit_code = _status_and_exit(root, row["id"])
-            run = judged[row["id"]]
-            for key, value in (("status", status), ("exit_code", exit_code),
-                               ("final_val_loss", run.final_val_loss), ("train_time_s", run.train_time_s)):
-                if row.get(key) != value:
-                    problems.append(Problem(MANIFEST, f"runs[{row['id']}].{key} is {row.get(key)!r}, but the run's "
-                                                      f"files give {value!r}"))
-        problems += _check_attempts(root, files, manifest)
-        problems += _check_locks(root, files, manifest, notes)
-        return verdict.outcome, problems, notes
-
-
-def _check_attempts(root: Path, files: dict[str, bytes], manifest: dict) -> list[Problem]:
-    """Retried runs sit in attempts/<id>/ outside the verdict; their listing must match their files."""
-    present = sorted({rel.split("/")[1] for rel in files if rel.startswith(f"{ATTEMPTS}/") and rel.count("/") == 2})
-    rows = {r.get("id"): r for r in manifest.get("attempts") or [] if isinstance(r, dict)}
-    problems = [Problem(f"{ATTEMPTS}/{i}", "in the bundle but not listed in manifest.yaml attempts")
-                for i in present if i not in rows]
-    problems += [Problem(f"{ATTEMPTS}/{i}", "listed in manifest.yaml attempts but absent from the bundle")
-                 for i in sorted(set(rows) - set(present))]
-    for run_id in present:
-        if run_id in rows:
-            status = (root / ATTEMPTS / run_id / "status")
-            found = status.read_text().strip() if status.is_file() else "unknown"
-            if rows[run_id].get("status") != found:
-                problems.append(Problem(MANIFEST, f"attempts[{run_id}].status is {rows[run_id].get('status')!r}, "
-                                                  f"but its status file says {found!r}"))
+    theirs_by, mine_by = _rows_by_id(theirs), _rows_by_id(mine)
+    for run_id, row in mine_by.items():
+        if run_id not in theirs_by:
+            continue  # reported as "in the bundle but not listed"
+        other = theirs_by[run_id]
+        for f in dataclasses.fields(row):
+            a, b = getattr(other, f.name), getattr(row, f.name)
+            if f.name == "findings":
+                problems += [Problem(MANIFEST, text) for text in compare_findings(a, b, f"{kind}[{run_id}].findings")]
+            elif a != b:
+                problems.append(Problem(MANIFEST, f"{kind}[{run_id}].{f.name} is {a!r}, but the run's files give "
+                                                  f"{b!r}"))
     return problems
 
 
-def _check_locks(root: Path, files: dict[str, bytes], manifest: dict, notes: list[str]) -> list[Problem]:
-    problems = []
-    data = manifest.get("data") or {}
-    if data.get("lock_file"):
-        if data["lock_file"] not in files:
-            problems.append(Problem(data["lock_file"], "named by manifest.yaml data.lock_file but absent"))
-        else:
-            from pipeline.data.verify import data_lock_digest
+def _listed_vs_present(files: Mapping[str, bytes], folder: str, listed: list[str], section: str) -> tuple[
+        list[str], list[Problem]]:
+    present = run_ids_in(files, folder)
+    problems = [Problem(f"{folder}/{i}", f"listed in manifest.yaml {section} but absent from the bundle")
+                for i in sorted(set(listed) - set(present))]
+    problems += [Problem(f"{folder}/{i}", f"in the bundle but not listed in manifest.yaml {section}")
+                 for i in present if i not in listed]
+    good = []
+    for run_id in present:
+        if not NAME_RE.match(run_id):
+            problems.append(Problem(f"{folder}/{run_id[:80]}", "not a run id (letters, digits, '.', '_', '-'; at most "
+                                                               "121 characters): repro never writes such a folder"))
+        elif run_id in listed:
+            good.append(run_id)
+    return good, problems
 
-            try:
-                digest = data_lock_digest((root / data["lock_file"]).parent)
-            except ReproError as exc:
-                problems.append(Problem(data["lock_file"], f"unreadable: {exc.what}"))
-            else:
-                if digest != data.get("lock_sha256"):
-                    problems.append(Problem(MANIFEST, f"data.lock_sha256 is {data.get('lock_sha256')}, the bundled "
-                                                      f"lock gives {digest}"))
-                for claim in data.get("runs_claim") or []:
-                    if claim != digest:
-                        notes.append(f"a run's run.yaml names data lock {claim[:12]}…, not the bundled lock "
-                                     f"{digest[:12]}…")
-    env = manifest.get("environment") or {}
-    if env.get("lock_file"):
-        if env["lock_file"] not in files:
-            problems.append(Problem(env["lock_file"], "named by manifest.yaml environment.lock_file but absent"))
+
+def recompute(files: Mapping[str, bytes], manifest: BundleManifest, records_dir: Path
+              ) -> tuple[str | None, str | None, list[Problem], list[str]]:
+    """(recomputed outcome, the record file judged against, problems, notes)."""
+    problems: list[Problem] = []
+    notes: list[str] = []
+    known = known_rules_versions()
+    if manifest.verdict.rules_version not in known:
+        return None, None, [Problem(MANIFEST, f"verdict.rules_version is {manifest.verdict.rules_version}; this tool "
+                                              f"judges by rules version(s) {', '.join(map(str, known))}",
+                                    "upgrade repro to a version that knows these rules, then verify again")], notes
+    choice = choose_record(files, manifest.record, records_dir)
+    problems += choice.problems
+    notes += choice.notes
+    if choice.record is None:
+        return None, None, problems, notes
+    record = choice.record
+    if record.rules.version != manifest.verdict.rules_version:
+        notes.append(f"the bundle was judged by rules version {manifest.verdict.rules_version}; your registry's "
+                     f"{record.name} uses version {record.rules.version}, by which it was recomputed")
+    run_ids, more = _listed_vs_present(files, RUNS, [r.id for r in manifest.runs], "runs")
+    problems += more
+    attempt_ids, more = _listed_vs_present(files, ATTEMPTS, [a.id for a in manifest.attempts], "attempts")
+    problems += more
+    if not run_ids:
+        return None, str(record.path), problems + [Problem("runs/", "the bundle holds no runs to judge")], notes
+    try:
+        with judge_members(files, record, run_ids, attempt_ids) as judged:
+            mine = judged.verdict
+            theirs = manifest.verdict
+            if theirs.outcome != mine.outcome:
+                problems.append(Problem(MANIFEST, f"verdict outcome says {theirs.outcome!r}, but the logs inside "
+                                                  f"give {mine.outcome!r}"))
+            problems += [Problem(MANIFEST, text)
+                         for text in compare_findings(theirs.findings, verdict_findings(mine), "verdict.findings")]
+            listed = {r.id: r.not_archived for r in manifest.runs}
+            problems += _compare_rows("runs", [r for r in manifest.runs if r.id in run_ids],
+                                      run_rows(files, judged, listed))
+            problems += _compare_rows("attempts", [a for a in manifest.attempts if a.id in attempt_ids],
+                                      attempt_rows(files, judged))
+            program = program_section(files, record, judged)
+            theirs_prog = {r.id: r for r in manifest.program.runs}
+            for row in program.runs:
+                if row.id in theirs_prog:
+                    problems += [Problem(MANIFEST, d) for d in differences(theirs_prog[row.id], row,
+                                                                           f"program.runs[{row.id}]")]
+            outcome = mine.outcome
+    except ReproError as exc:
+        return None, str(record.path), problems + [Problem(RUNS, f"the verdict cannot be recomputed: {exc.what}",
+                                                           exc.fix or "")], notes
+    problems += _check_sections(files, manifest, notes)
+    return outcome, str(record.path), problems, notes
+
+
+def _check_sections(files: Mapping[str, bytes], manifest: BundleManifest, notes: list[str]) -> list[Problem]:
+    """The data, hardware and environment sections against the members they summarise."""
+    problems = []
+    try:
+        metas = [run_meta(files, f"{RUNS}/{r.id}") for r in manifest.runs if f"{RUNS}/{r.id}/run.yaml" in files]
+        data = data_section(files, metas)
+    except ReproError as exc:
+        problems.append(Problem(DATA_LOCK, f"unreadable: {exc.what}", exc.fix or ""))
+    else:
+        problems += [Problem(MANIFEST, d) for d in differences(manifest.data, data, "data")]
+        for claim in data.runs_claim:
+            if data.lock_sha256 and claim != data.lock_sha256:
+                notes.append(f"a run's run.yaml names data lock {claim[:12]}…, not the bundled lock "
+                             f"{data.lock_sha256[:12]}…")
+    try:
+        problems += [Problem(MANIFEST, d) for d in differences(manifest.hardware, hardware_section(files), "hardware")]
+    except ReproError as exc:
+        problems.append(Problem("preflight.json", exc.what, exc.fix or ""))
+    env = manifest.environment
+    if env.lock_file:
+        if env.lock_file not in files:
+            problems.append(Problem(env.lock_file, "named by manifest.yaml environment.lock_file but absent"))
         else:
-            digest = sha256_bytes(files[env["lock_file"]])
-            if digest != env.get("lock_sha256"):
-                problems.append(Problem(MANIFEST, f"environment.lock_sha256 is {env.get('lock_sha256')}, the "
-                                                  f"bundled lock gives {digest}"))
-            for claim in env.get("runs_claim_lock_sha256") or []:
+            digest = sha256_bytes(files[env.lock_file])
+            if digest != env.lock_sha256:
+                problems.append(Problem(MANIFEST, f"environment.lock_sha256 is {env.lock_sha256}, the bundled lock "
+                                                  f"gives {digest}"))
+            for claim in env.runs_claim_lock_sha256:
                 if claim != digest:
                     notes.append(f"a run's run.yaml names environment lock {claim[:12]}…, not the bundled lock "
                                  f"{digest[:12]}…")
+    for member in (env.image_state, env.pip_freeze):
+        if member and member not in files:
+            problems.append(Problem(member, "named by manifest.yaml environment but absent"))
     return problems
 
 
-def verify_bundle(path: Path, pubkey: Path | None = None, max_member_bytes: int = MAX_MEMBER_BYTES,
-                  max_total_bytes: int = MAX_TOTAL_BYTES) -> BundleCheck:
+# ---- the check ----------------------------------------------------------------------------------------------
+
+def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, require_signature: bool = False,
+                  max_member_bytes: int = MAX_MEMBER_BYTES, max_total_bytes: int = MAX_TOTAL_BYTES) -> BundleCheck:
+    """Check a bundle; `records_dir` is the verifier's registry (Workspace.records_dir), the only rules used."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"bundle {path} not found", "give the path of a .tar.gz written by `repro archive`")
     read = read_members(path, max_member_bytes, max_total_bytes)
     problems = list(read.problems)
     notes: list[str] = []
     problems += check_sums(read.files)
-    manifest, manifest_problems = check_manifest(read.files)
+    manifest, manifest_problems = load_manifest(read.files, path)
     problems += manifest_problems
-    signature, sig_problems, sig_notes = check_signature(read.files, manifest, pubkey)
-    problems += sig_problems
-    notes += sig_notes
-    if manifest.get("name") and read.top and manifest["name"] != read.top:
-        problems.append(Problem(MANIFEST, f"name is {manifest['name']!r} but the bundle folder is {read.top!r}"))
-    outcome = None
-    if read.unsafe:
-        notes.append("the verdict was not recomputed: unsafe members are never written to disk")
-    elif manifest and not manifest_problems:
-        outcome, more, more_notes = recompute(read.files, manifest)
+    signature = check_signature(read.files, manifest, pubkey)
+    problems += signature.problems
+    if require_signature and signature.status != "valid" and not signature.problems:
+        problems.append(Problem(SIGNATURE, f"--require-signature: the bundle is {signature.status}"
+                                           + (" (not signed)" if signature.status == "absent" else ""),
+                                "ask the bundle's author for a signed bundle (`repro archive --sign-key`)"))
+    if manifest is not None and read.top and manifest.name != read.top:
+        problems.append(Problem(MANIFEST, f"name is {manifest.name!r} but the bundle folder is {read.top!r}"))
+    outcome = judged_against = None
+    if not read.complete:
+        notes.append(f"the verdict was not recomputed: reading stopped ({read.stopped})")
+    elif manifest is not None:
+        outcome, judged_against, more, more_notes = recompute(read.files, manifest, records_dir)
         problems += more
         notes += more_notes
-    verdict = manifest.get("verdict") if isinstance(manifest.get("verdict"), dict) else {}
     return BundleCheck(str(path), read.top, tuple(sorted(read.files)), tuple(problems), tuple(notes), signature,
-                       verdict.get("outcome"), outcome)
+                       judged_against, manifest.verdict.outcome if manifest else None, outcome)
 
 
 @dataclass(frozen=True)
 class BundleSummary:
     path: str
-    manifest: dict
+    manifest: BundleManifest
     members: tuple[tuple[str, int], ...]  # (name inside the bundle folder, size)
 
 
 def show_bundle(path: Path) -> BundleSummary:
     """What a bundle says about itself (its manifest and member list), without judging it."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"bundle {path} not found", "give the path of a .tar.gz written by `repro archive`")
-    members: list[tuple[str, int]] = []
-    manifest: dict = {}
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            for info in tar:
-                rel = info.name.partition("/")[2] or info.name
-                members.append((rel, info.size))
-                if rel == MANIFEST and info.isreg() and info.size <= MAX_MEMBER_BYTES:
-                    handle = tar.extractfile(info)
-                    loaded = load_bytes(handle.read(), f"{path}: {MANIFEST}", "bundle_member") if handle else None
-                    manifest = loaded if isinstance(loaded, dict) else {}
-    except (tarfile.TarError, EOFError, zlib.error, OSError, YamlRefused) as exc:
-        raise InputError(f"{path} is not a readable bundle: {exc}", "check it with `repro bundle verify`") from None
-    if not manifest:
-        raise InputError(f"{path} has no manifest.yaml", "check it with `repro bundle verify`")
-    return BundleSummary(str(path), manifest, tuple(members))
+    read = read_members(path)
+    if MANIFEST not in read.files:
+        why = f" ({read.problems[0]})" if read.problems else ""
+        raise InputError(f"{path} has no readable {MANIFEST}{why}", "check it with `repro bundle verify`")
+    manifest = BundleManifest.load(read.files[MANIFEST], f"{path}: {MANIFEST}")
+    return BundleSummary(str(path), manifest, tuple(read.listing))
+
+
+__all__ = ["ARCHIVE", "BundleCheck", "BundleSummary", "Problem", "check_sums", "read_members", "show_bundle",
+           "verify_bundle", "data_lock_digest_of"]

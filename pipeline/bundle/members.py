@@ -1,0 +1,263 @@
+"""Reading a bundle's members into memory, bounded, without trusting the archive.
+
+A hand-written tar reader over the gzip stream, because `tarfile` itself reads pax and GNU long-name
+headers of any declared size into memory and, to skip an oversized member, decompresses all of it
+(a 21 MB bundle holding a 20 GiB member kept it busy for over a minute). Here every size is checked
+against its header *before* anything is read: a member over the member limit, members adding up to
+more than the total limit, too many members, or an oversized header record stop the reading at once.
+
+Nothing is ever written to the file system: names are only checked (absolute, `..`, backslash,
+components over NAME_MAX, outside the one bundle folder, not UTF-8) and each problem is reported with
+the member it concerns. Links, devices and fifos are problems too; their data is never kept.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import InputError
+
+BLOCK = 512
+NAME_MAX = 255  # bytes in one path component on Linux
+PATH_MAX = 4096
+MAX_HEADER_RECORD = 64 << 10  # pax and GNU long-name records: a name and a few numbers, never more
+MAX_MEMBERS = 20_000
+ARCHIVE = "(archive)"  # the member name of problems that concern the whole file
+
+
+@dataclass(frozen=True)
+class Problem:
+    member: str  # the member's name inside the bundle folder, or "(archive)"
+    problem: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.member}: {self.problem}"
+
+
+@dataclass
+class Members:
+    top: str | None = None  # the one folder every member sits in
+    files: dict[str, bytes] = field(default_factory=dict)  # name inside the folder -> bytes
+    listing: list[tuple[str, int]] = field(default_factory=list)  # every member as its header names it
+    problems: list[Problem] = field(default_factory=list)
+    stopped: str | None = None  # why reading stopped before the end of the archive
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped is None
+
+
+class _Malformed(Exception):
+    """The byte stream is not a tar archive (bad checksum, bad number, truncated)."""
+
+
+def _number(raw: bytes, what: str) -> int:
+    if raw[:1] in (b"\x80", b"\xff"):  # GNU base-256, used for sizes of 8 GiB and more
+        value = int.from_bytes(raw[1:], "big")
+        if raw[:1] == b"\xff":
+            raise _Malformed(f"negative {what} in a header")
+        return value
+    text = raw.split(b"\0", 1)[0].strip()
+    if not text:
+        return 0
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise _Malformed(f"{what} field {text[:20]!r} is not an octal number") from None
+
+
+def _checksum_ok(block: bytes) -> bool:
+    stored = _number(block[148:156], "checksum")
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = sum(b - 256 if b > 127 else b for b in block[:148] + block[156:]) + 8 * 32
+    return stored in (unsigned, signed)
+
+
+def _pax_records(data: bytes) -> dict[str, str]:
+    """`<length> <key>=<value>\\n` records of a pax header."""
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(data):
+        match = re.match(rb"(\d+) ", data[pos:pos + 24])
+        if not match:
+            if data[pos:].strip(b"\0") == b"":
+                break
+            raise _Malformed("a pax header record has no length")
+        length = int(match.group(1))
+        record = data[pos + match.end():pos + length]
+        if length <= match.end() or pos + length > len(data) or not record.endswith(b"\n") or b"=" not in record:
+            raise _Malformed("a pax header record is malformed")
+        key, _, value = record[:-1].partition(b"=")
+        out[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return out
+
+
+def name_problem(name: str) -> str | None:
+    """Why a member name cannot be a bundle path, or None."""
+    if any("\udc80" <= c <= "\udcff" for c in name):
+        return "the name is not UTF-8"
+    if "\0" in name:
+        return "NUL byte in the name"
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return "absolute path"
+    if "\\" in name:
+        return "backslash in the name"
+    parts = name.rstrip("/").split("/")
+    if ".." in parts:
+        return "'..' in the path (would escape the bundle folder)"
+    if any(p in ("", ".") for p in parts):
+        return "empty or '.' path component"
+    if len(name.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return f"the name is longer than {PATH_MAX} bytes (PATH_MAX)"
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogateescape")) > NAME_MAX), None)
+    if long is not None:
+        return f"a path component is {len(long.encode('utf-8', 'surrogateescape'))} bytes, over NAME_MAX ({NAME_MAX})"
+    return None
+
+
+def _type_problem(kind: bytes, linkname: str, mode: int) -> str | None:
+    if kind == b"2":
+        return f"symbolic link (to {linkname[:200]!r}); bundles hold only regular files"
+    if kind == b"1":
+        return f"hard link (to {linkname[:200]!r}); bundles hold only regular files"
+    if kind in (b"3", b"4"):
+        return "device file; bundles hold only regular files"
+    if kind == b"6":
+        return "fifo; bundles hold only regular files"
+    if kind not in (b"0", b"\0", b"5", b"7"):
+        return f"unsupported member type {kind.decode('latin-1')!r}"
+    if mode & 0o7000:
+        return f"mode {mode:o} sets setuid/setgid/sticky bits"
+    return None
+
+
+class _Stream:
+    def __init__(self, raw):
+        self.raw = raw
+        self.read_bytes = 0
+
+    def exact(self, n: int) -> bytes:
+        data = self.raw.read(n)
+        self.read_bytes += len(data)
+        if len(data) != n:
+            raise _Malformed("the archive ends in the middle of a member (truncated)")
+        return data
+
+    def member_data(self, size: int) -> bytes:
+        data = self.exact(size)
+        pad = -size % BLOCK
+        if pad:
+            self.exact(pad)
+        return data
+
+
+def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
+                 max_members: int = MAX_MEMBERS) -> Members:
+    """Every regular member's bytes, in memory, and a problem for every unsafe or oversized one."""
+    out = Members()
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open bundle {path}: {exc.strerror or exc}",
+                         "give the path of a readable .tar.gz written by `repro archive`") from None
+    with handle, gzip.GzipFile(fileobj=handle, mode="rb") as gz:
+        try:
+            _read(_Stream(gz), out, max_member_bytes, max_total_bytes, max_members)
+        except _Malformed as exc:
+            out.problems.append(Problem(ARCHIVE, f"not a readable bundle: {exc}"))
+            out.stopped = str(exc)
+        except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            out.problems.append(Problem(ARCHIVE, f"not a readable tar.gz ({exc}); the file is damaged or truncated"))
+            out.stopped = "the gzip stream is damaged"
+    return out
+
+
+def _stop(out: Members, member: str, problem: str, fix: str = "") -> None:
+    out.problems.append(Problem(member, problem, fix))
+    out.stopped = f"{member}: {problem}"
+
+
+def _read(stream: _Stream, out: Members, max_member: int, max_total: int, max_members: int) -> None:
+    total = 0
+    pax: dict[str, str] = {}
+    long_name: str | None = None
+    long_link: str | None = None
+    count = 0
+    while True:
+        block = stream.raw.read(BLOCK)
+        if not block.strip(b"\0"):
+            if len(block) not in (0, BLOCK):
+                raise _Malformed("the archive ends in the middle of a header (truncated)")
+            if count == 0 and not block:
+                raise _Malformed("the archive is empty")
+            return  # an end-of-archive block (or a stream that simply ends after the last member)
+        if len(block) != BLOCK:
+            raise _Malformed("the archive ends in the middle of a header (truncated)")
+        if not _checksum_ok(block):
+            raise _Malformed("a header's checksum does not match (not a tar archive, or damaged)")
+        kind = block[156:157]
+        size = _number(block[124:136], "size")
+        if kind in (b"x", b"g", b"L", b"K"):
+            if size > MAX_HEADER_RECORD:
+                return _stop(out, ARCHIVE, f"a header record declares {size} bytes, over the "
+                                           f"{MAX_HEADER_RECORD}-byte limit for names and attributes")
+            data = stream.member_data(size)
+            if kind == b"x":
+                pax = _pax_records(data)
+            elif kind == b"g":
+                out.problems.append(Problem(ARCHIVE, "a global pax header; bundles written by repro have none"))
+            elif kind == b"L":
+                long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            else:
+                long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            continue
+        count += 1
+        if count > max_members:
+            return _stop(out, ARCHIVE, f"more than {max_members} members", "a bundle holds a few hundred files")
+        name = block[0:100].split(b"\0", 1)[0]
+        if block[257:262] == b"ustar" and block[345:500].strip(b"\0"):
+            name = block[345:500].split(b"\0", 1)[0] + b"/" + name
+        name_text = pax.get("path") or long_name or name.decode("utf-8", "surrogateescape")
+        link = pax.get("linkpath") or long_link or block[157:257].split(b"\0", 1)[0].decode("utf-8", "replace")
+        if "size" in pax:
+            try:
+                size = int(pax["size"])
+            except ValueError:
+                raise _Malformed(f"pax size {pax['size'][:20]!r} is not a number") from None
+        mode = _number(block[100:108], "mode")
+        pax, long_name, long_link = {}, None, None
+        problem = name_problem(name_text)
+        head, _, rel = name_text.rstrip("/").partition("/")
+        if problem is None:
+            if not rel and kind != b"5":
+                problem = "a file beside, not inside, the bundle folder"
+            elif out.top is None:
+                out.top = head
+            elif head != out.top:
+                problem = f"outside the bundle folder {out.top!r}"
+        shown = rel if problem is None and rel else name_text
+        out.listing.append((shown, size))
+        problem = problem or _type_problem(kind, link, mode)
+        if size > max_member:
+            return _stop(out, shown, f"{size} bytes, over the {max_member}-byte member limit (checked against its "
+                                     "header before reading; the rest of the archive was not read)",
+                         "if the bundle is genuine, raise --max-member-mb")
+        if total + size > max_total:
+            return _stop(out, ARCHIVE, f"members add up to more than the {max_total}-byte total limit at {shown} "
+                                       "(the rest of the archive was not read)")
+        total += size
+        data = stream.member_data(size)
+        if problem:
+            out.problems.append(Problem(shown, problem))
+        elif kind == b"5":
+            continue
+        elif rel in out.files:
+            out.problems.append(Problem(rel, "appears twice in the archive"))
+        else:
+            out.files[rel] = data
