@@ -73,7 +73,8 @@ from pipeline.redact import Redactor
 from pipeline.runs.rundir import RunMeta
 
 MANIFEST = "manifest.yaml"
-RUN_FILES = ("status", "run.yaml", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json")
+# node.json: where a campaign task ran (pipeline/campaign/model.py TaskRecord); absent for other runs
+RUN_FILES = ("status", "run.yaml", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json", "node.json")
 MAX_MEMBER_BYTES = 256 << 20  # a run's stdout is megabytes; anything this large is not a run's record
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 FIRST = (MANIFEST, SUMS, SIGNATURE)  # read first, so `bundle show` finds them at the head of the stream

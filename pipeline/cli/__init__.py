@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "bundle": "bundle:bundle",
     "report": "report:report",
     "reproduce": "reproduce:reproduce",
+    "campaign": "campaign:campaign",
 }
 
 

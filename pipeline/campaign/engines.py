@@ -1,0 +1,135 @@
+"""Engines: what runs a campaign's jobs. One small interface, two engines.
+
+    engine = get_engine("slurm")                  # or "local"
+    submission = engine.submit(campaign, number, indices, commands, say)
+    engine.states(campaign)                       # {job key: JobState} the scheduler still knows
+    engine.cancel(campaign, say)
+
+Both run the same two commands (`Commands`): the prepare step once, then one task per missing run.
+The Slurm engine (slurm.py) writes them into job scripts and submits a prepare job and a job array that
+depends on it. The local engine runs them here, one after another, and returns when they are done:
+the demo and CI path, and a machine without a scheduler.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.campaign.model import Campaign, Submission
+from pipeline.errors import Interrupted, RunFailed
+from pipeline.runs.rundir import utc_now
+from pipeline.workspace import Workspace
+
+# Scheduler states in which a job may still start or is running (anything else: it is over).
+ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
+                 "SIGNALING", "STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
+
+
+@dataclass(frozen=True)
+class JobState:
+    job: str  # "<job id>" (prepare) or "<array job id>_<task id>"
+    state: str  # the scheduler's word: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+    node: str | None
+    reason: str | None  # why pending, or None
+
+    @property
+    def active(self) -> bool:
+        return self.state.split()[0].rstrip("+") in ACTIVE_STATES
+
+
+@dataclass(frozen=True)
+class Commands:
+    """The command lines a campaign's jobs run: this Python, this workspace, the campaign folder."""
+
+    python: str
+    root: Path
+    registry: Path
+    folder: Path
+
+    @classmethod
+    def for_workspace(cls, ws: Workspace, campaign: Campaign) -> Commands:
+        return cls(sys.executable, ws.root, ws.registry, campaign.folder)
+
+    def _head(self) -> list[str]:
+        return [self.python, "-m", "pipeline", "--root", str(self.root), "--registry", str(self.registry), "campaign"]
+
+    def prepare(self, submission: int) -> list[str]:
+        return self._head() + ["prepare", str(self.folder), "--submission", str(submission)]
+
+    def task(self, submission: int, index: str) -> list[str]:
+        """`index` is a number, or a shell word such as "$SLURM_ARRAY_TASK_ID" in a job script."""
+        return self._head() + ["task", str(self.folder), "--submission", str(submission), "--index", index]
+
+
+class Engine(Protocol):
+    name: str
+
+    def submit(self, campaign: Campaign, number: int, indices: list[int], commands: Commands, say,
+               recorded: Callable[[Submission], None]) -> Submission:
+        """Start the prepare step and one task per index; `recorded` gets the submission as soon as it is
+        known (before the local engine runs anything, after Slurm accepted the jobs)."""
+
+    def states(self, campaign: Campaign) -> dict[str, JobState]:
+        """What the scheduler knows of the campaign's jobs, by job key (empty: nothing it tracks)."""
+
+    def cancel(self, campaign: Campaign, say) -> list[str]:
+        """Cancel every job of the campaign still pending or running; returns the job ids signalled."""
+
+
+class LocalEngine:
+    """This machine, one run after another; `submit` returns when the last task has ended."""
+
+    name = "local"
+
+    def submit(self, campaign: Campaign, number: int, indices: list[int], commands: Commands, say,
+               recorded: Callable[[Submission], None]) -> Submission:
+        campaign.logs_dir.mkdir(parents=True, exist_ok=True)
+        submission = Submission(number, utc_now(), self.name, tuple(indices), campaign.train)
+        recorded(submission)
+        self._run(commands.prepare(number), campaign.logs_dir / f"local-{number}-prepare.out", "prepare", say)
+        for index in indices:
+            code = self._run(commands.task(number, str(index)), campaign.logs_dir / f"local-{number}-task-{index}.out",
+                             f"task {index}", say, check=False)
+            if code == 130:
+                raise Interrupted(f"task {index} was interrupted; its run directory says aborted",
+                                  f"submit again to run what is missing: repro campaign submit --campaign "
+                                  f"{campaign.folder}")
+        return submission
+
+    @staticmethod
+    def _run(argv: list[str], log: Path, what: str, say, check: bool = True) -> int:
+        say(f"[{what}] running here (output: {log})")
+        with open(log, "ab") as out:
+            try:
+                done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            except KeyboardInterrupt:  # the child got the Ctrl-C too and marks its run aborted
+                raise Interrupted(f"{what} was interrupted", "submit again to run what is missing") from None
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        say(f"[{what}] exit code {done.returncode}: {tail[0][:160]}")
+        if check and done.returncode != 0:
+            raise RunFailed(f"the campaign's {what} step failed (exit code {done.returncode})", f"read {log}")
+        return done.returncode
+
+    def states(self, campaign: Campaign) -> dict[str, JobState]:
+        return {}  # nothing is queued: submit ran everything before returning
+
+    def cancel(self, campaign: Campaign, say) -> list[str]:
+        say("the local engine queues nothing; stop a running `repro campaign submit` with Ctrl-C")
+        return []
+
+
+def get_engine(name: str) -> Engine:
+    if name == "slurm":
+        from pipeline.campaign.slurm import SlurmEngine
+
+        return SlurmEngine()
+    if name == "local":
+        return LocalEngine()
+    from pipeline.errors import InputError
+
+    raise InputError(f"unknown engine {name!r}", "use --engine slurm or --engine local")

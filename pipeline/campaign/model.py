@@ -1,0 +1,264 @@
+"""The campaign's files, one typed model each, used both to write and to read them.
+
+    campaign.yaml         Campaign (what to run, and every Submission made)
+    prepare.json          PrepareRecord (the data folder and lock, the image: what the tasks use)
+    tasks/<i>-<job>.json  TaskRecord (one task attempt: node, job ids, run directory, outcome);
+                          the same record is copied into the run directory as node.json
+
+Every reader goes through `load_*`, which validates field by field (pipeline/manifest_io.py) and names
+the file and the field on any error. Writes are atomic (pipeline/atomic.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.atomic import write_json, write_yaml
+from pipeline.errors import InputError, ManifestError
+from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+
+SCHEMA_VERSION = 1
+CAMPAIGN_FILE = "campaign.yaml"
+PREPARE_FILE = "prepare.json"
+NODE_FILE = "node.json"  # in each run directory
+ENGINES = ("slurm", "local")
+TASK_OUTCOMES = ("running", "succeeded", "failed", "aborted", "failed-before-run", "aborted-before-run")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What every run of the campaign is: the options of `repro train` that a task passes on."""
+
+    trainer: str  # record | native
+    runtime: str  # docker | host
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()  # --set KEY=VALUE (the native trainer)
+    nproc: int | None = None
+
+    @classmethod
+    def read(cls, f: Fields) -> TrainSettings:
+        f.only("trainer", "runtime", "preset", "overrides", "nproc")
+        return cls(f.req("trainer", str), f.req("runtime", str), f.opt("preset", str),
+                   f.list_of("overrides", str, False), f.opt("nproc", int))
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "overrides": list(self.overrides)}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    dir: str  # absolute: shared by every node, or node-local (each node then verifies or fetches its own copy)
+    source: str = "hub"  # `repro data fetch --source`
+    synth: dict | None = None  # generate instead of fetching (the demo)
+
+    @classmethod
+    def read(cls, f: Fields) -> DataSettings:
+        f.only("dir", "source", "synth")
+        synth = f.opt("synth", dict)
+        if synth is not None:
+            s = Fields(synth, f.path, f.name("synth") + ".")
+            s.only("train_tokens", "val_tokens", "seed")
+            synth = {k: s.req(k, int) for k in ("train_tokens", "val_tokens", "seed")}
+        return cls(f.req("dir", str), f.opt("source", str, "hub"), synth)
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    partition: str | None = None
+    nodes_per_run: int = 1
+    gpus_per_node: int = 8
+    time: str = "00:30:00"  # each task's limit
+    prepare_time: str = "02:00:00"  # the data fetch and image build
+
+    @classmethod
+    def read(cls, f: Fields) -> SlurmSettings:
+        f.only("partition", "nodes_per_run", "gpus_per_node", "time", "prepare_time")
+        return cls(f.opt("partition", str), f.req("nodes_per_run", int), f.req("gpus_per_node", int),
+                   f.req("time", str), f.req("prepare_time", str))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One `repro campaign submit`: which task indices, through which engine, under which job ids."""
+
+    number: int
+    submitted_at: str
+    engine: str
+    indices: tuple[int, ...]
+    train: TrainSettings  # the configuration these tasks ran (a resubmission may correct it)
+    prepare_job: str | None = None  # Slurm job id of the prepare job
+    array_job: str | None = None  # Slurm job id of the array
+    scripts: tuple[str, ...] = ()  # relative to the campaign folder
+
+    @classmethod
+    def read(cls, f: Fields) -> Submission:
+        f.only("number", "submitted_at", "engine", "indices", "train", "prepare_job", "array_job", "scripts")
+        return cls(f.req("number", int), f.req("submitted_at", str), f.req("engine", str),
+                   f.list_of("indices", int), TrainSettings.read(f.sub("train")), f.opt("prepare_job", str),
+                   f.opt("array_job", str), f.list_of("scripts", str, False))
+
+    def to_dict(self) -> dict:
+        return {"number": self.number, "submitted_at": self.submitted_at, "engine": self.engine,
+                "indices": list(self.indices), "train": self.train.to_dict(), "prepare_job": self.prepare_job,
+                "array_job": self.array_job, "scripts": list(self.scripts)}
+
+
+@dataclass(frozen=True)
+class Campaign:
+    folder: Path  # where campaign.yaml lives (not written: the file is wherever the folder is)
+    record: str
+    runs: int
+    engine: str
+    train: TrainSettings
+    data: DataSettings
+    slurm: SlurmSettings
+    image_tarball: str | None = None  # load this `repro env save` tarball instead of building (docker runtime)
+    submissions: tuple[Submission, ...] = field(default=())
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.folder / "runs"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.folder / "tasks"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.folder / "logs"
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.data.dir)
+
+    @property
+    def image_dir(self) -> Path:
+        return self.folder / "image"
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "record": self.record, "runs": self.runs, "engine": self.engine,
+                "train": self.train.to_dict(), "data": dataclasses.asdict(self.data),
+                "slurm": dataclasses.asdict(self.slurm), "image_tarball": self.image_tarball,
+                "submissions": [s.to_dict() for s in self.submissions]}
+
+    def save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_yaml(self.folder / CAMPAIGN_FILE, self.to_dict(),
+                   header="# A repro campaign (pipeline/campaign/model.py); `repro campaign status` reads it.\n")
+
+
+def load_campaign(folder: Path) -> Campaign:
+    folder = Path(folder).resolve()
+    path = folder / CAMPAIGN_FILE
+    if not path.is_file():
+        raise InputError(f"{folder} is not a campaign folder (no {CAMPAIGN_FILE})",
+                         "give the folder `repro campaign submit` printed (--campaign DIR)")
+    f = Fields(load_yaml(path, "run"), path)
+    f.only("schema_version", "record", "runs", "engine", "train", "data", "slurm", "image_tarball", "submissions")
+    check_schema_version(f, SCHEMA_VERSION)
+    engine = f.req("engine", str)
+    if engine not in ENGINES:
+        raise f.fail("engine", f"is {engine!r}", f"use one of: {', '.join(ENGINES)}")
+    return Campaign(folder, f.req("record", str), f.req("runs", int), engine, TrainSettings.read(f.sub("train")),
+                    DataSettings.read(f.sub("data")), SlurmSettings.read(f.sub("slurm")), f.opt("image_tarball", str),
+                    tuple(Submission.read(s) for s in f.items("submissions", False)))
+
+
+# ---- prepare.json ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrepareRecord:
+    finished_at: str
+    node: str
+    data_dir: str
+    data_lock_sha256: str
+    data_action: str  # generated | fetched | verified
+    image_id: str | None = None
+    image_tarball: str | None = None  # relative to the campaign folder: what nodes without the image load
+
+    def save(self, campaign: Campaign) -> None:
+        write_json(campaign.folder / PREPARE_FILE, {"schema_version": SCHEMA_VERSION, **dataclasses.asdict(self)})
+
+
+def load_prepare(campaign: Campaign) -> PrepareRecord | None:
+    path = campaign.folder / PREPARE_FILE
+    if not path.is_file():
+        return None
+    f = Fields(_json(path), path)
+    f.only("schema_version", *(x.name for x in dataclasses.fields(PrepareRecord)))
+    check_schema_version(f, SCHEMA_VERSION)
+    return PrepareRecord(f.req("finished_at", str), f.req("node", str), f.req("data_dir", str),
+                         f.sha256("data_lock_sha256"), f.req("data_action", str), f.opt("image_id", str),
+                         f.opt("image_tarball", str))
+
+
+# ---- tasks/<i>-<job>.json and node.json ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task attempt, where it ran and how it ended. `node` is the scheduler's node name (SLURMD_NODENAME;
+    the host name for the local engine): on a one-host test cluster several nodes share one host name."""
+
+    index: int
+    job: str  # Slurm: "<array job>_<task>" (SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID); local: "local-<n>"
+    engine: str
+    node: str
+    hostname: str
+    slurm_job_id: str | None  # SLURM_JOB_ID: the task's own job id
+    slurm_array_job_id: str | None
+    slurm_array_task_id: str | None
+    started_at: str
+    outcome: str = "running"
+    run_dir: str | None = None  # relative to the campaign folder, once planned
+    ended_at: str | None = None
+    detail: str | None = None  # why it ended before a run started, or the run's exit code
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.index}-{self.job}.json"
+
+    def save(self, campaign: Campaign) -> None:
+        campaign.tasks_dir.mkdir(parents=True, exist_ok=True)
+        write_json(campaign.tasks_dir / self.file_name, self.to_dict())
+
+    def save_in_run(self, run_dir: Path) -> None:
+        write_json(Path(run_dir) / NODE_FILE, self.to_dict())
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, **dataclasses.asdict(self)}
+
+
+def read_task(path: Path) -> TaskRecord:
+    f = Fields(_json(path), path)
+    f.only("schema_version", *(x.name for x in dataclasses.fields(TaskRecord)))
+    check_schema_version(f, SCHEMA_VERSION)
+    outcome = f.req("outcome", str)
+    if outcome not in TASK_OUTCOMES:
+        raise f.fail("outcome", f"is {outcome!r}", f"one of: {', '.join(TASK_OUTCOMES)}")
+    return TaskRecord(f.req("index", int), f.req("job", str), f.req("engine", str), f.req("node", str),
+                      f.req("hostname", str), f.opt("slurm_job_id", str), f.opt("slurm_array_job_id", str),
+                      f.opt("slurm_array_task_id", str), f.req("started_at", str), outcome, f.opt("run_dir", str),
+                      f.opt("ended_at", str), f.opt("detail", str))
+
+
+def load_tasks(campaign: Campaign) -> list[TaskRecord]:
+    """Every task attempt, oldest first."""
+    if not campaign.tasks_dir.is_dir():
+        return []
+    tasks = [read_task(p) for p in campaign.tasks_dir.glob("*.json")]
+    return sorted(tasks, key=lambda t: (t.started_at, t.index, t.job))
+
+
+def _json(path: Path) -> dict:
+    try:
+        if path.stat().st_size > 1 << 20:
+            raise ManifestError(path, "", "is over 1 MiB", "this file is small when the tool writes it; delete it")
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestError(path, "", f"is not readable JSON ({exc})", "delete it; the tool writes it again") from None
+    if not isinstance(data, dict):
+        raise ManifestError(path, "", "the top level must be an object", "delete it; the tool writes it again")
+    return data

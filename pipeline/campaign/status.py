@@ -1,0 +1,200 @@
+"""Where a campaign stands: per task, the scheduler's state and the run directories' own status.
+
+    view = campaign_view(ws, campaign)  # CampaignView: prepare job, one TaskView per run index
+    view.missing                        # indices without a run that counts (what a resubmission runs)
+    wait(ws, campaign, poll_s=5)          # until the scheduler holds nothing of the campaign
+
+A run counts when the reproduce flow would count it: it succeeded with a complete log and is of the
+campaign's configuration (pipeline/reproduce/flow.py). A task the scheduler killed so hard that it
+could not write its status (SIGKILL after KillWait, a lost node) is marked `aborted` here, once the
+scheduler reports its job over, so every run directory ends with a status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pipeline.campaign.engines import JobState, get_engine
+from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks
+from pipeline.campaign.work import campaign_flow
+from pipeline.errors import CheckFailed
+from pipeline.records.logparse import parse_log
+from pipeline.reproduce.flow import Flow
+from pipeline.reproduce.flow import _good as run_counts  # flow's rule for a run that counts: one rule for both
+from pipeline.runs.rundir import RunDir, read_status, utc_now
+from pipeline.workspace import Workspace
+
+# Slurm marks a cancelled job over at once, while its processes still have KillWait seconds to finish; a task
+# is taken for killed only when neither its record nor its run's output has changed for this long.
+QUIET_S = 120
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    path: Path
+    status: str
+    counts: bool
+    final_val_loss: float | None
+    train_time_s: float | None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    index: int
+    job: str | None  # the latest job for this index
+    scheduler: str | None  # its scheduler state (None: the scheduler does not know it, or the local engine)
+    node: str | None
+    reason: str | None
+    outcome: str | None  # the latest task record's outcome
+    runs: tuple[RunView, ...]  # every run directory of this index, oldest first
+    detail: str | None
+
+    @property
+    def done(self) -> bool:
+        return any(r.counts for r in self.runs)
+
+    @property
+    def active(self) -> bool:
+        return self.scheduler is not None and JobState(self.job or "", self.scheduler, None, None).active
+
+
+@dataclass(frozen=True)
+class CampaignView:
+    campaign: Campaign
+    prepare: JobState | None
+    prepared: bool
+    tasks: tuple[TaskView, ...]
+
+    @property
+    def missing(self) -> list[int]:
+        return [t.index for t in self.tasks if not t.done]
+
+    @property
+    def active(self) -> bool:
+        return any(t.active for t in self.tasks) or (self.prepare is not None and self.prepare.active)
+
+    def to_dict(self) -> dict:
+        c = self.campaign
+        return {"campaign": str(c.folder), "record": c.record, "runs_wanted": c.runs, "engine": c.engine,
+                "done": c.runs - len(self.missing), "missing": self.missing, "active": self.active,
+                "prepared": self.prepared,
+                "prepare_job": None if self.prepare is None else vars(self.prepare),
+                "tasks": [{"index": t.index, "job": t.job, "scheduler": t.scheduler, "node": t.node,
+                           "reason": t.reason, "outcome": t.outcome, "done": t.done, "detail": t.detail,
+                           "runs": [{"id": r.run_id, "path": str(r.path), "status": r.status, "counts": r.counts,
+                                     "final_val_loss": r.final_val_loss, "train_time_s": r.train_time_s}
+                                    for r in t.runs]}
+                          for t in self.tasks]}
+
+
+def _run_view(campaign: Campaign, task: TaskRecord, flow: Flow) -> RunView | None:
+    if task.run_dir is None:
+        return None
+    path = campaign.folder / task.run_dir
+    if not path.is_dir():
+        return None
+    status = read_status(path)
+    log = parse_log(path / "log.txt") if (path / "log.txt").is_file() else None
+    time_s = log.train_time_ms / 1000 if log is not None and log.train_time_ms is not None else None
+    return RunView(path.name, path, status, status == "succeeded" and run_counts(flow, path),
+                   log.final_val_loss if log is not None else None, time_s)
+
+
+def _quiet(campaign: Campaign, task: TaskRecord) -> bool:
+    files = [campaign.tasks_dir / task.file_name]
+    if task.run_dir is not None:
+        files.append(campaign.folder / task.run_dir / "stdout.txt")
+    newest = max((p.stat().st_mtime for p in files if p.exists()), default=0.0)
+    return time.time() - newest > QUIET_S
+
+
+def _mark_killed(campaign: Campaign, task: TaskRecord, state: JobState) -> TaskRecord:
+    """The job is over but the task never wrote how it ended: it was killed outright. Say so everywhere."""
+    detail = f"the scheduler ended job {state.job} ({state.state}) before the task wrote its status"
+    if task.run_dir is not None:
+        path = campaign.folder / task.run_dir
+        if path.is_dir() and read_status(path) == "running":
+            with open(path / "stdout.txt", "ab") as out:
+                out.write(f"[repro] {detail}: marked aborted by `repro campaign status`\n".encode())
+            RunDir(path, path.name).finish("aborted", None)
+    done = replace(task, outcome="aborted", ended_at=utc_now(), detail=detail)
+    done.save(campaign)
+    if task.run_dir is not None and (campaign.folder / task.run_dir).is_dir():
+        done.save_in_run(campaign.folder / task.run_dir)
+    return done
+
+
+def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
+    states = get_engine(campaign.engine).states(campaign) if campaign.submissions else {}
+    tasks = load_tasks(campaign)
+    flow = campaign_flow(ws, campaign, lambda line: None)
+    latest_prepare = next((s.prepare_job for s in reversed(campaign.submissions) if s.prepare_job), None)
+    views = []
+    for index in range(campaign.runs):
+        mine = [t for t in tasks if t.index == index]
+        job = state = None
+        for submission in reversed(campaign.submissions):
+            if index in submission.indices and submission.array_job:
+                job = f"{submission.array_job}_{index}"
+                state = states.get(job)
+                break
+        for i, task in enumerate(mine):
+            known = states.get(task.job)
+            if task.outcome == "running" and known is not None and not known.active and _quiet(campaign, task):
+                mine[i] = _mark_killed(campaign, task, known)
+        runs = tuple(r for r in (_run_view(campaign, t, flow) for t in mine) if r is not None)
+        last = mine[-1] if mine else None
+        node = (state.node if state is not None else None) or (last.node if last else None)
+        views.append(TaskView(index, job or (last.job if last else None), state.state if state else None, node,
+                              state.reason if state else None, last.outcome if last else None, runs,
+                              last.detail if last else None))
+    prepare = states.get(latest_prepare) if latest_prepare else None
+    return CampaignView(campaign, prepare, load_prepare(campaign) is not None, tuple(views))
+
+
+def render(view: CampaignView) -> str:
+    c = view.campaign
+    jobs = ", ".join(f"#{s.number}: prepare {s.prepare_job} array {s.array_job}" if s.array_job else
+                     f"#{s.number}: local" for s in c.submissions) or "none yet"
+    lines = [f"campaign {c.folder}", f"  record {c.record}; {c.runs - len(view.missing)} of {c.runs} run(s) done; "
+                                     f"engine {c.engine}; submissions {jobs}"]
+    if view.prepare is not None:
+        lines.append(f"  prepare job {view.prepare.job}: {view.prepare.state}"
+                     + (f" on {view.prepare.node}" if view.prepare.node else "")
+                     + (f" ({view.prepare.reason})" if view.prepare.reason else ""))
+    lines.append(f"  {'task':<5} {'job':<12} {'scheduler':<11} {'node':<10} {'outcome':<19} runs")
+    for t in view.tasks:
+        runs = "; ".join(f"{r.run_id} {r.status}" + (f" loss {r.final_val_loss:.4f}" if r.final_val_loss else "")
+                         + (" (counts)" if r.counts else "") for r in t.runs) or "—"
+        sched = (t.scheduler or "—") + (f" ({t.reason})" if t.reason and t.scheduler == "PENDING" else "")
+        lines.append(f"  {t.index:<5} {t.job or '—':<12} {sched:<11} {t.node or '—':<10} {t.outcome or '—':<19} {runs}")
+        if t.detail and t.outcome in ("failed-before-run", "aborted-before-run"):
+            lines.append(f"        {t.detail.splitlines()[0][:200]}")
+    return "\n".join(lines)
+
+
+def wait(ws: Workspace, campaign: Campaign, poll_s: float = 5.0, timeout_s: float | None = None,
+         say: Callable[[str], None] = lambda line: None) -> CampaignView:
+    """Poll until the scheduler holds nothing of the campaign that may still run; print changes."""
+    started, last = time.monotonic(), None
+    while True:
+        view = campaign_view(ws, campaign)
+        summary = (len(view.missing), tuple((t.scheduler, t.outcome) for t in view.tasks))
+        if summary != last:
+            counts: dict[str, int] = {}
+            for t in view.tasks:
+                key = t.scheduler or t.outcome or "not started"
+                counts[key] = counts.get(key, 0) + 1
+            say(f"[wait] {campaign.runs - len(view.missing)} of {campaign.runs} done; "
+                + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+            last = summary
+        if not view.active:
+            return view
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            raise CheckFailed(f"the campaign's jobs are still queued or running after {timeout_s:.0f} s",
+                              f"wait longer, or see `repro campaign status {campaign.folder}`")
+        time.sleep(poll_s)

@@ -1,0 +1,78 @@
+"""Creating a campaign and submitting what it is missing (`repro campaign submit`).
+
+A new campaign folder gets campaign.yaml and one submission of every run. Submitting to an existing
+folder completes it: only the run indices without a run that counts are submitted again (a failed,
+cancelled or never-started task). Training options given again replace the campaign's configuration
+(say, a corrected --set): runs of the old one no longer count, and collect keeps the failed ones as
+attempts. A campaign with jobs still queued or running is not submitted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from pipeline.campaign.engines import Commands, get_engine
+from pipeline.campaign.model import (
+    CAMPAIGN_FILE,
+    Campaign,
+    DataSettings,
+    SlurmSettings,
+    Submission,
+    TrainSettings,
+    load_campaign,
+)
+from pipeline.campaign.status import campaign_view
+from pipeline.errors import InputError
+from pipeline.records.model import load_record
+from pipeline.reproduce.flow import DEMO_SYNTH
+from pipeline.workspace import Workspace
+
+
+def new_campaign(folder: Path, record: str, runs: int, engine: str, train: TrainSettings, data: DataSettings | None,
+                 slurm: SlurmSettings, image_tarball: str | None) -> Campaign:
+    if runs < 1:
+        raise InputError(f"--runs {runs}: a campaign needs at least one run",
+                         "give --runs 1 or more (4+ for a verdict)")
+    loaded = load_record(record)
+    if data is None:  # on the campaign's own (shared) folder, so every node reads the same shards
+        data = DataSettings(str(folder / "data" / loaded.dataset.name))
+    return Campaign(folder, loaded.name, runs, engine, train, data, slurm, image_tarball)
+
+
+def demo_data(folder: Path, dataset: str) -> DataSettings:
+    """The demo's generated shards (the same parameters as `repro reproduce --demo`)."""
+    return DataSettings(str(folder / "data" / dataset), "hub", dict(DEMO_SYNTH))
+
+
+def existing_or_new(folder: Path, make: Callable[[], Campaign]) -> tuple[Campaign, bool]:
+    if (folder / CAMPAIGN_FILE).is_file():
+        return load_campaign(folder), False
+    return make(), True
+
+
+def submit(ws: Workspace, campaign: Campaign, say: Callable[[str], None]) -> Submission | None:
+    """Submit every run index still missing; None when nothing is (the campaign is complete)."""
+    engine = get_engine(campaign.engine)
+    view = campaign_view(ws, campaign)
+    if view.active:
+        jobs = sorted({t.job for t in view.tasks if t.active and t.job})
+        raise InputError(f"campaign {campaign.folder} still has jobs queued or running "
+                         f"({', '.join(jobs) or 'the prepare job'})",
+                         f"wait for them (`repro campaign wait {campaign.folder}`) or cancel them "
+                         f"(`repro campaign cancel {campaign.folder}`), then submit again")
+    missing = view.missing
+    if not missing:
+        say(f"[submit] all {campaign.runs} run(s) of {campaign.folder} are done; nothing to submit")
+        return None
+    campaign.save()  # the tasks read their configuration from campaign.yaml
+    number = max((s.number for s in campaign.submissions), default=0) + 1
+    say(f"[submit] submission {number}: run(s) {', '.join(map(str, missing))} of {campaign.runs} through "
+        f"{campaign.engine}")
+
+    def recorded(submission: Submission) -> None:
+        current = load_campaign(campaign.folder)
+        replace(current, submissions=current.submissions + (submission,)).save()
+
+    return engine.submit(campaign, number, missing, Commands.for_workspace(ws, campaign), say, recorded)
