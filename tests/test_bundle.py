@@ -320,7 +320,8 @@ def test_crashed_and_aborted_runs_are_archived_with_status_logs_and_reasons(tmp_
                        data_dir=data)
     aborted = make_run(tmp_path, "20261129T111300Z-cccc", status="aborted", exit_code=130, cut_after_step=40,
                        stdout="^C interrupted\n", data_dir=data)
-    result = archive(load_record(RECORD, RECORDS), [good, crashed, aborted], tmp_path / "bundles", sources=SOURCES, environ={})
+    result = archive(load_record(RECORD, RECORDS), [good, crashed, aborted], tmp_path / "bundles", sources=SOURCES,
+                     environ={})
     assert result.outcome == "invalid"
     assert "runs/20261129T110500Z-bbbb: run status is failed (exit code 1)" in result.reasons
     assert any(r.startswith("runs/20261129T110500Z-bbbb: ") and "last step reached is 700 of 1680" in r
@@ -386,7 +387,8 @@ def test_attempts_are_archived_outside_the_verdict(tmp_path):
                        data_dir=data)
     good = [make_run(tmp_path, "20261129T110500Z-bbbb", loss=3.2792, data_dir=data),
             make_run(tmp_path, "20261129T111300Z-cccc", loss=3.2797, data_dir=data, ended_at="2026-11-29T11:16:00Z")]
-    result = archive(load_record(RECORD, RECORDS), good, tmp_path / "bundles", sources=SOURCES, environ={}, attempts=[crashed])
+    result = archive(load_record(RECORD, RECORDS), good, tmp_path / "bundles", sources=SOURCES, environ={},
+                     attempts=[crashed])
     assert result.outcome == OUTCOME and "attempts/20261129T105700Z-aaaa/status" in result.members
     manifest = yaml.safe_load(tarfile.open(result.path).extractfile(f"{result.name}/manifest.yaml").read())
     (attempt,) = manifest["attempts"]

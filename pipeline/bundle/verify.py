@@ -58,7 +58,7 @@ def known_rules_versions() -> tuple[int, ...]:
     """The rules versions this tool's judge implements (an unknown one is refused, never guessed at)."""
     from pipeline.verdict import judge
 
-    return tuple(getattr(judge, "RULES_VERSIONS", (1,)))
+    return tuple(sorted(judge.JUDGES))
 
 
 @dataclass(frozen=True)
