@@ -79,15 +79,21 @@ def upstream_commit(clone: Path, commit: str | None) -> str:
         if not re.fullmatch(r"[0-9a-f]{40}", commit):
             raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
         return commit
-    try:
-        out = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        out = None
-    if out is None or out.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", out.stdout.strip()):
-        raise InputError(f"{clone} is not a git clone, so its upstream commit is unknown",
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, timeout=30,
+                                 check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    # A copy inside some other repository (this tool's own checkout, say) is not a clone of upstream.
+    top = git("rev-parse", "--show-toplevel")
+    head = git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(clone).resolve() else ""
+    if not re.fullmatch(r"[0-9a-f]{40}", head):
+        raise InputError(f"{clone} is not the root of a git clone, so its upstream commit is unknown",
                          "pass --commit SHA: the upstream commit this copy was taken from")
-    return out.stdout.strip()
+    return head
 
 
 def _licence(clone: Path) -> str:
@@ -376,7 +382,11 @@ def _import_one(clone: Path, records_dir: Path, row: TableRow, folder: Path, pre
     result.warnings += warnings
     path = records_dir / f"{name}.yaml"
     text, old = _read_existing(path)
-    new = merge(old, generated)
+    if old and old.get("environment") not in {e.name for e in environments}:
+        old_for_merge = {k: v for k, v in old.items() if k != "environment"}  # names an environment gone: re-chosen
+    else:
+        old_for_merge = old
+    new = merge(old_for_merge, generated)
     if old == new:
         result.unchanged.append(name)
         return

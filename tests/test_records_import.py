@@ -1,0 +1,245 @@
+"""`repro records import`: the upstream table and logs into manifests; idempotent; hand-written fields kept.
+
+Runs on tests/fixtures/upstream-sample (the upstream README at f411b3d and trimmed logs of four records)
+and on clones built here for the edge cases. Never reads ../shared.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.errors import InputError
+from pipeline.records.importer import import_records
+from pipeline.records.logfacts import read_log_facts
+from pipeline.records.model import load_record, load_record_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "fixtures" / "upstream-sample"
+COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"
+IMPORTED = ["2024-06-06_AdamW", "2024-10-10_Muon", "2025-09-23_MuonCustomSizing", "2026-01-18_UnifiedOptimizers"]
+SAMPLE_RECORDS = ["2024-06-06_AdamW", "2024-10-10_Muon", "2024-11-19_FlexAttention", "2025-01-13_Fp8LmHead",
+                  "2025-07-13_UpgradeTorch190", "2025-09-03_FA3", "2025-09-21_DropAttn", "2025-09-23_MuonCustomSizing",
+                  "2025-09-27_BF16CE", "2026-01-18_UnifiedOptimizers", "2026-02-10_ShortWindow",
+                  "2026-07-17_FP8DownProjection"]
+
+
+def registry(tmp_path: Path, with_hand_written: bool = False) -> Path:
+    reg = tmp_path / "registry"
+    shutil.copytree(ROOT / "manifests" / "environments", reg / "environments")
+    shutil.copytree(ROOT / "manifests" / "datasets", reg / "datasets")
+    (reg / "records").mkdir()
+    if with_hand_written:
+        # the manifest as written by hand, before any import
+        shutil.copy(SAMPLE / "hand-written" / "2025-09-23_MuonCustomSizing.yaml", reg / "records")
+    return reg
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def do_import(reg: Path, clone: Path = SAMPLE, *extra: str) -> dict:
+    code, out = run("--registry", str(reg), "records", "import", str(clone), "--commit", COMMIT, "--json", *extra)
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_sample_writes_one_manifest_per_record_folder(tmp_path):
+    reg = registry(tmp_path)
+    result = do_import(reg)
+    assert sorted(result["written"]) == IMPORTED
+    assert sorted(p.stem for p in (reg / "records").glob("*.yaml")) == IMPORTED
+    # rows without a link, and rows whose folder is not in the sample, are named, not imported
+    assert any("row 3 " in line and "no log link" in line for line in result["skipped_rows"])
+    assert any("2025-09-21_DropAttn" in line and "not in this clone" in line for line in result["skipped_rows"])
+    # the sibling folder of the linked log's folder is skipped, and said
+    assert any("UnifiedOptimizers/baseline/" in w and "skipped" in w for w in result["warnings"])
+    unified = load_record("2026-01-18_UnifiedOptimizers", reg / "records")
+    assert [log.file for log in unified.logs] == sorted(
+        p.name for p in (SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers/unified-optimizer").iterdir())
+    assert unified.imported.skipped_folders == ("records/track_1_short/2026-01-18_UnifiedOptimizers/baseline/",)
+
+
+def test_manifest_pins_logs_programs_and_headers(tmp_path):
+    reg = registry(tmp_path)
+    do_import(reg)
+    r = load_record("2025-09-23_MuonCustomSizing", reg / "records")
+    folder = SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing"
+    for log in r.logs:
+        facts = read_log_facts(folder / log.file)
+        assert (log.sha256, log.program_sha256, log.fingerprint) == (facts.sha256, facts.program_sha256,
+                                                                     facts.fingerprint)
+        assert log.fingerprint.startswith("ast1-") and log.val_loss == facts.val_loss
+    assert r.upstream.commit == COMMIT and r.upstream.folder == "records/track_1_short/2025-09-23_MuonCustomSizing"
+    assert r.hardware.gpu_count == 8 and r.hardware.gpu_model == "NVIDIA H100 80GB HBM3"
+    assert r.software.torch == "2.9.0.dev20250726+cu126" and r.software.python == "3.10.12"
+    assert r.imported.claimed_time_s == pytest.approx(149.7) and r.imported.row == "36"
+    assert r.imported.environment_family == "torch-2.9-nightly"
+    assert r.environment == "record-2025-09"  # the exact nightly's environment
+    assert r.published.losses == (3.2792, 3.2792, 3.2801, 3.2799)
+    # the previous row (DropAttn) is not in the sample: no dangling parent
+    assert r.parent == ""
+
+
+def test_old_logs_parse_what_they_have(tmp_path):
+    reg = registry(tmp_path)
+    do_import(reg)
+    adamw = load_record("2024-06-06_AdamW", reg / "records")
+    (log,) = adamw.logs
+    assert log.val_loss == pytest.approx(3.275959) and log.train_time_ms is None
+    assert {"program", "pytorch version", "train time", "nvidia-smi table"} <= set(log.missing)
+    assert adamw.imported.mean_time_source == "claimed" and adamw.published.mean_time_s == 1884.0
+    assert adamw.rules.compare_hardware == () and adamw.environment  # no GPU pinned to compare; still an env
+    muon = load_record("2024-10-10_Muon", reg / "records")
+    (log,) = muon.logs
+    assert log.fingerprint.startswith("ast1-") and log.program_sha256  # SEP program SEP header layout
+    assert muon.software.torch == "2.4.1+cu121" and "python version" in log.missing
+    assert muon.parent == ""  # its previous row is not in the sample either
+
+
+def test_second_import_changes_nothing(tmp_path):
+    reg = registry(tmp_path)
+    do_import(reg)
+    before = {p.name: p.read_bytes() for p in (reg / "records").glob("*.yaml")}
+    again = do_import(reg)
+    assert again["written"] == [] and sorted(again["unchanged"]) == IMPORTED
+    assert {p.name: p.read_bytes() for p in (reg / "records").glob("*.yaml")} == before
+
+
+def test_hand_written_fields_and_comments_are_kept(tmp_path):
+    reg = registry(tmp_path, with_hand_written=True)
+    original = (reg / "records" / "2025-09-23_MuonCustomSizing.yaml").read_text()
+    result = do_import(reg)
+    # the trimmed fixture programs are not the record's: their fingerprint is regenerated with the logs
+    assert set(result["changes"]["2025-09-23_MuonCustomSizing"]) == {"logs", "imported", "program.fingerprint"}
+    text = (reg / "records" / "2025-09-23_MuonCustomSizing.yaml").read_text()
+    rules_block = original[original.index("rules:"):]
+    assert rules_block in text  # the author's rules, comments and layout, byte for byte
+    r = load_record_file(reg / "records" / "2025-09-23_MuonCustomSizing.yaml")
+    assert r.upstream.commit == "7d7952d2fb63307d54541e37dddd22d1a924b34a"  # the author's pin stays
+    assert r.rules.loss_evidence == "parent" and r.published.ml_validation == "parent"
+    assert {log.fingerprint for log in r.logs} == {r.program.fingerprint}
+    # an author edits a generated manifest: the next import keeps the edit and reports nothing changed
+    path = reg / "records" / "2024-10-10_Muon.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["rules"]["loss_evidence"] = "parent"
+    doc["notes"] = "checked by hand"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    again = do_import(reg)
+    assert "2024-10-10_Muon" in again["unchanged"]
+    kept = load_record_file(path)
+    assert kept.rules.loss_evidence == "parent" and kept.notes == "checked by hand"
+
+
+def _edge_clone(tmp_path: Path) -> Path:
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    ok = SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing"
+    logs = sorted(ok.glob("*.txt"))
+    # a row whose linked log is missing, but a log lies beside it
+    (track / "2025-01-01_MissingLog").mkdir(parents=True)
+    shutil.copy(logs[0], track / "2025-01-01_MissingLog" / "present.txt")
+    # a log without a program (starts at the header), and a binary file that is no log at all
+    (track / "2025-01-02_NoProgram").mkdir()
+    raw = logs[1].read_bytes()
+    (track / "2025-01-02_NoProgram" / "tail.txt").write_bytes(raw[raw.index(b"=" * 100):])
+    (track / "2025-01-02_NoProgram" / "garbage.txt").write_bytes(bytes(range(256)) * 4)
+    # a folder with several subfolders: the linked one is used, the others are skipped
+    for sub in ("this_pr", "baseline", "ablation"):
+        (track / "2025-01-03_Subfolders" / sub).mkdir(parents=True)
+        shutil.copy(logs[2], track / "2025-01-03_Subfolders" / sub / f"{sub}.txt")
+    t = "records/track_1_short"
+    rows = [
+        f"1 | 3.0 minutes | [Missing log](https://x) | 01/01/25 | [log]({t}/2025-01-01_MissingLog/gone.txt) | @a",
+        f"2 | 2.9 minutes | No program | 01/02/25 | [log]({t}/2025-01-02_NoProgram/tail.txt) | @b",
+        "3 | 2.8 minutes | No link at all | 01/03/25 | none | @c",
+        f"4 | 2.7 minutes | Subfolders | 01/03/25 | [log]({t}/2025-01-03_Subfolders/this_pr/this_pr.txt),[PR](x) | @d",
+        f"5 | 2.6 minutes | Not in this clone | 01/04/25 | [log]({t}/2025-01-04_Absent/a.txt) | @e",
+    ]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n\n## Rules\n")
+    return clone
+
+
+def test_edge_cases_warn_and_never_crash(tmp_path):
+    reg = registry(tmp_path)
+    result = do_import(reg, _edge_clone(tmp_path))
+    assert sorted(result["written"]) == ["2025-01-01_MissingLog", "2025-01-02_NoProgram", "2025-01-03_Subfolders"]
+    warnings = "\n".join(result["warnings"])
+    assert "gone.txt is missing; the logs beside it are used" in warnings
+    assert "garbage.txt: no final validation loss" in warnings
+    assert "2025-01-03_Subfolders/baseline/" in warnings and "2025-01-03_Subfolders/ablation/" in warnings
+    skipped = "\n".join(result["skipped_rows"])
+    assert "row 3 " in skipped and "no log link" in skipped and "2025-01-04_Absent" in skipped
+    no_program = load_record("2025-01-02_NoProgram", reg / "records")
+    tail = next(log for log in no_program.logs if log.file == "tail.txt")
+    assert tail.program_sha256 == "" and "program" in tail.missing and tail.val_loss is not None
+    # parents follow the table: row 2's parent is row 1, row 4's previous row has no link
+    assert no_program.parent == "2025-01-01_MissingLog"
+    assert load_record("2025-01-03_Subfolders", reg / "records").parent == ""
+
+
+def test_commit_comes_from_git_or_must_be_given(tmp_path):
+    reg = registry(tmp_path)
+    with pytest.raises(InputError, match="not the root of a git clone") as caught:
+        import_records(SAMPLE, reg / "records")  # a folder inside this checkout's repository: not upstream's
+    assert caught.value.exit_code == 3 and "--commit" in caught.value.fix
+    clone = tmp_path / "git-clone"
+    shutil.copytree(SAMPLE, clone)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "sample"]):
+        subprocess.run(["git", "-C", str(clone), *cmd], check=True, env=env)
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    code, out = run("--registry", str(reg), "records", "import", str(clone), "--json")
+    assert code == 0, out
+    assert json.loads(out)["commit"] == head
+    assert load_record("2024-10-10_Muon", reg / "records").upstream.commit == head
+
+
+@pytest.mark.parametrize("name", SAMPLE_RECORDS)
+def test_committed_manifests_cover_the_sample(name):
+    """The 12 manifests imported from the full sample: each loads, pins its logs and names an environment."""
+    r = load_record(name, ROOT / "manifests" / "records")
+    assert r.imported is not None and r.imported.commit == COMMIT
+    assert r.logs and all(len(log.sha256) == 64 for log in r.logs)
+    assert r.environment, f"{name} names no environment"
+    code, out = run("--registry", str(ROOT / "manifests"), "records", "show", name)
+    assert code == 0 and f"environment {r.environment}" in out and "why" in out
+
+
+def test_sample_fixture_logs_match_the_committed_manifests():
+    """Trimmed fixture logs keep their final lines: their losses and times are the committed manifests'."""
+    for name in IMPORTED:
+        r = load_record(name, ROOT / "manifests" / "records")
+        folder = SAMPLE / r.upstream.folder if name != "2025-09-23_MuonCustomSizing" else \
+            SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing"
+        pinned = {log.file: (log.val_loss, log.train_time_ms) for log in r.logs}
+        for path in sorted(folder.glob("*.*")):
+            facts = read_log_facts(path)
+            assert pinned[path.name] == (facts.val_loss, facts.train_time_ms), path.name
+
+
+def test_list_and_plot_show_the_history(tmp_path):
+    code, out = run("--registry", str(ROOT / "manifests"), "records", "list", "--json")
+    assert code == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert set(SAMPLE_RECORDS) <= set(rows)
+    muon = rows["2025-09-23_MuonCustomSizing"]
+    assert muon["claimed_time_s"] == pytest.approx(149.7) and muon["mean_time_s"] == pytest.approx(149.69, abs=0.01)
+    assert muon["environment_match"] == "exact" and muon["environment_pinned"] and muon["data_pinned"]
+    assert rows["2024-10-10_Muon"]["environment_match"] == "stable-stand-in"
+    code, out = run("--registry", str(ROOT / "manifests"), "records", "plot", "--out", str(tmp_path / "report"))
+    assert code == 0, out
+    png = (tmp_path / "report" / "records_time.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
