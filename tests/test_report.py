@@ -53,7 +53,7 @@ def test_report_in_the_speedruns_terms(runs, tmp_path, monkeypatch):
 def test_report_over_the_records_published_logs(runs, tmp_path):
     logs = shared_path("fixtures", "record-logs", RECORD)
     assert len(list(logs.glob("*.txt"))) == 4
-    _, files = report_runs(load_record(RECORD), runs[:2], tmp_path / "out")
+    _, files = report_runs(load_record(RECORD), runs[:2], tmp_path / "out", published_dir=logs)
     assert files.published_source == "the record's published logs (4 files)"
     text = (tmp_path / "out" / "report.md").read_text()
     assert "from the record's published logs (4 files)" in text and "## Verdict: **reproduced**" in text
