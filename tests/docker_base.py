@@ -23,11 +23,9 @@ import threading
 import zipfile
 from pathlib import Path
 
-from pipeline import REPO_ROOT
-
 BASE_REPOSITORY, BASE_TAG = "repro-test-base", "bookworm"
 BASE_IMAGE = f"{BASE_REPOSITORY}:{BASE_TAG}"
-BASE_SCRIPT = REPO_ROOT / "tests" / "ci" / "build-test-base.sh"
+BASE_SCRIPT = Path(__file__).resolve().parent / "ci" / "build-test-base.sh"
 ROOTFS_LABEL = "io.repro.test-base.rootfs-sha256"
 BASE_PYTHON = "3.11.2"  # bookworm's python3; the base's glibc is 2.36
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)

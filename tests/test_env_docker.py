@@ -44,12 +44,14 @@ class Workspace:
 
     def __init__(self, root: Path):
         self.root, self.wheelhouse, self.state = root, root / "wheelhouse", root / "state"
-        self.env = {**os.environ, "REPRO_MANIFESTS": str(root / "manifests"), "REPRO_STATE": str(self.state),
-                    "SOURCE_DATE_EPOCH": EPOCH}
+        self.env = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH}
 
-    def repro(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pipeline", "env", *args], capture_output=True, text=True,
-                              cwd=REPO_ROOT, env=env or self.env, timeout=600)
+    def repro(self, *args: str, root: Path | None = None, registry: Path | None = None) -> subprocess.CompletedProcess:
+        """`repro --root ROOT --registry ROOT/manifests env ARGS` (state/ and cache/ under ROOT)."""
+        root = root or self.root
+        head = ["--root", str(root), "--registry", str(registry or self.root / "manifests")]
+        return subprocess.run([sys.executable, "-m", "pipeline", *head, "env", *args], capture_output=True,
+                              text=True, cwd=REPO_ROOT, env=self.env, timeout=600)
 
     def add_environment(self, name: str, index: str, python: str = BASE_PYTHON,
                         components: str = "[python, packages]", expect: str = "") -> None:
@@ -219,14 +221,14 @@ def test_compare_finds_file_level_differences(ws, built, client, tmp_path):
     """Change one wheel's bytes: compare must name the files whose bytes differ, in the venv layer."""
     other = tmp_path / "manifests"
     shutil.copytree(ws.root / "manifests", other)
-    env = {**ws.env, "REPRO_MANIFESTS": str(other), "REPRO_STATE": str(tmp_path / "state")}
     wheelhouse = tmp_path / "wheelhouse"
     shutil.copytree(ws.wheelhouse, wheelhouse)
     make_wheel(wheelhouse, "beta", "2.1", modules={"beta/__init__.py": "VARIANT = 2\n"})
     lock = other / "environments" / "test-bookworm.lock.yaml"
     original = hashlib_of(ws.wheelhouse / "beta-2.1-py3-none-any.whl")
     lock.write_text(lock.read_text().replace(original, hashlib_of(wheelhouse / "beta-2.1-py3-none-any.whl")))
-    proc = ws.repro("build", "--env", "test-bookworm", "--wheelhouse", str(wheelhouse), "--json", env=env)
+    proc = ws.repro("build", "--env", "test-bookworm", "--wheelhouse", str(wheelhouse), "--json", root=tmp_path,
+                    registry=other)
     assert proc.returncode == 0, proc.stderr
     variant = json.loads(proc.stdout)["image_id"]
     ws.images.append(variant)

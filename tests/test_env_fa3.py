@@ -14,6 +14,7 @@ from pipeline.env.fa3 import CUTLASS_PATH, archive_source
 from pipeline.env.lock import Lock
 from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
+from pipeline.workspace import Workspace
 
 GIT = ["git", "-c", "user.name=repro-tests", "-c", "user.email=tests@repro.invalid", "-c",
        "protocol.file.allow=always", "-c", "init.defaultBranch=main"]
@@ -69,8 +70,7 @@ def test_offline_staging_checks_the_source_like_a_wheel(tmp_path, fa3_repo, monk
         "schema_version: 1\nname: t\ndescription: t\ndockerfile: docker/Dockerfile\n"
         f"bases: {{runtime: 'x@sha256:{'a' * 64}'}}\npython: 3.10.12\nplatform: {{glibc: '2.35', arch: x86_64}}\n"
         "index_url: http://127.0.0.1:9/simple\nrequirements: []\ncomponents: [python]\n")
-    monkeypatch.setenv("REPRO_MANIFESTS", str(tmp_path / "manifests"))
-    env = load_environment("t")
+    env = load_environment(Workspace.resolve(root=tmp_path, registry=tmp_path / "manifests"), "t")
     wheelhouse = tmp_path / "wheelhouse"
     archive = archive_source(fa3_repo, wheelhouse)
     pin = dict(fa3_repo, source_file=archive.name, source_sha256=hashlib.sha256(archive.read_bytes()).hexdigest())

@@ -12,6 +12,7 @@ from pipeline import REPO_ROOT
 from pipeline.env.lock import load_lock, resolve_lock
 from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
+from pipeline.workspace import Workspace
 from tests.docker_base import local_index, make_wheel, write_simple_index
 
 MANIFEST = """schema_version: 1
@@ -43,10 +44,14 @@ def manifests(tmp_path, monkeypatch):
     return root
 
 
+def _ws(manifests) -> Workspace:
+    return Workspace.resolve(root=manifests.parent, registry=manifests)
+
+
 def _write_env(manifests, index, name="tiny"):
     (manifests / "environments" / f"{name}.yaml").write_text(MANIFEST.format(name=name, index=index,
                                                                             digest="cd" * 32))
-    return load_environment(name)
+    return load_environment(_ws(manifests), name)
 
 
 def test_lock_resolves_the_closure_and_hashes_the_bytes(tmp_path, wheels, manifests):
@@ -105,7 +110,7 @@ def test_unsatisfiable_pins_fail_with_pips_reason(tmp_path, wheels, manifests):
         path = env.path
         path.write_text(path.read_text().replace("alpha==1.0", "alpha==9.9"))
         with pytest.raises(RunFailed) as err:
-            resolve_lock(load_environment("tiny"))
+            resolve_lock(load_environment(_ws(manifests), "tiny"))
     assert "alpha==9.9" in err.value.what and "requirements" in err.value.fix
 
 
@@ -115,7 +120,7 @@ def test_an_edited_manifest_makes_the_lock_stale(tmp_path, wheels, manifests):
         env = _write_env(manifests, url)
         resolve_lock(env)
     env.path.write_text(env.path.read_text().replace("A tiny", "A small"))
-    env = load_environment("tiny")
+    env = load_environment(_ws(manifests), "tiny")
     with pytest.raises(InputError) as err:
         load_lock(env).require_complete(env)
     assert "stale" in err.value.what and "repro env lock --env tiny" in err.value.fix

@@ -14,13 +14,16 @@ from pipeline.env.lock import load_lock
 from pipeline.env.manifest import environment_names, load_environment, load_environment_file
 from pipeline.errors import InputError, ManifestError
 from pipeline.records.model import load_record
+from pipeline.workspace import Workspace
+
+WS = Workspace.resolve(root=REPO_ROOT, registry=REPO_ROOT / "manifests")
 
 RECORD = "2025-09-23_MuonCustomSizing"
 
 
 def test_record_environment_is_the_records():
     record = load_record(RECORD)
-    env = load_environment(record.environment)
+    env = load_environment(WS, record.environment)
     assert env.name == "record-2025-09" and env.record == RECORD
     # FA3 comes from the record manifest, never a second copy that could drift
     assert env.flash_attention == record.software.flash_attention
@@ -33,17 +36,18 @@ def test_record_environment_is_the_records():
 
 
 def test_fallback_is_declared_and_always_a_deviation():
-    env = load_environment("record-2025-09")
-    assert env.fallbacks == ("fallback-torch-2.8",)
-    fallback = load_environment("fallback-torch-2.8")
+    env = load_environment(WS, "record-2025-09")
+    assert env.fallbacks == ("pypi-torch-2.8",)
+    fallback = load_environment(WS, "pypi-torch-2.8")
     deviations = fallback.deviations()
     assert any("2.8.0" in d and "2.9.0.dev20250726" in d for d in deviations)
-    assert fallback.expected["triton"] == "3.4.0" and fallback.expected["torch"].startswith("2.8.0")
+    assert "torch 2.8.0+cu128 instead of the record's 2.9.0.dev20250726+cu126" in deviations
+    assert fallback.expected == {"python": "3.10.12", "torch": "2.8.0+cu128", "triton": "3.4.0", "cuda": "12.8"}
+    assert fallback.index_urls == ("https://pypi.org/simple",)  # PyPI alone: verifiable ahead, never pruned
 
 
-@pytest.mark.parametrize("name", ["record-2025-09", "fallback-torch-2.8"])
-def test_shipped_locks_are_current_and_refused_while_incomplete(name):
-    env = load_environment(name)
+def test_record_lock_is_current_and_refused_while_incomplete():
+    env = load_environment(WS, "record-2025-09")
     lock = load_lock(env)
     assert lock.manifest_sha256 == env.manifest_sha256, "manifest edited without re-writing its lock"
     assert lock.flash_attention["commit"] == env.flash_attention.commit
@@ -52,7 +56,29 @@ def test_shipped_locks_are_current_and_refused_while_incomplete(name):
     assert lock.unknown_entries()
     with pytest.raises(InputError) as err:
         lock.require_complete(env)
-    assert "unresolved[" in err.value.what and f"repro env lock --env {name}" in err.value.fix
+    assert "unresolved[" in err.value.what and "repro env lock --env record-2025-09" in err.value.fix
+    # the hint names every index the lock needs, the nightly's included (not only PyPI)
+    assert "download.pytorch.org/whl/nightly/cu126" in err.value.fix
+
+
+def test_pypi_fallback_lock_is_complete_with_a_sha256_for_every_file():
+    env = load_environment(WS, "pypi-torch-2.8")
+    lock = load_lock(env)
+    assert lock.manifest_sha256 == env.manifest_sha256, "manifest edited without `repro env lock --from-pypi`"
+    lock.require_complete(env)  # no placeholder anywhere
+    assert lock.unknown_entries() == [] and lock.deviations == env.deviations()
+    for f in lock.files:
+        assert len(f.sha256) == 64 and int(f.sha256, 16) >= 0, f.name
+        assert f.url.startswith("https://files.pythonhosted.org/") and f.url.endswith(f.filename), f.name
+    versions = {f.name: f.version for f in lock.packages}
+    assert versions["torch"] == "2.8.0" and versions["triton"] == "3.4.0"
+    nvidia = [n for n in versions if n.startswith("nvidia-") and n.endswith("-cu12")]
+    assert len(nvidia) == 14 and versions["nvidia-cuda-runtime-cu12"].startswith("12.8.")
+    assert len(lock.packages) == 27  # torch's closure of 25 files, numpy and pip
+    assert {"ninja", "packaging", "setuptools", "wheel"} <= {f.name for f in lock.build_packages}
+    assert all(f.filename.endswith(".whl") for f in lock.files)
+    assert lock.flash_attention["commit"] == env.flash_attention.commit
+    assert all(ref.startswith("nvidia/cuda:12.8.1-devel-ubuntu22.04@sha256:") for ref in lock.bases.values())
 
 
 def test_build_refuses_incomplete_lock_from_the_cli():
@@ -63,10 +89,10 @@ def test_build_refuses_incomplete_lock_from_the_cli():
 
 
 def test_environment_names_exclude_locks():
-    assert environment_names() == sorted(environment_names())
-    assert not any(n.endswith(".lock") for n in environment_names())
+    assert environment_names(WS) == sorted(environment_names(WS))
+    assert not any(n.endswith(".lock") for n in environment_names(WS))
     with pytest.raises(InputError):
-        load_environment("record-2025-09.lock")
+        load_environment(WS, "record-2025-09.lock")
 
 
 def _copy_manifest(tmp_path: Path, edit) -> Path:
@@ -84,12 +110,12 @@ def _copy_manifest(tmp_path: Path, edit) -> Path:
     (lambda t: t.replace("components: [python,", "components: [pyton,"), "components[0]", "pyton"),
     (lambda t: t.replace("flash_attention: record", "flash_attention: latest"), "flash_attention", "latest"),
     (lambda t: t.replace('glibc: "2.35"', "glibc: new"), "platform.glibc", "new"),
-    (lambda t: t.replace("dockerfile: docker/Dockerfile", "dockerfile: docker/Nope"), "dockerfile", "does not exist"),
+    (lambda t: t.replace("dockerfile: docker/Dockerfile", "dockerfile: docker/Nope"), "dockerfile", "is not a file of"),
     (lambda t: t + "torch_version: 2.9\n", "torch_version", "not a known field"),
 ])
 def test_bad_manifest_names_file_field_and_fix(tmp_path, edit, field, words):
     path = _copy_manifest(tmp_path, edit)
     with pytest.raises(ManifestError) as err:
-        load_environment_file(path)
+        load_environment_file(path, WS)
     assert err.value.field == field and words in err.value.what and err.value.fix
     assert str(path) in str(err.value)

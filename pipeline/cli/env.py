@@ -1,37 +1,37 @@
-"""`repro env list|lock|build|verify|save|load|compare|check-dockerfile`: the pinned container.
+"""`repro env list|lock|build|verify|venv|save|load|compare|check-dockerfile`: the pinned environment.
 
-    repro env lock   [--env NAME] [--wheelhouse DIR]                 resolve pins -> <env>.lock.yaml
+    repro env lock   [--env NAME] [--wheelhouse DIR] [--from-pypi]   resolve pins -> <env>.lock.yaml
     repro env build  [--env NAME] [--wheelhouse DIR] [--no-cache]    image + state/image.json
     repro env verify [--env NAME] [--image ID]                       versions inside vs the lock
+    repro env venv   [--env NAME] [--wheelhouse DIR | --index-url URL] [--python PATH]
+                                                                     the lock as a virtualenv (host runtime)
     repro env save OUT.tar[.gz] / repro env load IN.tar[.gz]         image <-> tarball (+ .sha256)
 
---env defaults to $REPRO_ENV, else the environment of the newest record. A fallback environment is
-chosen by name and every use of it prints its deviations from the record.
+--env defaults to the environment of the newest record. A fallback environment is chosen by name
+and every use of it prints its deviations from the record.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from pipeline.errors import CheckFailed, InputError
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
-                          help="Environment (manifests/environments/NAME.yaml); default: $REPRO_ENV or the "
-                               "newest record's.")
+                          help="Environment (manifests/environments/NAME.yaml); default: the newest record's.")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 WHEELHOUSE_OPTION = click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path), default=None,
                                  help="Folder of the lock's files: lock fills it, build installs from it offline.")
 
 
-def _env_name(name: str | None) -> str:
+def _env_name(ws, name: str | None) -> str:
     from pipeline.env.manifest import default_environment_name
 
-    return name or os.environ.get("REPRO_ENV") or default_environment_name()
+    return name or default_environment_name(ws)
 
 
 def _say(as_json: bool):
@@ -50,14 +50,15 @@ def env():
 
 @env.command("list")
 @JSON_OPTION
-def list_(as_json):
+@pass_workspace
+def list_(ws, as_json):
     """Environments and whether each has a complete lock."""
     from pipeline.env.lock import load_lock
     from pipeline.env.manifest import environment_names, load_environment
 
     rows = []
-    for name in environment_names():
-        e = load_environment(name)
+    for name in environment_names(ws):
+        e = load_environment(ws, name)
         try:
             lock = load_lock(e)
             unknown = lock.unknown_entries()
@@ -77,14 +78,17 @@ def list_(as_json):
 @env.command()
 @ENV_OPTION
 @WHEELHOUSE_OPTION
+@click.option("--from-pypi", is_flag=True,
+              help="Take each file's sha256 from PyPI's listing instead of downloading it (PyPI-only environments).")
 @JSON_OPTION
-def lock(env_name, wheelhouse, as_json):
-    """Resolve the environment's pins to exact URLs + sha256 (needs the package index)."""
+@pass_workspace
+def lock(ws, env_name, wheelhouse, from_pypi, as_json):
+    """Resolve the environment's pins to exact URLs + sha256 (needs the environment's package indexes)."""
     from pipeline.env.lock import resolve_lock
     from pipeline.env.manifest import load_environment
 
-    environment = load_environment(_env_name(env_name))
-    result = resolve_lock(environment, wheelhouse=wheelhouse, log=_say(as_json))
+    environment = load_environment(ws, _env_name(ws, env_name))
+    result = resolve_lock(environment, wheelhouse=wheelhouse, log=_say(as_json), from_pypi=from_pypi)
     if as_json:
         emit_json({"lock": str(result.path), "sha256": result.sha256, "packages": result.packages,
                    "build_packages": result.build_packages, "bases": result.bases,
@@ -101,11 +105,12 @@ def lock(env_name, wheelhouse, as_json):
 @click.option("--tag", default=None, help="Image tag (default repro/<env>:<lock sha256 prefix>).")
 @click.option("--max-jobs", type=int, default=None, help="Parallel compile jobs for FA3 (default: CPU count).")
 @JSON_OPTION
-def build(env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
+@pass_workspace
+def build(ws, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
     from pipeline.env.build import build_image
 
-    result = build_image(_env_name(env_name), wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
+    result = build_image(ws, _env_name(ws, env_name), wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
                          log=_say(as_json), max_jobs=max_jobs)
     if as_json:
         emit_json(result)
@@ -119,11 +124,12 @@ def build(env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
 @ENV_OPTION
 @click.option("--image", default=None, help="Image id or tag (default: the one in state/image.json).")
 @JSON_OPTION
-def verify(env_name, image, as_json):
+@pass_workspace
+def verify(ws, env_name, image, as_json):
     """Run the image and compare Python, torch, triton, FA3, CUDA and packages with the lock."""
     from pipeline.env.verify import verify_image
 
-    report = verify_image(env_name, image)
+    report = verify_image(ws, env_name, image)
     if as_json:
         emit_json({"ok": report.ok, **report.__dict__, "checks": report.checks})
     else:
@@ -139,14 +145,42 @@ def verify(env_name, image, as_json):
 
 
 @env.command()
+@ENV_OPTION
+@WHEELHOUSE_OPTION
+@click.option("--index-url", default=None, metavar="URL",
+              help="Install the locked files from this index (a mirror) instead of the lock's URLs; hashes decide.")
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="Base interpreter (default: python<version> of the environment on PATH).")
+@JSON_OPTION
+@pass_workspace
+def venv(ws, env_name, wheelhouse, index_url, python, as_json):
+    """Build (or reuse) a virtualenv from the lock, hashes enforced, for `--runtime host`."""
+    from pipeline.env.lock import load_lock
+    from pipeline.env.manifest import load_environment
+    from pipeline.env.venv import build_venv
+
+    environment = load_environment(ws, _env_name(ws, env_name))
+    identity = build_venv(ws, environment, load_lock(environment), wheelhouse=wheelhouse, index_url=index_url,
+                          python=python, log=_say(as_json))
+    if as_json:
+        emit_json(identity.to_dict())
+        return
+    _deviations(identity.deviations)
+    click.echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
+               f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"
+               f"  use it: repro train --runtime host --python {identity.python}")
+
+
+@env.command()
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--image", default=None, help="Image id or tag (default: the one in state/image.json).")
 @JSON_OPTION
-def save(out, image, as_json):
+@pass_workspace
+def save(ws, out, image, as_json):
     """Write the image as a tarball (gzip if OUT ends in .gz) and OUT.sha256."""
     from pipeline.env.image import save_image
 
-    saved = save_image(out, image)
+    saved = save_image(out, image, state_directory=ws.state)
     if as_json:
         emit_json(saved)
         return
@@ -157,11 +191,12 @@ def save(out, image, as_json):
 @click.argument("tarball", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sha256", "sha256", default=None, help="Expected sha256 (default: read TARBALL.sha256).")
 @JSON_OPTION
-def load(tarball, sha256, as_json):
+@pass_workspace
+def load(ws, tarball, sha256, as_json):
     """Check a saved tarball's sha256, load it, and record it in state/image.json."""
     from pipeline.env.image import load_image
 
-    state = load_image(tarball, sha256)
+    state = load_image(tarball, sha256, state_directory=ws.state)
     if as_json:
         emit_json(state)
         return
@@ -189,9 +224,9 @@ def compare(image_a, image_b, as_json):
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path), default=None, required=False)
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", help="As the build would pass.")
 @JSON_OPTION
-def check_dockerfile_(path, build_args, as_json):
+@pass_workspace
+def check_dockerfile_(ws, path, build_args, as_json):
     """Every FROM pinned by digest, every install pinned (pip hashes, apt versions or snapshot, git commits)."""
-    from pipeline import REPO_ROOT
     from pipeline.env.dockerfile_policy import check_dockerfile
 
     args = {}
@@ -200,7 +235,7 @@ def check_dockerfile_(path, build_args, as_json):
         if not sep:
             raise InputError(f"--build-arg {item!r} has no '='", "write --build-arg NAME=VALUE")
         args[name] = value
-    report = check_dockerfile(path or REPO_ROOT / "docker" / "Dockerfile", args)
+    report = check_dockerfile(path or ws.docker_dir / "Dockerfile", args)
     if as_json:
         emit_json({"ok": report.ok, **report.__dict__})
     else:

@@ -1,6 +1,7 @@
 """Build an environment's image from its lock, through the Docker SDK's low-level build API.
 
     repro env build [--env record-2025-09] [--wheelhouse DIR] [--no-cache] [--tag T]
+    build_image(ws, "record-2025-09", log=print)
 
 One function for every environment: the record's CUDA image and the tests' bookworm image go through
 the same staging (requirements from the lock, wheelhouse checked file by file against the lock's
@@ -23,17 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import REPO_ROOT
 from pipeline.env.dockerfile_policy import check_dockerfile
 from pipeline.env.image import LABEL_PREFIX, connect, save_image_state, state_from_image
 from pipeline.env.lock import Lock, LockedFile, load_lock
 from pipeline.env.manifest import Environment, load_environment
 from pipeline.errors import InputError, Interrupted, MissingDependency, RunFailed
 from pipeline.hashing import sha256_file
+from pipeline.workspace import Workspace, checkout_root
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 WHEELHOUSE_IN_IMAGE = "/tmp/wheelhouse"
-DOCKERIGNORE = REPO_ROOT / "docker" / ".dockerignore"
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,14 @@ class BuildResult:
 
 
 def _git(*args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
+    """git in the clone the tool runs from; "" for an installed wheel (no clone) or without git."""
+    root = checkout_root()
+    if root is None:
+        return ""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    except OSError:
+        return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
@@ -122,8 +129,9 @@ def _wheelhouse_url(file: LockedFile) -> str:
 def stage_context(env: Environment, lock: Lock, context: Path, wheelhouse: Path | None) -> None:
     """The build context: Dockerfile, requirements from the lock, the checked wheels, the environment record."""
     shutil.copyfile(env.dockerfile_path, context / "Dockerfile")
-    if DOCKERIGNORE.is_file():
-        shutil.copyfile(DOCKERIGNORE, context / ".dockerignore")
+    dockerignore = env.dockerfile_path.parent / ".dockerignore"
+    if dockerignore.is_file():
+        shutil.copyfile(dockerignore, context / ".dockerignore")
     for folder in ("requirements", "wheelhouse", "fa3"):
         (context / folder).mkdir()
     files = {f.filename: f for f in lock.packages + lock.build_packages}
@@ -207,13 +215,14 @@ def _stream_build(client, log: Callable[[str], None], **kwargs) -> tuple[str, in
     return image_id, step
 
 
-def build_image(env_name: str, wheelhouse: Path | None = None, nocache: bool = False, tag: str | None = None,
-                client=None, log: Callable[[str], None] = lambda line: None, state_directory: Path | None = None,
-                max_jobs: int | None = None) -> BuildResult:
-    env = load_environment(env_name)
+def build_image(ws: Workspace, env_name: str, wheelhouse: Path | None = None, nocache: bool = False,
+                tag: str | None = None, client=None, log: Callable[[str], None] = lambda line: None,
+                max_jobs: int | None = None, lock_file: Path | None = None) -> BuildResult:
+    """Build env_name's image from its committed lock (or `lock_file`, one resolved on this node)."""
+    env = load_environment(ws, env_name)
     for deviation in env.deviations():
         log(f"DEVIATION: {deviation}")
-    lock = load_lock(env)
+    lock = load_lock(env, lock_file)
     lock.require_complete(env)
     epoch = source_date_epoch()
     args = build_args(env, lock, epoch, max_jobs or os.cpu_count() or 1)
@@ -255,7 +264,7 @@ def build_image(env_name: str, wheelhouse: Path | None = None, nocache: bool = F
                             "check the engine (`docker info`) and its free disk space") from None
     seconds = time.monotonic() - started
     state = state_from_image(client, image_id, "build", build_seconds=round(seconds, 1))
-    state_path = save_image_state(state, state_directory)
+    state_path = save_image_state(state, ws.state)
     log(f"built {image_id} as {tag} in {seconds:.1f}s; recorded in {state_path}")
     return BuildResult(image_id=image_id, tag=tag, environment=env.name, lock_sha256=lock.sha256,
                        labels=state.labels, layers=state.layers, deviations=lock.deviations, seconds=round(seconds, 1),

@@ -12,36 +12,30 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pipeline import REPO_ROOT
-from pipeline.errors import CheckFailed, InputError, MissingDependency, RunFailed
+from pipeline.errors import CheckFailed, InputError, RunFailed
 
 LABEL_PREFIX = "io.repro."
 CHUNK = 1 << 20
 
 
 def connect(timeout: int = 600):
-    """A low-level Docker API client for the engine DOCKER_HOST names (or the local socket)."""
-    import docker
+    """The low-level API of the one Docker client (pipeline/docker_engine.py)."""
+    from pipeline.docker_engine import connect as engine
 
-    try:
-        client = docker.APIClient(timeout=timeout, **docker.utils.kwargs_from_env())
-        client.ping()
-        return client
-    except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        raise MissingDependency(
-            f"no Docker engine answers at {where} ({exc.__class__.__name__})",
-            "start one: `make docker-engine` (installs docker.io and starts dockerd, as root) or "
-            "`sudo systemctl start docker`; if the engine runs elsewhere, set DOCKER_HOST to it") from None
+    return engine(timeout).api
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get("REPRO_STATE", REPO_ROOT / "state"))
+def state_dir(directory: Path | None = None) -> Path:
+    """Where image.json lives: the given folder, else the default workspace's state/ (pass ws.state)."""
+    if directory is not None:
+        return Path(directory)
+    from pipeline.workspace import Workspace
+
+    return Workspace.resolve().state
 
 
 @dataclass(frozen=True)
@@ -89,7 +83,7 @@ def state_from_image(client, image: str, source: str, **extra) -> ImageState:
 
 
 def save_image_state(state: ImageState, directory: Path | None = None) -> Path:
-    path = (directory or state_dir()) / "image.json"
+    path = state_dir(directory) / "image.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     from pipeline.atomic import write_text
 
@@ -99,7 +93,7 @@ def save_image_state(state: ImageState, directory: Path | None = None) -> Path:
 
 def load_image_state(directory: Path | None = None) -> ImageState:
     """What `repro env build` or `repro env load` recorded last; later stages run this image."""
-    path = (directory or state_dir()) / "image.json"
+    path = state_dir(directory) / "image.json"
     if not path.is_file():
         raise InputError(f"no image recorded ({path} is absent)",
                          "build it with `repro env build` or load a tarball with `repro env load FILE`")
@@ -125,10 +119,10 @@ def _sha_sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def save_image(out: Path, image: str | None = None, client=None) -> SavedImage:
+def save_image(out: Path, image: str | None = None, client=None, state_directory: Path | None = None) -> SavedImage:
     """docker save into out (gzip when out ends in .gz), hashing the bytes as they are written."""
     client = client or connect()
-    image = image or load_image_state().image_id
+    image = image or load_image_state(state_directory).image_id
     import docker
 
     try:

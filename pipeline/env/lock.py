@@ -1,11 +1,17 @@
 """Environment locks: the exact files an environment installs, each with URL and sha256.
 
     repro env lock --env record-2025-09 [--wheelhouse DIR]
+    repro env lock --env pypi-torch-2.8 --from-pypi
 
 pip resolves the manifest's requirements for the image's Python and platform (a dry run with a
 JSON report: pip is the resolver, not us); then every resolved file is downloaded and hashed here,
 from its bytes, and checked against any sha256 the index announced. With --wheelhouse the files
 are kept, so `repro env build --wheelhouse DIR` can later build with no network at all.
+
+--from-pypi takes each file's sha256 from PyPI's own listing (pip's report carries it) instead of
+downloading: the CUDA wheels of a torch closure are gigabytes, and PyPI never changes a published
+file's bytes, so its sha256 is the pin. Every install later enforces it (`pip --require-hashes`).
+It is refused for an environment that names any index besides PyPI.
 
 The lock is written without timestamps: locking the same inputs twice gives the same bytes, so
 its sha256 (an image label) names the inputs.
@@ -13,27 +19,26 @@ its sha256 (an image label) names the inputs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment, lock_path
+from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment
 from pipeline.errors import InputError, ManifestError, MissingDependency, RunFailed
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.redact import public_url, scrub_urls
 
 SCHEMA_VERSION = 1
+PYPI_SIMPLE = "https://pypi.org/simple"
 LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand:\n"
                "# empty sha256 and `unresolved` entries are unknown; `repro env lock --env {name}` fills them.\n")
 
@@ -89,8 +94,15 @@ class Lock:
             more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
             raise InputError(f"{self.path}: entry {unknown[0]} is not resolved to a file with a sha256{more}; the "
                              "build installs only hashed files",
-                             f"run `repro env lock --env {env.name}` on a machine with network access "
-                             "(add --wheelhouse DIR to keep the files for an offline build)")
+                             f"run `repro env lock --env {env.name}` on a machine that reaches "
+                             f"{' and '.join(env.index_urls)} (add --wheelhouse DIR to keep the files for an "
+                             "offline build)")
+
+    @property
+    def files(self) -> tuple[LockedFile, ...]:
+        """Every file the environment installs: the runtime closure, then the build packages not in it."""
+        names = {f.filename for f in self.packages}
+        return self.packages + tuple(f for f in self.build_packages if f.filename not in names)
 
 
 def _locked_files(f: Fields, key: str) -> tuple[LockedFile, ...]:
@@ -118,8 +130,9 @@ def load_lock_file(path: Path) -> Lock:
                 notes=top.list_of("notes", str, required=False), path=Path(path))
 
 
-def load_lock(env: Environment) -> Lock:
-    path = lock_path(env.name)
+def load_lock(env: Environment, path: Path | None = None) -> Lock:
+    """The environment's committed lock (beside its manifest), or the one at `path` (resolved on a node)."""
+    path = Path(path or env.lock_path)
     if not path.is_file():
         raise InputError(f"environment {env.name} has no lock ({path})",
                          f"run `repro env lock --env {env.name}` on a machine with network access")
@@ -182,7 +195,11 @@ def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) 
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_pip_env())
     if proc.returncode != 0:
         tail = "\n".join(_public_url_text(line) for line in proc.stderr.strip().splitlines()[-8:])
-        fix = f"check the requirements in {env.path} and that {_public_url(env.index_url)} is reachable"
+        indexes = " and ".join(_public_url(u) for u in env.index_urls)
+        fix = f"check the requirements in {env.path} and that {indexes} is reachable from here"
+        if "No matching distribution" in proc.stderr and env.extra_index_urls:
+            fix = (f"a pinned file is on none of {indexes} any more (nightlies are pruned): lock from a wheelhouse "
+                   "that kept it, or use the environment's declared fallback")
         if "DO NOT MATCH THE HASHES" in proc.stderr:
             fix = "a file on the index does not match the sha256 the index announces: do not use it until explained"
         raise RunFailed(f"pip could not resolve environment {env.name}:\n{tail}", fix)
@@ -192,30 +209,24 @@ def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) 
 
 
 def _download(url: str, dest: Path | None) -> str:
-    """Stream url (http, https or file) through sha256, into dest when given (atomically)."""
-    digest = hashlib.sha256()
-    tmp = dest.with_name(dest.name + ".partial") if dest is not None else None
-    if tmp is not None:
-        tmp.parent.mkdir(parents=True, exist_ok=True)
+    """Stream url (http, https or file) through sha256, into dest when given (pipeline/http.py: retries,
+    resume of dest's .partial, atomic rename)."""
+    from pipeline.atomic import commit
+    from pipeline.http import HttpRefused, Policy, download
+
+    part = dest.with_name(dest.name + ".partial") if dest is not None else None
+    if part is not None:
+        part.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with urllib.request.urlopen(url, timeout=120) as resp:
-            out = tmp.open("wb") if tmp is not None else None
-            try:
-                for chunk in iter(lambda: resp.read(1 << 20), b""):
-                    digest.update(chunk)
-                    if out is not None:
-                        out.write(chunk)
-            finally:
-                if out is not None:
-                    out.close()
-    except OSError as exc:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-        raise MissingDependency(f"could not download {_public_url(url)}: {exc}",
+        got = download(url, part, policy=Policy(timeout_s=120))
+    except HttpRefused as exc:
+        if part is not None:
+            part.unlink(missing_ok=True)
+        raise MissingDependency(f"could not download {_public_url(url)}: {exc.what}",
                                 "check the network or the index, then re-run `repro env lock`") from None
-    if tmp is not None:
-        tmp.replace(dest)
-    return digest.hexdigest()
+    if part is not None:
+        commit(part, dest)
+    return got.sha256
 
 
 def fetch_and_hash(url: str, dest: Path | None, announced: str = "") -> str:
@@ -231,15 +242,24 @@ def fetch_and_hash(url: str, dest: Path | None, announced: str = "") -> str:
     return sha
 
 
-def _lock_files(items: list[dict], wheelhouse: Path | None, log: Callable[[str], None]) -> tuple[LockedFile, ...]:
+def _lock_files(items: list[dict], wheelhouse: Path | None, log: Callable[[str], None],
+                hashes: str = "download") -> tuple[LockedFile, ...]:
+    """Each resolved file with its sha256: from its bytes (`download`), or as the index announced it (`index`)."""
     out = []
     for item in sorted(items, key=lambda i: i["metadata"]["name"].lower()):
         info = item["download_info"]
         url = info["url"]
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
         announced = info.get("archive_info", {}).get("hashes", {}).get("sha256", "")
-        sha = fetch_and_hash(url, wheelhouse / filename if wheelhouse else None, announced)
-        log(f"  {filename}  sha256 {sha}" + ("  (matches the index)" if announced else ""))
+        if hashes == "index" and wheelhouse is None:
+            if not announced:
+                raise RunFailed(f"the index announced no sha256 for {filename}",
+                                "lock without --from-pypi (every file is then downloaded and hashed here)")
+            sha = announced
+            log(f"  {filename}  sha256 {sha}  (as the index announces it)")
+        else:
+            sha = fetch_and_hash(url, wheelhouse / filename if wheelhouse else None, announced)
+            log(f"  {filename}  sha256 {sha}" + ("  (matches the index)" if announced else ""))
         name = item["metadata"]["name"].lower().replace("_", "-").replace(".", "-")
         out.append(LockedFile(name=name, version=item["metadata"]["version"], url=_public_url(url),
                               filename=filename, sha256=sha))
@@ -255,9 +275,9 @@ def resolve_bases(env: Environment, client=None) -> dict:
             out[stage] = ref
             continue
         if client is None:
-            from pipeline.env.image import connect
+            from pipeline.docker_engine import connect
 
-            client = connect()
+            client = connect().api
         import docker
 
         try:
@@ -268,19 +288,33 @@ def resolve_bases(env: Environment, client=None) -> dict:
     return out
 
 
+def check_pypi_only(env: Environment) -> None:
+    """--from-pypi trusts the index's sha256: only for PyPI, which never replaces a published file."""
+    others = [_public_url(u) for u in env.index_urls if u.rstrip("/") != PYPI_SIMPLE]
+    if others:
+        raise InputError(f"environment {env.name} resolves from {', '.join(others)}, not from PyPI alone",
+                         f"lock it without --from-pypi: `repro env lock --env {env.name}` (downloads and hashes "
+                         "every file)")
+
+
 def resolve_lock(env: Environment, wheelhouse: Path | None = None, client=None,
-                 log: Callable[[str], None] = lambda line: None) -> Lock:
-    """Resolve env to a lock and write it beside the manifest. Needs the index (network or local)."""
+                 log: Callable[[str], None] = lambda line: None, from_pypi: bool = False,
+                 out: Path | None = None, notes: tuple[str, ...] = ()) -> Lock:
+    """Resolve env to a lock and write it to `out` (default: beside the manifest). Needs the index."""
+    if from_pypi:
+        check_pypi_only(env)
+    hashes = "index" if from_pypi else "download"
     if wheelhouse is not None:
         wheelhouse.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
-        log(f"resolving {len(env.requirements)} requirements for Python {env.python} ({env.platform_tags()[0]})")
-        packages = _lock_files(pip_resolve(env, env.requirements, Path(tmp) / "run"), wheelhouse, log)
+        log(f"resolving {len(env.requirements)} requirements for Python {env.python} ({env.platform_tags()[0]}) "
+            f"from {' and '.join(_public_url(u) for u in env.index_urls)}")
+        packages = _lock_files(pip_resolve(env, env.requirements, Path(tmp) / "run"), wheelhouse, log, hashes)
         build_packages: tuple[LockedFile, ...] = ()
         if env.build_requirements:
             log(f"resolving the builder stage ({len(env.build_requirements)} more requirements)")
             items = pip_resolve(env, env.requirements + env.build_requirements, Path(tmp) / "build")
-            build_packages = _lock_files(items, wheelhouse, log)
+            build_packages = _lock_files(items, wheelhouse, log, hashes)
     pip_version = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True,
                                  env=_pip_env()).stdout.split()[1]
     fa = env.flash_attention
@@ -288,14 +322,19 @@ def resolve_lock(env: Environment, wheelhouse: Path | None = None, client=None,
         "repository": fa.repository, "commit": fa.commit, "cutlass_commit": fa.cutlass_commit,
         "subdirectory": fa.subdirectory, "build_env": dict(sorted(fa.build_env.items()))}
     if fa_pin is not None and wheelhouse is not None:
-        from .env_fa3 import archive_source
+        from pipeline.env.fa3 import archive_source
 
         log(f"packing FA3 {fa.commit[:12]} (cutlass {fa.cutlass_commit[:12]}) into the wheelhouse")
         archive = archive_source(fa_pin, wheelhouse)
         fa_pin.update(source_file=archive.name, source_sha256=sha256_file(archive))
+    how = "sha256 as PyPI announces it" if from_pypi else "sha256 of the downloaded bytes"
     lock = Lock(environment=env.name, manifest_sha256=env.manifest_sha256,
-                resolved_by=f"repro env lock (pip {pip_version})", python=env.python,
-                bases=resolve_bases(env, client), packages=packages, build_packages=build_packages,
-                flash_attention=fa_pin, expect=env.expected, deviations=env.deviations(), path=lock_path(env.name))
-    lock.path.write_text(lock_to_yaml(lock))
+                resolved_by=f"repro env lock{' --from-pypi' if from_pypi else ''} (pip {pip_version}; {how})",
+                python=env.python, bases=resolve_bases(env, client), packages=packages, build_packages=build_packages,
+                flash_attention=fa_pin, expect=env.expected, deviations=env.deviations(),
+                path=Path(out or env.lock_path), notes=tuple(notes))
+    from pipeline.atomic import write_text
+
+    lock.path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(lock.path, lock_to_yaml(lock))
     return load_lock_file(lock.path)

@@ -1,6 +1,7 @@
 """Environment manifests: manifests/environments/<name>.yaml loaded once into frozen types.
 
-    repro env lock --env record-2025-09        (reads this, writes <name>.lock.yaml)
+    env = load_environment(ws, "record-2025-09")   (ws: pipeline.workspace.Workspace)
+    repro env lock --env record-2025-09            (reads this, writes <name>.lock.yaml beside it)
 
 An environment says what to pin: the base images (by digest), the exact Python, the top-level
 pip requirements (the lock holds the resolved closure with URLs and sha256), the Dockerfile that
@@ -15,11 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import REPO_ROOT
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
-from pipeline.records.model import FlashAttentionPin, load_record, manifests_dir
+from pipeline.records.model import FlashAttentionPin, Software, load_record
+from pipeline.workspace import Workspace
 
 SCHEMA_VERSION = 1
 COMPONENTS = ("python", "torch", "triton", "flash_attention", "cuda", "packages")
@@ -32,7 +33,8 @@ LOCAL_TAG_RE = re.compile(r"^local:(?P<tag>[^\s@]+)$")
 class Environment:
     name: str
     description: str
-    dockerfile: str  # relative to the repository root
+    dockerfile: str  # as written: docker/<file>, the tool's docker folder
+    dockerfile_path: Path
     record: str  # "" for environments that serve no record (tests, demos)
     deviation: str  # "" for the record's own environment; why it differs otherwise
     fallbacks: tuple[str, ...]
@@ -51,20 +53,26 @@ class Environment:
     components: tuple[str, ...]
     expect: dict  # component -> version string that verify compares against
     path: Path
-
-    @property
-    def dockerfile_path(self) -> Path:
-        return REPO_ROOT / self.dockerfile
+    record_software: Software | None = None  # the record's pins, read once with the manifest
 
     @property
     def manifest_sha256(self) -> str:
         return sha256_file(self.path)
+
+    @property
+    def lock_path(self) -> Path:
+        """The committed lock, beside the manifest."""
+        return self.path.with_name(f"{self.name}.lock.yaml")
 
     def platform_tags(self) -> list[str]:
         """manylinux tags this base runs, newest first: pip's --platform wants every one listed."""
         major, minor = (int(x) for x in self.glibc.split("."))
         tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
         return tags + [f"manylinux2014_{self.arch}", f"linux_{self.arch}"]
+
+    @property
+    def index_urls(self) -> tuple[str, ...]:
+        return (self.index_url, *self.extra_index_urls)
 
     @property
     def expected(self) -> dict:
@@ -76,8 +84,8 @@ class Environment:
         out = []
         if self.deviation:
             out.append(f"environment {self.name}: {self.deviation}")
-        if self.record:
-            software = load_record(self.record).software
+        software = self.record_software
+        if software is not None:
             for component, pinned in (("python", software.python), ("torch", software.torch),
                                       ("triton", software.triton), ("cuda", software.torch_cuda)):
                 ours = self.expected.get(component, "")
@@ -86,17 +94,17 @@ class Environment:
         return tuple(out)
 
 
-def environments_dir() -> Path:
-    return manifests_dir() / "environments"
-
-
-def environment_names() -> list[str]:
-    return sorted(p.name[: -len(".yaml")] for p in environments_dir().glob("*.yaml")
+def environment_names(ws: Workspace) -> list[str]:
+    return sorted(p.name[: -len(".yaml")] for p in ws.environments_dir.glob("*.yaml")
                   if not p.name.endswith(".lock.yaml"))
 
 
-def lock_path(name: str) -> Path:
-    return environments_dir() / f"{name}.lock.yaml"
+def _dockerfile_path(ws: Workspace, dockerfile: str) -> Path:
+    """docker/<file> names a file of the tool's docker folder (the checkout's, or the wheel's copy)."""
+    relative = Path(dockerfile)
+    if relative.parts[:1] == ("docker",):
+        return ws.docker_dir.joinpath(*relative.parts[1:])
+    return ws.docker_dir.parent / relative
 
 
 def _bases(f: Fields) -> dict:
@@ -112,7 +120,7 @@ def _bases(f: Fields) -> dict:
     return bases
 
 
-def load_environment_file(path: Path) -> Environment:
+def load_environment_file(path: Path, ws: Workspace) -> Environment:
     top = Fields(load_yaml(path), path)
     check_schema_version(top, SCHEMA_VERSION)
     top.only("schema_version", "name", "description", "dockerfile", "record", "deviation", "fallbacks", "bases",
@@ -123,10 +131,12 @@ def load_environment_file(path: Path) -> Environment:
         raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
                        "name the file <name>.yaml or correct the name field")
     dockerfile = top.req("dockerfile", str)
-    if not (REPO_ROOT / dockerfile).is_file():
-        raise top.fail("dockerfile", f"{dockerfile} does not exist under {REPO_ROOT}",
-                       "give the Dockerfile's path relative to the repository root")
+    dockerfile_path = _dockerfile_path(ws, dockerfile)
+    if ".." in Path(dockerfile).parts or not dockerfile_path.is_file():
+        raise top.fail("dockerfile", f"{dockerfile} is not a file of {ws.docker_dir}",
+                       "write docker/<file> naming one of the tool's Dockerfiles")
     record = top.opt("record", str, "")
+    record_software = load_record(record, ws.records_dir).software if record else None
     fa_source = top.opt("flash_attention", str, "")
     if fa_source not in ("", "record"):
         raise top.fail("flash_attention", f"is {fa_source!r}",
@@ -136,7 +146,7 @@ def load_environment_file(path: Path) -> Environment:
         if not record:
             raise top.fail("flash_attention", "takes the pin from the record but no record is named",
                            "add `record: <record name>`")
-        flash_attention = load_record(record).software.flash_attention
+        flash_attention = record_software.flash_attention
         if flash_attention is None:
             raise top.fail("flash_attention", f"record {record} pins no flash_attention",
                            "add software.flash_attention to the record or drop it here")
@@ -154,7 +164,8 @@ def load_environment_file(path: Path) -> Environment:
     if not re.match(r"^\d+\.\d+$", glibc):
         raise platform.fail("glibc", f"is {glibc!r}", "write the base image's glibc version, e.g. \"2.35\"")
     return Environment(
-        name=name, description=top.req("description", str).strip(), dockerfile=dockerfile, record=record,
+        name=name, description=top.req("description", str).strip(), dockerfile=dockerfile,
+        dockerfile_path=dockerfile_path, record=record, record_software=record_software,
         deviation=top.opt("deviation", str, "").strip(), fallbacks=top.list_of("fallbacks", str, required=False),
         bases=_bases(top.sub("bases")), python=top.req("python", str), glibc=glibc,
         arch=platform.req("arch", str), apt_snapshot=top.opt("apt_snapshot", str, ""),
@@ -165,19 +176,19 @@ def load_environment_file(path: Path) -> Environment:
         expect={str(k): str(v) for k, v in expect.items()}, path=Path(path))
 
 
-def load_environment(name: str) -> Environment:
-    path = environments_dir() / f"{name}.yaml"
-    if name.endswith(".lock") or not path.is_file():
-        known = ", ".join(environment_names()) or "none"
-        raise InputError(f"unknown environment {name!r} (no {path})", f"use one of: {known}")
-    return load_environment_file(path)
+def load_environment(ws: Workspace, name: str) -> Environment:
+    path = ws.environments_dir / f"{name}.yaml"
+    if name.endswith(".lock") or "/" in name or name.startswith(".") or not path.is_file():
+        known = ", ".join(environment_names(ws)) or "none"
+        raise InputError(f"unknown environment {name!r} (no {path})", f"use one of: {known} (`repro env list`)")
+    return load_environment_file(path, ws)
 
 
-def default_environment_name(record: str | None = None) -> str:
+def default_environment_name(ws: Workspace, record: str | None = None) -> str:
     """The environment a record names; the newest record's when none is given."""
     from pipeline.records.model import record_names
 
-    names = [record] if record else record_names()[-1:]
+    names = [record] if record else record_names(ws.records_dir)[-1:]
     if not names:
-        raise InputError("no record manifests found", f"add one under {manifests_dir() / 'records'}")
-    return load_record(names[0]).environment
+        raise InputError("no record manifests found", f"add one under {ws.records_dir}")
+    return load_record(names[0], ws.records_dir).environment

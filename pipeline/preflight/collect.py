@@ -32,33 +32,6 @@ from pipeline.preflight.parse import (
 )
 from pipeline.redact import URL_CREDENTIALS
 
-# Printed by the python of the runtime that will train: the versions a run would actually get.
-VERSIONS_SNIPPET = r"""
-import json, sys
-out = {"python": sys.version}
-try:
-    import torch
-except Exception as exc:
-    out["error"] = "import torch failed: %r" % (exc,)
-else:
-    out["torch"] = torch.__version__
-    out["cuda"] = torch.version.cuda
-    out["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    try:
-        out["nccl"] = torch.cuda.nccl.version()
-    except Exception:
-        out["nccl"] = None
-    out["cuda_available"] = torch.cuda.is_available()
-    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
-    out["devices"] = [torch.cuda.get_device_name(i) for i in range(out["device_count"])]
-try:
-    import triton
-    out["triton"] = triton.__version__
-except Exception:
-    out["triton"] = None
-print(json.dumps(out))
-"""
-
 # Saved outputs: what a folder such as ../shared/fixtures/hosts/h200-1gpu holds for each source.
 SAVED_FILES = {
     "nvidia-smi -q -x": "nvidia-smi-q.xml",
@@ -88,8 +61,10 @@ class SourceMissing(Exception):
 class HostSources:
     """This machine: subprocesses, /proc and /etc, statvfs, the Docker SDK."""
 
-    def __init__(self, timeout_s: float = 60.0, python: str = sys.executable):
-        self.timeout_s, self.python = timeout_s, python
+    def __init__(self, timeout_s: float = 60.0, python: str = sys.executable, image: str | None = None,
+                 state_dir: Path | None = None):
+        # the docker runtime's image: given, else the one `repro env build` recorded in state_dir (ws.state)
+        self.timeout_s, self.python, self.image, self.state_dir = timeout_s, python, image, state_dir
         self.description = "this machine"
 
     def _run(self, argv: list[str], timeout_s: float | None = None) -> str:
@@ -147,53 +122,40 @@ class HostSources:
                          free_bytes=st.f_bavail * st.f_frsize, present_bytes=present_bytes)
 
     def runtime(self, runtime: str) -> tuple[str, str, str | None]:
-        """(the snippet's output, where it ran, why GPUs were not given) in the runtime that will train."""
+        """(the runtime probe's output, where it ran, why GPUs were not given) in the runtime that will train."""
+        from pipeline.probe import interpreter_argv
+
         if runtime == "host":
-            return self._run([self.python, "-c", VERSIONS_SNIPPET], timeout_s=180), f"host: {self.python}", None
-        return _run_in_image(VERSIONS_SNIPPET)
+            return self._run(interpreter_argv(self.python), timeout_s=180), f"host: {self.python}", None
+        image = self._image_reference()
+        try:
+            from pipeline.docker_engine import run_snippet
+
+            # a throwaway container, removed whatever happens (pipeline/docker_engine.py)
+            done = run_snippet(image, interpreter_argv("python3"), gpus=True, timeout_s=180,
+                               labels={"io.repro.role": "preflight"}, client=_docker_client())
+        except ReproError as exc:
+            raise SourceMissing(f"could not run {image}: {exc.what[:200]}") from None
+        return done.stdout, f"docker: {image}", done.gpu_access_error
+
+    def _image_reference(self) -> str:
+        if self.image:
+            return self.image
+        from pipeline.env.image import load_image_state  # written by `repro env build`
+
+        try:
+            return load_image_state(self.state_dir).image_id
+        except ReproError as exc:
+            raise SourceMissing(f"no usable image: {exc.what}") from None
 
 
 def _docker_client():
-    try:
-        import docker
+    from pipeline.docker_engine import connect
 
-        client = docker.from_env(timeout=10)
-        client.ping()
-        return client
-    except Exception as exc:  # the SDK raises several types for "no daemon"
-        raise SourceMissing(f"Docker daemon not reachable ({type(exc).__name__}: {str(exc)[:160]})") from None
-
-
-def _image_reference() -> str:
     try:
-        from pipeline.env.image import load_image_state  # written by `repro env build`; may not exist in this checkout
-    except ImportError:
-        raise SourceMissing("this checkout has no image support (pipeline/env/image.py)") from None
-    try:
-        return load_image_state().image_id
+        return connect(timeout=10)
     except ReproError as exc:
-        raise SourceMissing(f"no usable image: {exc.what}") from None
-
-
-def _run_in_image(snippet: str) -> tuple[str, str, str | None]:
-    image = _image_reference()
-    client = _docker_client()
-    import docker  # importable: _docker_client just used it
-    gpus = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    try:
-        try:
-            out = client.containers.run(image, ["-c", snippet], entrypoint="python3", device_requests=gpus,
-                                        remove=True, stderr=False)
-            return out.decode(), f"docker: {image}", None
-        except docker.errors.APIError as exc:
-            # No GPU runtime: still read the versions, and say why containers get no GPU.
-            reason = _URL_CREDENTIALS.sub("[REDACTED]", str(getattr(exc, "explanation", None) or exc)[:200])
-            out = client.containers.run(image, ["-c", snippet], entrypoint="python3", remove=True, stderr=False)
-            return out.decode(), f"docker: {image}", reason
-    except docker.errors.DockerException as exc:
-        raise SourceMissing(f"could not run {image}: {str(exc)[:200]}") from None
-    finally:
-        client.close()
+        raise SourceMissing(f"Docker daemon not reachable ({exc.what[:200]})") from None
 
 
 class SavedSources:

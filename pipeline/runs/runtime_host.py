@@ -2,15 +2,17 @@
 containers (common on rented GPUs) and for development machines.
 
     repro train --trainer native --runtime host --preset tiny --data-dir data/synth
+    repro train --runtime host --python ~/.cache/repro/venvs/<key>/bin/python    (a `repro env venv`)
 
 The trainer runs in its own session, so Ctrl-C reaches only repro, which then stops the whole
-process group (torchrun and its workers) itself and still writes the run's status. The Python,
-PyTorch and Triton found are recorded in run.yaml (`host_environment`).
+process group (torchrun and its workers) itself and still writes the run's status. The Python that
+trains is repro's own unless a virtualenv built by `repro env venv` is given; what the runtime probe
+(pipeline/probe.py) finds in it is recorded in run.yaml (`host_environment`), with the venv's
+identity (key, lock sha256, python, path) when there is one.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import shutil
@@ -25,39 +27,18 @@ from pipeline.runs.launch import Launch, Outcome, Tee, interrupts_deferred
 
 STOP_TIMEOUT_S = 30  # torchrun gives workers time to exit after SIGTERM before it kills them
 
-_PROBE = """
-import json, platform
-out = {"python": platform.python_version(), "executable": __import__("sys").executable}
-try:
-    import torch
-    out.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
-               cuda_devices=torch.cuda.device_count() if torch.cuda.is_available() else 0)
-except Exception as exc:
-    out["torch_error"] = f"{type(exc).__name__}: {exc}"
-try:
-    import triton
-    out["triton"] = triton.__version__
-except Exception:
-    out["triton"] = None
-print(json.dumps(out))
-"""
-
-
 def probe_environment(python: str = sys.executable) -> dict:
-    """Versions of the interpreter that will train: Python, torch (+ its CUDA), Triton, visible GPUs."""
-    try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise MissingDependency(f"cannot run {python} to read its torch version: {exc}",
-                                "check the Python environment, or use --runtime docker") from None
-    if done.returncode != 0:
-        raise MissingDependency(f"{python} failed to report its versions: {done.stderr.strip()[-300:]}",
-                                "check the Python environment, or use --runtime docker")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    if "torch_error" in found:
-        raise MissingDependency(f"PyTorch is not importable in {python}: {found['torch_error']}",
-                                "install it (`pip install -e '.[train]'`), or use --runtime docker")
-    return found
+    """What the interpreter that will train has (pipeline/probe.py's keys); torch must import."""
+    from pipeline.probe import probe_interpreter
+
+    found = probe_interpreter(python)
+    if found.torch is None:
+        raise MissingDependency(f"PyTorch is not importable in {python}: {found.errors.get('torch')}",
+                                "build an environment with `repro env venv`, install torch "
+                                "(`pip install -e '.[train]'`), or use --runtime docker")
+    data = found.to_dict()
+    data.pop("packages", None)
+    return data
 
 
 def find_torchrun(python: str = sys.executable) -> str:

@@ -1,0 +1,222 @@
+"""A virtualenv from an environment's lock, for the host runtime (nodes that are containers, no Docker).
+
+    repro env venv [--env NAME] [--wheelhouse DIR] [--index-url URL] [--python PATH]
+    identity = build_venv(ws, env, lock, log=print)   # VenvIdentity: key, lock sha256, python, path
+
+The same lock the image installs, with the same rule: every file is named by the lock and checked
+against its sha256 (`pip install --require-hashes --no-deps` from a requirements file written from
+the lock), so nothing unpinned enters. Files come from the lock's own URLs, from a local folder
+(--wheelhouse, no network) or from another index (--index-url: a mirror; the hashes still decide).
+
+The venv lives in ws.cache/venvs/<key>, key = sha256 of (lock sha256, the base Python's exact
+version, its platform): a second call with the same inputs finds it complete and reuses it without
+installing anything. A venv is not relocatable (its scripts name their own path), so it is built in
+place; a marker file written last (repro-venv.json) says it is complete, and a folder without it
+is an interrupted build, removed and built again. A file lock keeps two builders apart.
+
+FA3: a flash_attn wheel in the wheelhouse is installed (--no-deps) and its sha256 recorded in the
+identity; without one the venv has no FA3 and says so (the record's program then runs on the
+FlexAttention stand-in, a declared deviation). Building FA3 from source here is not done.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.env.lock import Lock, LockedFile
+from pipeline.env.manifest import Environment
+from pipeline.errors import InputError, MissingDependency, RunFailed
+from pipeline.hashing import sha256_bytes, sha256_file
+from pipeline.workspace import Workspace
+
+MARKER = "repro-venv.json"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class VenvIdentity:
+    """What a run records about the venv it trained in (as a docker run records its image id)."""
+
+    key: str
+    environment: str
+    lock_sha256: str
+    python: str  # the venv's interpreter: what trains
+    python_version: str
+    platform: str
+    path: str
+    packages: int  # files installed from the lock
+    fa3_wheel: str | None  # "<filename> sha256:<hex>" or None when the venv has no FA3
+    deviations: tuple[str, ...]
+    reused: bool = False
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["deviations"] = list(self.deviations)
+        return data
+
+
+def _base_facts(python: str) -> tuple[str, str]:
+    """(exact version, platform tag) of the interpreter the venv is made from."""
+    code = "import platform, sys; print(platform.python_version()); print(sys.platform + '-' + platform.machine())"
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MissingDependency(f"cannot run the base Python {python}: {exc}",
+                                "give --python PATH to a CPython of the environment's version") from None
+    if done.returncode != 0:
+        raise MissingDependency(f"the base Python {python} does not start: {done.stderr.strip()[-200:]}",
+                                "give --python PATH to a working CPython")
+    version, plat = done.stdout.split()
+    return version, plat
+
+
+def find_base_python(env: Environment, python: str | None = None) -> str:
+    """--python, else python<major.minor> of the environment on PATH, else this Python if it is that version."""
+    if python:
+        return python
+    minor = ".".join(env.python.split(".")[:2])
+    found = shutil.which(f"python{minor}")
+    if found:
+        return found
+    if platform.python_version().startswith(minor + "."):
+        return sys.executable
+    raise MissingDependency(f"no Python {minor} here (environment {env.name} pins Python {env.python})",
+                            f"install Python {minor} (e.g. `apt-get install python{minor}-venv`) or give --python PATH")
+
+
+def venv_key(lock_sha256: str, python_version: str, plat: str) -> str:
+    return sha256_bytes(json.dumps([lock_sha256, python_version, plat]).encode())[:16]
+
+
+def requirements_text(files: tuple[LockedFile, ...], source: str) -> str:
+    """One line per locked file: by URL (`lock`), or name==version for a --find-links folder or an index."""
+    if source == "lock":
+        return "".join(f.requirement() + "\n" for f in files)
+    return "".join(f"{f.name}=={f.version} --hash=sha256:{f.sha256}\n" for f in files)
+
+
+def _pip_install(python: Path, args: list[str], log: Callable[[str], None]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}  # the machine's pip config stays out
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    cmd = [str(python), "-m", "pip", "install", "--no-cache-dir", "--no-deps", "--only-binary=:all:", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    from pipeline.redact import scrub_urls
+
+    for line in done.stdout.splitlines():
+        if line.startswith(("Successfully installed", "Installing")):
+            log(f"    {scrub_urls(line)}")
+    if done.returncode != 0:
+        said = scrub_urls(done.stderr.strip())
+        fix = "check the index or wheelhouse, then run `repro env venv` again"
+        if "DO NOT MATCH THE HASHES" in said:
+            fix = ("a file's bytes do not match the lock's sha256: do not use that source until it is explained "
+                   "(never edit the lock to match a file)")
+        raise RunFailed(f"installing the lock into the venv failed:\n{said[-1500:]}", fix)
+
+
+def _fa3_wheel(wheelhouse: Path | None) -> Path | None:
+    if wheelhouse is None:
+        return None
+    wheels = sorted(wheelhouse.glob("flash_attn*.whl"))
+    return wheels[-1] if wheels else None
+
+
+def read_identity(path: Path) -> VenvIdentity | None:
+    """The marker of a complete venv, or None (absent, or from another schema: built again)."""
+    marker = Path(path) / MARKER
+    try:
+        data = json.loads(marker.read_text())
+        if data.pop("schema_version", None) != SCHEMA_VERSION:
+            return None
+        data["deviations"] = tuple(data["deviations"])
+        return VenvIdentity(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | None = None,
+               index_url: str | None = None, python: str | None = None,
+               log: Callable[[str], None] = lambda line: None) -> VenvIdentity:
+    """The venv of this lock for this Python, reused when complete, else built with every hash enforced."""
+    lock.require_complete(env)
+    if wheelhouse is not None and index_url is not None:
+        raise InputError("--wheelhouse and --index-url both name where the files come from", "give one of them")
+    if wheelhouse is not None and not Path(wheelhouse).is_dir():
+        raise InputError(f"wheelhouse {wheelhouse} is not a folder", "give the folder `repro env lock --wheelhouse` "
+                                                                   "filled")
+    base = find_base_python(env, python)
+    version, plat = _base_facts(base)
+    if version.rsplit(".", 1)[0] != env.python.rsplit(".", 1)[0]:
+        raise InputError(f"{base} is Python {version}; environment {env.name} pins Python {env.python} and its "
+                         "wheels are built for it", f"give --python PATH to a Python {env.python}")
+    key = venv_key(lock.sha256, version, plat)
+    path = ws.cache / "venvs" / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{key}.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # another builder of the same key: wait for it, then reuse
+        found = read_identity(path)
+        if found is not None and Path(found.python).is_file():
+            log(f"venv {key} is complete: reusing {path}")
+            return VenvIdentity(**{**asdict(found), "reused": True})
+        if path.exists():
+            log(f"removing an incomplete venv at {path} (an interrupted build)")
+            shutil.rmtree(path)
+        return _build(env, lock, base, version, plat, key, path, wheelhouse, index_url, log)
+
+
+def _build(env: Environment, lock: Lock, base: str, version: str, plat: str, key: str, path: Path,
+           wheelhouse: Path | None, index_url: str | None, log: Callable[[str], None]) -> VenvIdentity:
+    deviations = list(lock.deviations)
+    if version != env.python:
+        deviations.append(f"python {version} instead of the environment's {env.python}")
+    log(f"building venv {key} from the lock of {env.name} ({lock.sha256[:12]}) with {base} (Python {version})")
+    done = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise MissingDependency(f"{base} -m venv failed: {done.stderr.strip()[-300:]}",
+                                f"install the venv module (e.g. `apt-get install python{version[:4]}-venv`)")
+    venv_python = path / "bin" / "python"
+    fa3 = _fa3_wheel(Path(wheelhouse) if wheelhouse else None)
+    files = lock.files if fa3 is not None else lock.packages  # FA3's build packages only where FA3 is
+    source = "lock" if wheelhouse is None and index_url is None else "name"
+    requirements = path / "repro-requirements.txt"
+    requirements.write_text(requirements_text(files, source))
+    args = ["--require-hashes", "-r", str(requirements)]
+    if wheelhouse is not None:
+        args = ["--no-index", "--find-links", str(wheelhouse)] + args
+    elif index_url is not None:
+        args = ["--index-url", index_url] + args
+    log(f"  installing {len(files)} locked files (hashes enforced) from "
+        + (f"wheelhouse {wheelhouse}" if wheelhouse else "the lock's URLs" if index_url is None else "the index"))
+    _pip_install(venv_python, args, log)
+    fa3_wheel = None
+    if fa3 is not None:
+        sha = sha256_file(fa3)
+        log(f"  installing FA3 from {fa3.name} (sha256 {sha})")
+        _pip_install(venv_python, [f"{fa3}"], log)
+        fa3_wheel = f"{fa3.name} sha256:{sha}"
+    elif lock.flash_attention:
+        deviations.append("FA3 is not in this venv (no flash_attn wheel in a wheelhouse): the record's program "
+                          "runs on the FlexAttention stand-in")
+    identity = VenvIdentity(key=key, environment=env.name, lock_sha256=lock.sha256, python=str(venv_python),
+                            python_version=version, platform=plat, path=str(path), packages=len(files),
+                            fa3_wheel=fa3_wheel, deviations=tuple(deviations))
+    from pipeline.atomic import write_json
+
+    write_json(path / MARKER, {"schema_version": SCHEMA_VERSION, **identity.to_dict()})  # last: complete
+    log(f"venv {key} ready: {venv_python}")
+    return identity
+
+
+def compile_cache_dir(ws: Workspace, software: str, program_sha256: str) -> Path:
+    """Inductor and Triton caches for the host runtime, keyed as the docker volume is: the software that
+    compiled (a venv key, or the probed interpreter) and the program's sha256."""
+    return ws.cache / "compile-cache" / ("host-" + sha256_bytes((software + program_sha256).encode())[:16])
