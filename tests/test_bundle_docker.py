@@ -9,10 +9,9 @@ import pytest
 import yaml
 
 from pipeline.bundle.archive import ArchiveSources, archive
-from pipeline.bundle.verify import verify_bundle
 from pipeline.records.model import load_record
 from tests.conftest import docker_client_or_skip
-from tests.test_bundle import RECORD, make_data_dir, make_run
+from tests.test_bundle import RECORD, RECORDS, make_data_dir, make_run, verify_bundle
 
 pytestmark = pytest.mark.docker
 
@@ -47,7 +46,8 @@ def test_docker_runs_get_the_images_package_list(tmp_path):
         meta = yaml.safe_load((run / "run.yaml").read_text())
         meta["image_id"] = image_id
         (run / "run.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-    result = archive(load_record(RECORD), runs, tmp_path / "bundles", sources=ArchiveSources(), environ={})
+    result = archive(load_record(RECORD, RECORDS), runs, tmp_path / "bundles", sources=ArchiveSources(), environ={},
+                     work_dir=tmp_path)
     with tarfile.open(result.path) as tar:
         manifest = yaml.safe_load(tar.extractfile(f"{result.name}/manifest.yaml").read())
         freeze = tar.extractfile(f"{result.name}/environment/pip-freeze.txt").read().decode()
@@ -55,5 +55,6 @@ def test_docker_runs_get_the_images_package_list(tmp_path):
     assert manifest["environment"]["image_ids"] == [image_id]
     assert manifest["environment"]["pip_freeze_source"].startswith(f"installed distributions inside image {image_id}")
     assert verify_bundle(result.path).ok
-    again = archive(load_record(RECORD), runs, tmp_path / "again", sources=ArchiveSources(), environ={})
+    again = archive(load_record(RECORD, RECORDS), runs, tmp_path / "again", sources=ArchiveSources(), environ={},
+                    work_dir=tmp_path)
     assert again.path.read_bytes() == result.path.read_bytes()  # the listing is deterministic too
