@@ -202,9 +202,13 @@ def data_section(files: Mapping[str, bytes], metas: list[RunMeta | None]) -> Dat
                          tokens=e.get("tokens") if isinstance(e.get("tokens"), int) else None)
                    for name, e in sorted(entries.items()) if isinstance(e, dict))
     dataset, generator = raw.get("dataset"), raw.get("generator")
+    try:
+        generator = _plain(generator, "data.generator") if generator else None
+    except ValueError as exc:
+        raise InputError(f"{DATA_LOCK}: {exc}", "archive the data lock as fetch, tokenize or synth wrote it") from None
     return DataSection(dataset=dataset if isinstance(dataset, str) else None, lock_file=DATA_LOCK,
                        lock_sha256=data_lock_digest_of(lock), runs_claim=claimed, shards=shards,
-                       generator=generator if isinstance(generator, str) and generator else None)
+                       generator=generator)
 
 
 def hardware_section(files: Mapping[str, bytes]) -> HardwareSection:

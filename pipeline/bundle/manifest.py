@@ -147,7 +147,7 @@ class DataSection:
     lock_sha256: str | None
     runs_claim: tuple[str, ...]
     shards: tuple[Shard, ...]
-    generator: str | None
+    generator: Any  # how synthetic shards were made (the lock's generator mapping), None for real data
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ def _load(top: Fields, version: int, kind: str) -> BundleManifest:
     data = DataSection(dataset=_str_or_none(dat, "dataset"), lock_file=_str_or_none(dat, "lock_file"),
                        lock_sha256=dat.sha256("lock_sha256", required=False),
                        runs_claim=dat.list_of("runs_claim", str, False), shards=tuple(shards),
-                       generator=_str_or_none(dat, "generator"))
+                       generator=_plain(dat.data.get("generator"), dat.name("generator")))
     prog = top.sub("program")
     _fields(prog, ProgramSection)
     prog_runs = []
