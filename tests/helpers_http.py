@@ -22,6 +22,7 @@ import hashlib
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -36,7 +37,9 @@ class Fault:
     kind "drop": send `after` body bytes, then close the connection (Content-Length promised more);
     "stall": send `after` body bytes, then hold the connection silent for `seconds` and close it;
     "wrong": send the right length with 64 bytes flipped at offset `at` (default: the middle);
-    "status": answer `status` (404, 500, ...) with no body.
+    "status": answer `status` (404, 500, ...) with no body;
+    "endless": answer 200 with no Content-Length and the file's bytes repeated until the client hangs
+    up (or `seconds` pass): a mirror whose body never ends.
     """
 
     kind: str
@@ -80,6 +83,9 @@ class FileServer:
         self.faults: dict[str, list[Fault]] = {}
         self.requests: list[Request] = []
         self.served: dict[str, int] = {}
+        self.headers: dict[str, dict] = {}  # extra response headers per path (an ETag, a Digest)
+        # path -> "wrong" (206 whose Content-Range starts at 0, whatever was asked) or "missing" (206 without one)
+        self.broken_ranges: dict[str, str] = {}
         self._guard = threading.Lock()
         self._closing = threading.Event()  # ends stalls when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -147,7 +153,7 @@ class FileServer:
         """Serve `path` if this server knows it; subclasses add routes (the hub)."""
         if path not in self.files:
             return False
-        self.send_file(handler, path, self.files[path], head, extra_headers={})
+        self.send_file(handler, path, self.files[path], head, extra_headers=self.headers.get(path, {}))
         return True
 
     def send_status(self, handler: _Handler, status: int, path: str, headers: dict | None = None) -> None:
@@ -162,6 +168,9 @@ class FileServer:
         fault = None if head else self._take_fault(path)
         if fault is not None and fault.kind == "status":
             self.send_status(handler, fault.status, path)
+            return
+        if fault is not None and fault.kind == "endless":
+            self._send_endless(handler, path, data, fault, extra_headers)
             return
         start, end, status = 0, len(data), 200
         range_header = handler.headers.get("Range")
@@ -183,8 +192,13 @@ class FileServer:
         handler.send_response(status)
         handler.send_header("Content-Type", "application/octet-stream")
         handler.send_header("Accept-Ranges", "bytes" if self.range_support else "none")
+        broken = self.broken_ranges.get(path) if status == 206 else None
+        if broken == "wrong":
+            body = data  # the whole file, labelled as starting at 0 although a later byte was asked for
         handler.send_header("Content-Length", str(len(body)))
-        if status == 206:
+        if broken == "wrong":
+            handler.send_header("Content-Range", f"bytes 0-{len(data) - 1}/{len(data)}")
+        elif status == 206 and broken != "missing":
             handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         for key, value in extra_headers.items():
             handler.send_header(key, value)
@@ -215,6 +229,26 @@ class FileServer:
             except OSError:
                 pass
 
+
+    def _send_endless(self, handler: _Handler, path: str, data: bytes, fault: Fault, extra_headers: dict) -> None:
+        """200, no Content-Length, the data repeated until the client closes (or fault.seconds pass)."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Connection", "close")
+        for key, value in extra_headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.close_connection = True
+        sent = 0
+        deadline = time.monotonic() + fault.seconds
+        try:
+            while time.monotonic() < deadline and not self._closing.is_set():
+                handler.wfile.write(data)
+                sent += len(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            self._log(handler, 200, sent, path)
 
 def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

@@ -67,7 +67,7 @@ def shards(tmp_path) -> dict[str, bytes]:
 def manifests(tmp_path, shards, monkeypatch) -> Path:
     root = tmp_path / "manifests"
     write_manifest(root, shards, locked=True)
-    monkeypatch.setenv("REPRO_MANIFESTS", str(root))
+    monkeypatch.setenv("REPRO_REGISTRY", str(root))
     return root
 
 
@@ -80,7 +80,7 @@ def fetch_all(root: Path, out: Path, source: str, **kw):
 
 
 def test_plan_defaults_come_from_the_record():
-    manifest, names = plan(None, None, None, None)
+    manifest, names = plan(None, None, None, None, registry=REPO_ROOT / "manifests")
     assert manifest.name == "fineweb10B-gpt2" and manifest.hub.repo_id == "kjj0/fineweb10B-gpt2"
     assert names == ["fineweb_val_000000.bin"] + [f"fineweb_train_{i:06d}.bin" for i in range(1, 10)]
     assert all(manifest.lock[n].sha256 and manifest.lock[n].size == shard_bytes(10**8) for n in names)
@@ -129,7 +129,7 @@ def test_interrupted_process_resumes_from_its_partial_file(tmp_path, shards, man
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline", "data", "fetch", "--dataset", "toy", "--file", name,
              "--source", mirror.url("/m/{filename}"), "--dir", str(out), "--json"],
-            cwd=REPO_ROOT, env={**os.environ, "REPRO_MANIFESTS": str(manifests)},
+            cwd=REPO_ROOT, env={**os.environ, "REPRO_REGISTRY": str(manifests)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while not (part.exists() and part.stat().st_size >= 120_000):
@@ -142,7 +142,7 @@ def test_interrupted_process_resumes_from_its_partial_file(tmp_path, shards, man
         assert part.stat().st_size == 120_000
 
         mirror.reset_counts()
-        result = fetch(load_dataset("toy"), [name], out, mirror.url("/m/{filename}"), quick())
+        result = fetch(load_dataset("toy", manifests), [name], out, mirror.url("/m/{filename}"), quick())
         assert result.ok, result.failures
         assert mirror.bytes_served == len(shards[name]) - 120_000  # only what was missing
         assert mirror.requests[0].range == "bytes=120000-"
@@ -204,7 +204,7 @@ def test_cli_exit_codes_name_every_failed_file(tmp_path, shards, manifests):
             [sys.executable, "-m", "pipeline", "data", "fetch", "--dataset", "toy", "--train-shards", "2",
              "--val-shards", "1", "--source", mirror.url("/{filename}"), "--dir", str(tmp_path / "out"),
              "--json", "--retries", "0"],
-            cwd=REPO_ROOT, env={**os.environ, "REPRO_MANIFESTS": str(manifests)}, capture_output=True, text=True,
+            cwd=REPO_ROOT, env={**os.environ, "REPRO_REGISTRY": str(manifests)}, capture_output=True, text=True,
             timeout=60)
     assert proc.returncode == 3, proc.stderr
     report = json.loads(proc.stdout)
@@ -253,7 +253,7 @@ def test_a_partial_file_of_another_version_is_not_resumed(tmp_path, shards, mani
     (partial / f"{name}.part").write_bytes(b"x" * 5000)
     (partial / f"{name}.part.json").write_text(json.dumps({"size": None, "sha256": "cd" * 32}))
     with FileServer({f"/{n}": d for n, d in shards.items()}) as mirror:
-        result = fetch(load_dataset("toy"), [name], tmp_path / "out", mirror.url("/{filename}"), quick())
+        result = fetch(load_dataset("toy", manifests), [name], tmp_path / "out", mirror.url("/{filename}"), quick())
         assert mirror.requests[0].range is None
     assert result.ok and (tmp_path / "out" / name).read_bytes() == shards[name]
 
@@ -274,14 +274,14 @@ def test_lock_needs_a_declared_hash(tmp_path, shards, monkeypatch):
         plain = fetch_all(root, tmp_path / "a", mirror.url("/{filename}"))
         locking = fetch_all(root, tmp_path / "b", mirror.url("/{filename}"), lock=True)
     assert plain.ok and set(plain.unhashed) == set(SHARDS)  # header and size only: reported, not hidden
-    assert len(locking.failures) == 3 and "gives a sha256" in locking.failures[0].what
+    assert len(locking.failures) == 3 and "vouches for a sha256" in locking.failures[0].what
     assert not list((tmp_path / "b").glob("*.bin"))
 
 
 def test_cli_lock_records_the_hub_hashes_through_hf_endpoint(tmp_path, shards):
     root = tmp_path / "manifests"
     path = write_manifest(root, shards, locked=False)
-    env = {**os.environ, "REPRO_MANIFESTS": str(root), "HF_HOME": str(tmp_path / "hf")}
+    env = {**os.environ, "REPRO_REGISTRY": str(root), "HF_HOME": str(tmp_path / "hf")}
     with HubServer(REPO, shards, commit=COMMIT) as hub:
         env["HF_ENDPOINT"] = hub.endpoint
         proc = subprocess.run([sys.executable, "-m", "pipeline", "data", "fetch", "--dataset", "toy",

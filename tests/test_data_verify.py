@@ -54,7 +54,7 @@ def test_header_problems_catch_truncation_padding_and_foreign_files(tmp_path):
 
 
 def test_the_fineweb_manifest_pins_revision_and_locks_all_104_files():
-    ds = load_dataset("fineweb10B-gpt2")
+    ds = load_dataset("fineweb10B-gpt2", REPO_ROOT / "manifests")
     assert ds.hub.repo_id == "kjj0/fineweb10B-gpt2" and ds.hub.repo_type == "dataset"
     assert len(ds.hub.revision) == 40
     names = ds.file_names(train_shards=103, val_shards=1)

@@ -3,7 +3,7 @@
     repro data fetch                          # the default record's dataset: val shard + 9 train shards
     repro data fetch --lock                   # also record hashes the manifest's lock lacks
     repro data verify data/fineweb10B-gpt2
-    repro data tokenize corpus/ --out data/corpus --tokenizer-dir ../shared/tokenizer/gpt2
+    repro data tokenize corpus/ --out data/corpus --tokenizer-dir tokenizer/gpt2
     repro data synth --out data/synth
 
 Exit codes: 0 ok; 1 a file failed its checks; 3 bad input (unknown file, revision, URL);
@@ -18,7 +18,7 @@ import click
 
 from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 
 @click.group()
@@ -49,19 +49,23 @@ def _mib(n: int) -> str:
               help="First wait between attempts, seconds (doubles up to 30).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Network read timeout, seconds.")
+@click.option("--max-retry-time", "max_retry", type=click.FloatRange(min=0), default=900.0, show_default=True,
+              help="Give up on a file after retrying it for this many seconds in all.")
 @click.option("--lock", "lock", is_flag=True,
-              help="Where the manifest's lock has no sha256, check against the source's declared hash and "
-                   "record it in the manifest.")
+              help="Where the manifest's lock has no sha256, check against the hub's LFS sha256 (never a "
+                   "mirror's ETag) and record it in the manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (no progress bar).")
-def fetch(record_name, dataset, train_shards, val_shards, files, source, data_dir, jobs, retries, backoff,
-          timeout, lock, as_json):
+@pass_workspace
+def fetch(ws, record_name, dataset, train_shards, val_shards, files, source, data_dir, jobs, retries, backoff,
+          timeout, max_retry, lock, as_json):
     """Download shards, resuming partial files, and keep only verified ones."""
     from pipeline.data.fetch import Options, default_data_dir, plan
     from pipeline.data.fetch import fetch as fetch_files
 
-    manifest, names = plan(dataset, record_name, train_shards, val_shards, files)
-    data_dir = data_dir or default_data_dir(manifest.name)
-    opts = Options(jobs=jobs, retries=retries, backoff_s=backoff, timeout_s=timeout, lock=lock, quiet=as_json)
+    manifest, names = plan(dataset, record_name, train_shards, val_shards, files, registry=ws.registry)
+    data_dir = data_dir or default_data_dir(ws.data, manifest.name)
+    opts = Options(jobs=jobs, retries=retries, backoff_s=backoff, timeout_s=timeout, max_retry_s=max_retry,
+                   lock=lock, quiet=as_json)
     result = fetch_files(manifest, names, data_dir, source, opts)
     if as_json:
         emit_json({"ok": result.ok, **result.__dict__})
@@ -109,14 +113,15 @@ def _raise_for_failures(result) -> None:
               "[default: the dataset named in DATA_DIR/data.lock.yaml].")
 @click.option("--jobs", type=click.IntRange(1, 32), default=2, show_default=True, help="Files hashed at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(data_dir, dataset, jobs, as_json):
+@pass_workspace
+def verify(ws, data_dir, dataset, jobs, as_json):
     """Check every shard in DATA_DIR: header, exact size, sha256 against the locks. Reports all bad files."""
     from pipeline.data.fetch import DEFAULT_RECORD, default_data_dir, record_defaults
     from pipeline.data.verify import LOCK_NAME, data_lock_digest, verify_dir
 
     if data_dir is None:
-        data_dir = default_data_dir(dataset or record_defaults(DEFAULT_RECORD)[0])
-    report = verify_dir(data_dir, dataset, workers=jobs)
+        data_dir = default_data_dir(ws.data, dataset or record_defaults(DEFAULT_RECORD, ws.registry)[0])
+    report = verify_dir(data_dir, dataset, workers=jobs, registry=ws.registry)
     digest = data_lock_digest(data_dir) if (Path(data_dir) / LOCK_NAME).exists() else None
     if as_json:
         emit_json({**report.to_dict(), "lock_digest": digest})

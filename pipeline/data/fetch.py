@@ -4,43 +4,45 @@
     repro data fetch --source https://host/fineweb/{filename} --train-shards 2
     repro data fetch --source /mnt/shards --dir data/fineweb10B-gpt2
 
-Each file is downloaded to `<dir>/.partial/<name>.part`, resumed with an HTTP Range request
-after a dropped connection or an interrupted run, retried with backoff, then checked (header,
-exact size, sha256 against the manifest's lock and the hash the server declares) and only then
-renamed to its final name: a corrupt file never sits under a final name.
+Each file is downloaded to `<dir>/.partial/<name>.part` by pipeline/http.py (resumed with Range
+requests, retried with backoff within --max-retry-time, never written past its expected size),
+then checked (header, exact size, sha256 against the manifest's lock and the hub's LFS sha256) and
+only then renamed to its final name: a corrupt file never sits under a final name.
 
 The hub is reached through huggingface_hub (HF_ENDPOINT, HF_TOKEN, the pinned revision, and
 the LFS sha256 it declares in X-Linked-Etag), which resolves each file to its storage URL; the
 bytes are then streamed here rather than by hf_hub_download: huggingface_hub 2.x writes in
 10 MiB chunks to a per-process temporary file that it deletes when a download fails, so a
 dropped connection costs up to 10 MiB and an interrupted run the whole 200 MB shard.
+
+What vouches for a file's sha256: the manifest's lock, the hub's LFS metadata, or a source folder's
+own data.lock.yaml (computed locally when it was written). A mirror's ETag or Digest header never
+does: a mirror can put any hash beside any bytes, so `--lock` refuses to record a hash from one.
+Every file name is one plain name inside --dir (pipeline/data/paths.py), checked before it is used.
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
 import os
-import random
 import re
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.error import HTTPError, URLError
-from urllib.parse import urlsplit, urlunsplit
-from urllib.request import HTTPRedirectHandler, Request, build_opener
+from urllib.parse import urlsplit
 
-from pipeline import REPO_ROOT
+from pipeline import http
+from pipeline.atomic import DiskFull, commit, write_error, write_text
 from pipeline.data.manifest import DatasetManifest, HubSource, load_dataset, record_lock
-from pipeline.data.shards import header_problems, read_header
+from pipeline.data.paths import check_file_name, file_in
+from pipeline.data.shards import header_problems, read_header, size_from_header
 from pipeline.data.verify import LockEntry, data_lock_digest, read_local_lock, write_local_lock
-from pipeline.errors import InputError, Interrupted
+from pipeline.errors import InputError, Interrupted, ReproError
 from pipeline.hashing import sha256_file
+from pipeline.redact import public_url
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-READ_CHUNK = 1 << 20
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -119,39 +121,21 @@ class Options:
     backoff_s: float = 1.0  # first wait; doubles up to 30 s, with jitter
     corrupt_retries: int = 1  # full re-downloads after a file fails its checks
     timeout_s: float = 60.0
+    max_retry_s: float = 900.0  # total time spent retrying one file after its first failure
     lock: bool = False
     quiet: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
 
+    def policy(self) -> http.Policy:
+        return http.Policy(retries=self.retries, backoff_s=self.backoff_s, timeout_s=self.timeout_s,
+                           max_retry_s=self.max_retry_s, stop=self.stop)
+
 
 # ---- sources ------------------------------------------------------------------------------------
-
-def _clean_url(url: str) -> str:
-    """A URL fit for a log or lock: no user:password@, no query (signed URLs carry tokens there)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
 
 def _origin(url: str) -> tuple:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port
-
-
-def _declared_sha256(headers) -> str | None:
-    """The sha256 a server declares: hub X-Linked-Etag / ETag (LFS oid), or an RFC 9530 digest."""
-    for key in ("X-Linked-Etag", "ETag"):
-        value = (headers.get(key) or "").removeprefix("W/").strip('"').lower()
-        if SHA256_RE.match(value):
-            return value
-    for key in ("Repr-Digest", "Digest"):
-        match = re.search(r"sha-256=:?([A-Za-z0-9+/=]+):?", headers.get(key) or "", re.IGNORECASE)
-        if match:
-            try:
-                return base64.b64decode(match[1]).hex()
-            except ValueError:
-                return None
-    return None
 
 
 class HubFiles:
@@ -160,7 +144,7 @@ class HubFiles:
     def __init__(self, hub: HubSource, endpoint: str | None = None):
         self.hub = hub
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
-        self.description = f"hub {hub.repo_id}@{hub.revision}" + (f" via {_clean_url(self.endpoint)}"
+        self.description = f"hub {hub.repo_id}@{hub.revision}" + (f" via {public_url(self.endpoint)}"
                                                                     if self.endpoint else "")
 
     def resolve(self, name: str, timeout: float) -> Remote:
@@ -200,7 +184,7 @@ class HubFiles:
         headers["Accept-Encoding"] = "identity"
         label = f"hf://{'datasets/' if self.hub.repo_type == 'dataset' else ''}{self.hub.repo_id}@{commit}/{name}"
         if self.endpoint:
-            label += f" (endpoint {_clean_url(self.endpoint)})"
+            label += f" (endpoint {public_url(self.endpoint)})"
         return Remote(location, headers, meta.size, etag if SHA256_RE.match(etag) else None, label)
 
 
@@ -217,12 +201,13 @@ class MirrorFiles:
             raise InputError(f"mirror URL {template!r} has placeholders other than {{filename}}, {{repo_id}}, "
                              "{revision}", "escape literal braces as {{ }} or remove them") from None
         self.template, self.hub = template, hub
-        self.description = f"mirror {_clean_url(template)}"
+        self.description = f"mirror {public_url(template)}"
 
     def resolve(self, name: str, timeout: float) -> Remote:
         url = self.template.format(filename=name, repo_id=self.hub.repo_id if self.hub else "",
                                    revision=self.hub.revision if self.hub else "")
-        return Remote(url, {"Accept-Encoding": "identity"}, None, None, _clean_url(url))
+        # No size and no sha256: nothing a mirror says about its own bytes vouches for them.
+        return Remote(url, {"Accept-Encoding": "identity"}, None, None, public_url(url))
 
 
 class FolderFiles:
@@ -236,11 +221,11 @@ class FolderFiles:
         self.description = f"folder {self.folder}"
 
     def resolve(self, name: str, timeout: float) -> Remote:
-        path = self.folder / name
+        path = file_in(self.folder, name, f"source folder {self.folder}")
         if not path.is_file():
             raise FetchError(f"{path} does not exist", "copy the shard there or fetch from the hub")
-        entry = self.lock.files.get(name) if self.lock else None
-        return Remote(str(path), {}, path.stat().st_size, entry.sha256 if entry else None, str(path))
+        entry = self.lock.files.get(name) if self.lock else None  # written locally when the folder was filled
+        return Remote(path.as_uri(), {}, path.stat().st_size, entry.sha256 if entry else None, str(path))
 
 
 def make_source(source: str, manifest: DatasetManifest):
@@ -265,154 +250,50 @@ def make_source(source: str, manifest: DatasetManifest):
 
 def _part_paths(data_dir: Path, name: str) -> tuple[Path, Path]:
     partial = data_dir / ".partial"
-    partial.mkdir(parents=True, exist_ok=True)
-    return partial / f"{name}.part", partial / f"{name}.part.json"
-
-
-class _DropAuthOnRedirect(HTTPRedirectHandler):
-    """Follow redirects, but never carry a hub token to another host (storage URLs are pre-signed)."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            new.remove_header("Authorization")
-        return new
-
-
-_opener = build_opener(_DropAuthOnRedirect)
-
-
-def _write_all(f, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[f.write(view):]
-
-
-def _stream_http(remote: Remote, part: Path, progress, opts: Options) -> tuple[int, str | None]:
-    """Append the rest of a file to `part` (Range from its current size); returns (total size, declared sha)."""
-    have = part.stat().st_size if part.exists() else 0
-    if remote.size is not None and have > remote.size:
-        part.unlink()
-        progress(-have)
-        have = 0
-    if remote.size is not None and have == remote.size:
-        return have, remote.sha256
-    headers = dict(remote.headers)
-    if have:
-        headers["Range"] = f"bytes={have}-"
     try:
-        response = _opener.open(Request(remote.url, headers=headers), timeout=opts.timeout_s)
-    except HTTPError as exc:
-        exc.close()
-        total_match = re.match(r"bytes \*/(\d+)", exc.headers.get("Content-Range") or "")
-        if exc.code == 416 and have and total_match and int(total_match[1]) == have:
-            return have, remote.sha256  # the part was already whole (the last run stopped before the rename)
-        if exc.code == 416 and have:
-            part.unlink()  # the server will not continue this part: start the file again
-            progress(-have)
-            raise Retryable("server refused to resume (HTTP 416)") from None
-        if exc.code >= 500 or exc.code in (408, 429):
-            raise Retryable(f"HTTP {exc.code} from {_clean_url(remote.url)}") from None
-        raise FetchError(f"HTTP {exc.code} from {_clean_url(remote.url)}",
-                         "check the source URL (template) and that the file exists there") from None
-    except (URLError, OSError, http.client.HTTPException) as exc:
-        raise Retryable(f"cannot reach {_clean_url(remote.url)} ({exc})") from None
-    with response:
-        content_range = response.headers.get("Content-Range") or ""
-        if response.status == 206:
-            match = re.match(r"bytes (\d+)-\d+/(\d+|\*)", content_range)
-            if not match or int(match[1]) != have:
-                part.unlink()
-                progress(-have)
-                raise Retryable(f"server answered range {content_range!r} for bytes={have}-; starting over")
-            total = int(match[2]) if match[2] != "*" else None
-        else:
-            if have:  # the server ignored Range and sends everything: start the file again
-                progress(-have)
-                have = 0
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-        declared = _declared_sha256(response.headers) or remote.sha256
-        # Unbuffered, and read1 (what has arrived, not a full chunk): the part on disk always holds
-        # every byte received, so a killed process loses nothing it was sent.
-        with open(part, "r+b" if have else "wb", buffering=0) as f:
-            f.seek(have)
-            f.truncate()
-            try:
-                while chunk := response.read1(READ_CHUNK):
-                    _write_all(f, chunk)
-                    progress(len(chunk))
-                    if opts.stop.is_set():
-                        raise FetchError("interrupted", "run the same command again to resume", "interrupted")
-            except (OSError, http.client.HTTPException) as exc:
-                raise Retryable(f"connection lost after {f.tell()} bytes ({type(exc).__name__})") from None
-            got = f.tell()
-    if total is not None and got < total:
-        raise Retryable(f"connection ended at {got} of {total} bytes")
-    return got if total is None else total, declared
-
-
-def _copy_local(remote: Remote, part: Path, progress, opts: Options) -> tuple[int, str | None]:
-    have = part.stat().st_size if part.exists() else 0
-    if remote.size is not None and have > remote.size:
-        part.unlink()
-        progress(-have)
-        have = 0
-    with open(remote.url, "rb") as src, open(part, "r+b" if have else "wb") as dst:
-        src.seek(have)
-        dst.seek(have)
-        while chunk := src.read(8 * READ_CHUNK):
-            dst.write(chunk)
-            progress(len(chunk))
-            if opts.stop.is_set():
-                raise FetchError("interrupted", "run the same command again to resume", "interrupted")
-    return remote.size, remote.sha256
+        partial.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(partial, exc) from None
+    return file_in(partial, f"{name}.part"), file_in(partial, f"{name}.part.json")
 
 
 def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sha, progress,
-              opts: Options) -> tuple[Remote, int, str | None]:
-    """Download (resuming) until the part is whole; retries transient failures with backoff."""
-    failures = 0
+              opts: Options) -> tuple[Remote, http.Downloaded]:
+    """Resolve the file and bring its part to the whole file (pipeline/http.py retries and resumes)."""
+    policy = opts.policy()
+    backoff = http.Backoff(name, policy)
     while True:
-        before = part.stat().st_size if part.exists() else 0
         try:
             remote = source.resolve(name, opts.timeout_s)
-            if lock_size is not None and remote.size is not None and remote.size != lock_size:
-                raise FetchError(f"source offers {remote.size} bytes, the lock says {lock_size}",
-                                 "the source serves a different file; use the pinned source or fix the lock", "bad")
-            if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
-                raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
-                                 "the source serves a different version; use the pinned revision or fix the lock",
-                                 "bad")
-            _discard_stale_part(part, meta_path, remote, lock_sha, progress)
-            if isinstance(source, FolderFiles):
-                size, declared = _copy_local(remote, part, progress, opts)
-            else:
-                size, declared = _stream_http(remote, part, progress, opts)
-            return remote, size, declared
         except Retryable as exc:
-            after = part.stat().st_size if part.exists() else 0
-            failures = 0 if after > before else failures + 1
-            if failures > opts.retries:
-                raise FetchError(f"{exc} (gave up after {opts.retries} retries without progress)",
-                                 "check the network (or use a mirror: HF_ENDPOINT, --source), then run again: "
-                                 "partial files are kept and resumed", "unreachable") from None
-            delay = min(opts.backoff_s * 2 ** max(failures - 1, 0), 30.0) * (0.5 + random.random())
-            if opts.stop.wait(delay):
-                raise FetchError("interrupted", "run the same command again to resume", "interrupted") from None
+            backoff.failed(f"{source.description}: {exc}")
+            continue
+        if lock_size is not None and remote.size is not None and remote.size != lock_size:
+            raise FetchError(f"source offers {remote.size} bytes, the lock says {lock_size}",
+                             "the source serves a different file; use the pinned source or fix the lock", "bad")
+        if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
+            raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
+                             "the source serves a different version; use the pinned revision or fix the lock", "bad")
+        _discard_stale_part(part, meta_path, remote, lock_sha, progress)
+        expected = lock_size if lock_size is not None else remote.size
+        got = http.download(remote.url, part, headers=remote.headers, expected_size=expected,
+                            size_from_prefix=size_from_header, prefix_bytes=1024, policy=policy, progress=progress)
+        return remote, got
 
 
 def _resolve_with_retries(source, name: str, opts: Options) -> Remote:
-    for failures in range(opts.retries + 1):
+    backoff = http.Backoff(name, opts.policy())
+    while True:
         try:
             return source.resolve(name, opts.timeout_s)
         except Retryable as exc:
-            if failures == opts.retries:
-                raise FetchError(str(exc), "check the network or the source, then run again",
-                                 "unreachable") from None
-            if opts.stop.wait(min(opts.backoff_s * 2 ** failures, 30.0)):
-                raise FetchError("interrupted", "run the same command again", "interrupted") from None
-    raise AssertionError("unreachable")
+            backoff.failed(f"{source.description}: {exc}")
+
+
+def _as_fetch_error(exc: ReproError) -> FetchError:
+    """An error of one file (not a full disk: that stops everything) as a per-file failure."""
+    kind = {1: "bad", 4: "unreachable", 130: "interrupted"}.get(exc.exit_code, "input")
+    return FetchError(exc.what, exc.fix or "", kind)
 
 
 def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, progress) -> None:
@@ -426,7 +307,7 @@ def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, p
         if any(want[k] is not None and old.get(k) not in (None, want[k]) for k in want):
             progress(-part.stat().st_size)
             part.unlink()
-    meta_path.write_text(json.dumps(want))
+    write_text(meta_path, json.dumps(want))
 
 
 # ---- one file -----------------------------------------------------------------------------------
@@ -449,23 +330,47 @@ def _check(path: Path, sha256: str, size: int | None, lock_size, lock_sha, decla
     return problems, tuple(dict.fromkeys(checked))
 
 
+def _fsync(path: Path) -> None:
+    """The part's bytes on disk before it is renamed to its final name (a crash must not leave a hole)."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
 def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, progress, opts: Options,
               previous_source: str = "") -> FetchedFile:
-    final = data_dir / name
+    try:
+        return _fetch_one(source, manifest, name, data_dir, progress, opts, previous_source)
+    except DiskFull:
+        raise  # not this file's problem: every file stops (fetch() removes the staging)
+    except ReproError as exc:  # unreachable, refused, interrupted, a directory in the way, ...
+        raise _as_fetch_error(exc) from None
+
+
+def _fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, progress, opts: Options,
+               previous_source: str) -> FetchedFile:
+    final = file_in(data_dir, name, f"dataset {manifest.name}")
     locked = manifest.lock.get(name)
     lock_size, lock_sha = (locked.size, locked.sha256) if locked else (None, None)
     tokens_expected = manifest.tokens_expected(name)
 
+    if final.is_dir():
+        raise FetchError(f"{final} is a directory where the shard belongs",
+                         f"remove or rename the directory {final}, then run again", "input")
     if final.exists():
-        sha = sha256_file(final)
+        try:
+            sha = sha256_file(final)
+        except OSError as exc:
+            raise FetchError(f"{final} cannot be read ({exc.strerror})",
+                             f"fix its permissions, or delete {final} to fetch it again", "input") from None
         problems, checked = _check(final, sha, None, lock_size, lock_sha, None, tokens_expected)
         label = previous_source or "(already present)"
         if not problems and opts.lock and not lock_sha:
-            # To lock a file we already have, the source only needs to declare its hash.
+            # To lock a file we already have, the hub's LFS metadata (or a source folder's lock) must vouch for it.
             remote = _resolve_with_retries(source, name, opts)
             label = remote.label
             if not remote.sha256:
-                raise FetchError(f"{remote.label} declares no sha256 to lock it with",
+                raise FetchError(f"{remote.label} vouches for no sha256 to lock it with (a mirror's ETag or "
+                                 "Digest is not trusted)",
                                  "lock from the hub (it declares each file's LFS sha256), or write the hash "
                                  "into the manifest's lock yourself", "input")
             problems, checked = _check(final, sha, remote.size, None, None, remote.sha256, tokens_expected)
@@ -484,16 +389,25 @@ def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, prog
         progress(n)
 
     for attempt in range(opts.corrupt_retries + 1):
-        remote, size, declared = _transfer(source, name, part, meta_path, lock_size, lock_sha, counted, opts)
-        sha = sha256_file(part)
-        problems, checked = _check(part, sha, size, lock_size, lock_sha, declared, tokens_expected)
-        if not problems and opts.lock and not lock_sha and not declared:
-            problems = [f"neither the lock nor {remote.label} gives a sha256 to check it against"]
-        if not problems:
-            os.replace(part, final)
+        remote, got = _transfer(source, name, part, meta_path, lock_size, lock_sha, counted, opts)
+        problems, checked = _check(part, got.sha256, remote.size, lock_size, lock_sha, remote.sha256,
+                                   tokens_expected)
+        if got.cut_at_limit:
+            problems.append(f"the source sent more than the expected {got.size} bytes (the rest was not written)")
+        if not problems and opts.lock and not lock_sha and not remote.sha256:
+            counted(-part.stat().st_size)  # fetching again cannot help: nothing here can vouch for a hash
+            part.unlink()
             meta_path.unlink(missing_ok=True)
-            return FetchedFile(name, final.stat().st_size, sha, read_header(final).num_tokens, remote.label,
-                               checked, downloaded, False)
+            raise FetchError(f"neither the lock nor {remote.label} vouches for a sha256 to lock "
+                             "(a mirror's own ETag or Digest header is not trusted)",
+                             "lock from the hub (`--source hub`: it publishes each file's LFS sha256), or write "
+                             "the hash into the manifest's lock yourself", "input")
+        if not problems:
+            _fsync(part)
+            commit(part, final)
+            meta_path.unlink(missing_ok=True)
+            return FetchedFile(name, final.stat().st_size, got.sha256, read_header(final).num_tokens,
+                               remote.label, checked, downloaded, False)
         counted(-part.stat().st_size)
         part.unlink()
         meta_path.unlink(missing_ok=True)
@@ -501,21 +415,24 @@ def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, prog
             raise FetchError(f"from {remote.label}: failed its checks {attempt + 1} times: "
                              + "; ".join(problems),
                              "the source serves bad bytes: try another source (--source), or run "
-                             "`repro data fetch --lock` only if the lock itself is missing this hash", "bad")
+                             "`repro data fetch --lock` from the hub only if the lock itself is missing this hash",
+                             "bad")
     raise AssertionError("unreachable")
 
 
 # ---- the whole fetch ----------------------------------------------------------------------------
 
-def default_data_dir(dataset: str) -> Path:
-    return REPO_ROOT / "data" / dataset
+def default_data_dir(data_root: Path, dataset: str) -> Path:
+    """<workspace data folder>/<dataset> (Workspace.data); the dataset name must be one plain name."""
+    check_file_name(dataset, "dataset name", "give a dataset name from the registry's datasets/ folder")
+    return Path(data_root) / dataset
 
 
-def record_defaults(record_name: str) -> tuple[str, int, int]:
+def record_defaults(record_name: str, registry: Path) -> tuple[str, int, int]:
     """(dataset, train shards, val shards) the record says to fetch."""
     from pipeline.records.model import load_record
 
-    ref = load_record(record_name).dataset
+    ref = load_record(record_name, Path(registry) / "records").dataset
     return ref.name, ref.train_shards, ref.val_shards
 
 
@@ -546,7 +463,15 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
     """Fetch `names` into data_dir in parallel; every file that fails is reported, none stops the rest."""
     opts = opts or Options()
     data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:  # before anything is opened or written
+        file_in(data_dir, name, f"dataset {manifest.name}")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(data_dir, exc) from None
+    if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
+        raise InputError(f"cannot write into {data_dir}: permission denied",
+                         f"give your user access to {data_dir}, or choose another folder with --dir")
     files_source = make_source(source, manifest)
     previous = read_local_lock(data_dir)
     total = sum((manifest.lock[n].size or 0) for n in names if n in manifest.lock)
@@ -578,7 +503,7 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
                 return
             try:
                 task(name)
-            except BaseException as exc:  # a bug: surface it in the main thread
+            except BaseException as exc:  # a full disk, or a bug: surface it in the main thread
                 crashed.append(exc)
                 opts.stop.set()
 
@@ -599,6 +524,8 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
                           "run the same command again to resume") from None
     progress.close()
     if crashed:
+        if isinstance(crashed[0], DiskFull):
+            raise _remove_staging(data_dir, crashed[0]) from None
         raise crashed[0]
     try:
         (data_dir / ".partial").rmdir()  # only when empty: nothing left to resume
@@ -620,17 +547,34 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
                        data_lock_digest(data_dir) if lock_path.exists() else None)
 
 
+def _remove_staging(data_dir: Path, error: DiskFull) -> DiskFull:
+    """A full disk: the parts cannot be finished without space anyway, and they hold what space is left."""
+    partial = data_dir / ".partial"
+    freed = 0
+    for path in partial.glob("*.part*") if partial.is_dir() else ():
+        if path.is_file():
+            freed += path.stat().st_size
+            path.unlink()
+    try:
+        partial.rmdir()
+    except OSError:
+        pass
+    return DiskFull(f"{error.what}; the partial downloads in {partial} ({freed} bytes) were removed", error.fix)
+
+
 def plan(dataset: str | None, record: str | None, train_shards: int | None, val_shards: int | None,
-         files: tuple[str, ...] = (), manifests: Path | None = None) -> tuple[DatasetManifest, list[str]]:
+         files: tuple[str, ...] = (), *, registry: Path) -> tuple[DatasetManifest, list[str]]:
     """Which dataset and which files: explicit names, else counts, else the record's defaults.
+
+    `registry` is the workspace's (Workspace.registry): records/ and datasets/ are read from it.
 
     Shard counts default to the record's when the dataset is the record's, else to every shard.
     """
     rec_dataset, rec_train, rec_val = None, None, None
     if record is not None or dataset is None:
-        rec_dataset, rec_train, rec_val = record_defaults(record or DEFAULT_RECORD)
+        rec_dataset, rec_train, rec_val = record_defaults(record or DEFAULT_RECORD, registry)
     dataset = dataset or rec_dataset
-    manifest = load_dataset(dataset, manifests)
+    manifest = load_dataset(dataset, registry)
     if dataset != rec_dataset:
         rec_train, rec_val = manifest.splits["train"].count, manifest.splits["val"].count
     train_shards = rec_train if train_shards is None else train_shards

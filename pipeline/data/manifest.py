@@ -1,34 +1,32 @@
 """Dataset manifests (manifests/datasets/<name>.yaml) read into frozen types, validated once.
 
     from pipeline.data.manifest import load_dataset
-    ds = load_dataset("fineweb10B-gpt2")
+    ds = load_dataset("fineweb10B-gpt2", ws.registry)
     ds.file_names(train_shards=9, val_shards=1)   # ['fineweb_val_000000.bin', 'fineweb_train_000001.bin', ...]
 
 A manifest pins where the shards come from (hub repo + revision, mirrors), their format, the
 file names of each split and a lock of per-file size and sha256. `record_lock` fills empty lock
 entries in place, editing only those lines so the file's comments survive.
+
+Every file name a manifest yields (each split's names, each lock key) is checked to be one plain
+file name when the manifest is loaded (pipeline/data/paths.py): nothing is opened or written yet.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from pipeline import REPO_ROOT
-from pipeline.errors import ManifestError
+from pipeline.atomic import write_text
+from pipeline.data.paths import name_problem
+from pipeline.errors import InputError, ManifestError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.yamlio import load_bytes
 
 SCHEMA_VERSION = 1
 SPLITS = ("val", "train")
-
-
-def manifests_root() -> Path:
-    """Where manifests live; REPRO_MANIFESTS overrides it (tests, forks with their own pins)."""
-    return Path(os.environ.get("REPRO_MANIFESTS") or REPO_ROOT / "manifests")
+MAX_SPLIT_FILES = 1_000_000  # every name of a split is checked at load time; real datasets have ~100
 
 
 @dataclass(frozen=True)
@@ -105,14 +103,23 @@ class DatasetManifest:
         return None if name == split.file_name(split.first + split.count - 1) else self.format.tokens_per_shard
 
 
-def dataset_path(name: str, root: Path | None = None) -> Path:
-    return (root or manifests_root()) / "datasets" / f"{name}.yaml"
+def dataset_path(name: str, registry: Path) -> Path:
+    """registry/datasets/<name>.yaml, for a dataset name that is one plain file name."""
+    problem = name_problem(f"{name}.yaml")
+    if problem is not None or not isinstance(name, str) or name.startswith("."):
+        raise InputError(f"dataset name {str(name)[:80]!r} {problem or 'is not a plain name'}",
+                         "give a dataset name from the registry's datasets/ folder (one name, no '/' or '..')")
+    return Path(registry) / "datasets" / f"{name}.yaml"
 
 
-def load_dataset(name_or_path: str | Path, root: Path | None = None) -> DatasetManifest:
+def load_dataset(name_or_path: str | Path, registry: Path | None = None) -> DatasetManifest:
+    """A dataset by name from `registry` (Workspace.registry), or a manifest file given by its path."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
-        path = dataset_path(str(name_or_path), root)
+        if registry is None:
+            raise InputError(f"no registry to look dataset {name_or_path!r} up in",
+                             "pass the workspace's registry (repro --registry DIR)")
+        path = dataset_path(str(name_or_path), registry)
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.is_dir() else []
         raise ManifestError(path, "", "no such dataset manifest",
@@ -163,14 +170,27 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
             example = pattern.format(index=0)
         except (KeyError, IndexError, ValueError):
             example = ""
-        if "{index" not in pattern or "/" in example or not example:
+        if "{index" not in pattern or not example:
             raise s.fail("pattern", f"is not a file name pattern with {{index}}: {pattern!r}",
                          'write e.g. "fineweb_train_{index:06d}.bin"')
-        splits[split_name] = Split(split_name, pattern, s.req("first", int), s.req("count", int))
+        split = Split(split_name, pattern, s.req("first", int), s.req("count", int))
+        if split.first < 0 or not 0 <= split.count <= MAX_SPLIT_FILES:
+            raise s.fail("count", f"first {split.first}, count {split.count}: need first >= 0 and "
+                                  f"0 <= count <= {MAX_SPLIT_FILES}", "write the split's real first index and count")
+        for file_name in split.file_names():  # every name, not one example: "{index:c}" is '/' at index 47
+            problem = name_problem(file_name)
+            if problem is not None:
+                raise s.fail("pattern", f"formats to {file_name[:80]!r}, which {problem}",
+                             'write a pattern that yields plain file names, e.g. "fineweb_train_{index:06d}.bin"')
+        splits[split_name] = split
 
     lock = {}
     lock_data = top.opt("lock", dict, {})
     for file_name in lock_data:
+        problem = name_problem(file_name)
+        if problem is not None:
+            raise top.fail(f"lock.{str(file_name)[:80]}", f"is not a plain file name: it {problem}",
+                           "lock only the dataset's own files, by their plain names")
         entry = top.sub("lock").sub(file_name)
         entry.only("size", "sha256")
         lock[file_name] = LockedFile(file_name, entry.opt("size", int), entry.sha256("sha256", required=False))
@@ -183,7 +203,7 @@ _LOCK_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<name>[^\s:#]+):\s*\{[^}]*\}\s*(
 
 def _yaml_scalar(value: str) -> str:
     """A hash as a plain scalar when YAML reads it back as a string, quoted otherwise (e.g. all digits)."""
-    return value if isinstance(yaml.safe_load(value), str) else f'"{value}"'
+    return value if isinstance(load_bytes(value, "a hash", "value"), str) else f'"{value}"'
 
 
 def record_lock(manifest: DatasetManifest, entries: dict[str, tuple[int, str]]) -> list[str]:
@@ -215,7 +235,5 @@ def record_lock(manifest: DatasetManifest, entries: dict[str, tuple[int, str]]) 
     if missing:
         raise ManifestError(manifest.path, f"lock.{missing[0]}", "has no line to record its hash in",
                             f"add `  {missing[0]}: {{size: , sha256: }}` under `lock:` and run again")
-    tmp = manifest.path.with_name(f".{manifest.path.name}.tmp-{os.getpid()}")
-    tmp.write_text("".join(text), encoding="utf-8")
-    os.replace(tmp, manifest.path)
+    write_text(manifest.path, "".join(text))
     return recorded

@@ -8,7 +8,10 @@ document with probability `end_prob`; after BOS a document starts from a start d
 A model that learns the transitions reaches the chain's conditional entropy H(X_t | X_t-1), far
 below the unigram entropy H(X) that a model ignoring context is stuck at; both are printed (in
 nats, the unit of the trainer's cross-entropy loss) and stored in data.lock.yaml.
-Deterministic for a seed; numpy-vectorised over many chains at once.
+Deterministic for a seed; numpy-vectorised over many chains at once. Memory is bounded whatever the
+sizes: the chain is sparse (vocab x branching edges), tokens are sampled in blocks of CHAINS x
+BLOCK_STEPS and streamed into the shards, and the val entropies are measured on the first
+MEASURE_TOKENS val tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 
+from pipeline.atomic import write_error
 from pipeline.data.shards import BOS
 from pipeline.data.tokenize import ShardWriter
 from pipeline.data.verify import LockEntry, write_local_lock
@@ -26,14 +31,18 @@ from pipeline.errors import InputError
 from pipeline.hashing import sha256_file
 
 CHAINS = 4096  # chains sampled side by side; each starts with BOS
+BLOCK_STEPS = 1024  # steps per block: memory is bounded by CHAINS x BLOCK_STEPS, whatever the token count
+MEASURE_TOKENS = 8_000_000  # val tokens the empirical entropies are measured on (the first ones)
 
 
 @dataclass(frozen=True)
 class MarkovChain:
+    """A sparse first-order chain: memory grows with vocab x branching, never vocab^2 (50255^2 floats is 20 GB)."""
+
     token_ids: np.ndarray  # (V+1,) token id of each state; the last state is BOS
     successors: np.ndarray  # (E,) destination state of each edge, edges grouped by source state
     bounds: np.ndarray  # (E,) source state + cumulative probability: row s spans (s, s+1]
-    transition: np.ndarray  # (V+1, V+1) dense probabilities, for the entropies
+    transition: sparse.csr_matrix  # (V+1, V+1) probabilities, for the entropies
 
     @property
     def states(self) -> int:
@@ -44,42 +53,59 @@ def build_chain(seed: int, vocab: int, branching: int, end_prob: float, alpha: f
     rng = np.random.default_rng(seed)
     bos = vocab
     token_ids = np.append(rng.choice(BOS, size=vocab, replace=False), BOS)
-    dense = np.zeros((vocab + 1, vocab + 1))
     rows = np.repeat(np.arange(vocab), branching)
     cols = rng.integers(0, vocab, size=vocab * branching)
     weights = rng.dirichlet(np.full(branching, alpha), size=vocab).ravel() * (1 - end_prob)
-    np.add.at(dense, (rows, cols), weights)
-    dense[:vocab, bos] = end_prob
-    dense[bos, :vocab] = rng.dirichlet(np.ones(vocab))  # documents start anywhere, unevenly
-    src, dst = np.nonzero(dense)  # row-major: edges grouped by source, ascending
-    cumulative = np.zeros(src.size)
-    for state in range(vocab + 1):  # small loop over states, not over tokens
-        edge = src == state
-        cumulative[edge] = np.cumsum(dense[state, dst[edge]])
-        cumulative[np.flatnonzero(edge)[-1]] = 1.0  # close the row exactly: no float gap between rows
-    return MarkovChain(token_ids, dst, src + cumulative, dense)
+    start = rng.dirichlet(np.ones(vocab))  # documents start anywhere, unevenly
+    all_rows = np.concatenate([rows, np.arange(vocab), np.full(vocab, bos)])
+    all_cols = np.concatenate([cols, np.full(vocab, bos), np.arange(vocab)])
+    all_p = np.concatenate([weights, np.full(vocab, end_prob), start])
+    # COO -> CSR sums repeated (row, col) edges and sorts each row by column: edges grouped by source
+    transition = sparse.csr_matrix((all_p, (all_rows, all_cols)), shape=(vocab + 1, vocab + 1))
+    transition.sum_duplicates()
+    transition.eliminate_zeros()
+    indptr, successors = transition.indptr, transition.indices.astype(np.int64)
+    cumulative = np.empty(transition.nnz)
+    for state in range(vocab + 1):  # a loop over states (not tokens or edges): ~0.1 s at the largest vocab
+        lo, hi = indptr[state], indptr[state + 1]
+        cumulative[lo:hi] = np.cumsum(transition.data[lo:hi])
+        cumulative[hi - 1] = 1.0  # close the row exactly: no float gap between rows
+    sources = np.repeat(np.arange(vocab + 1), np.diff(indptr))
+    return MarkovChain(token_ids, successors, sources + cumulative, transition)
+
+
+def sample_blocks(chain: MarkovChain, tokens: int, seed: int, chains: int = CHAINS,
+                  block_steps: int = BLOCK_STEPS):
+    """`tokens` token ids as uint16 blocks: each block is `chains` independent walks from BOS, end to end."""
+    rng = np.random.default_rng([seed, 1])
+    bos_state = chain.states - 1
+    left = tokens
+    while left > 0:
+        steps = min(-(-left // chains), block_steps) + 1  # one spare step: a walk may lose its opening BOS
+        states = np.empty((steps, chains), dtype=np.int32)  # (T, M)
+        states[0] = bos_state
+        for t in range(1, steps):
+            # Row s of `bounds` spans (s, s+1]: searching s + u picks an edge of s with its probability.
+            edge = np.searchsorted(chain.bounds, states[t - 1] + rng.random(chains), side="right")
+            states[t] = chain.successors[edge]
+        walks = states.T  # (M, T): walk 0, then walk 1, ...
+        keep = np.ones_like(walks, dtype=bool)
+        keep[1:, 0] = walks[:-1, -1] != bos_state  # a walk ending in BOS already opened the next document
+        block = chain.token_ids[walks[keep][:left]].astype(np.uint16)
+        left -= block.size
+        yield block
 
 
 def sample(chain: MarkovChain, tokens: int, seed: int, chains: int = CHAINS) -> np.ndarray:
-    """`tokens` token ids: `chains` independent walks from BOS, laid end to end."""
-    rng = np.random.default_rng([seed, 1])
-    steps = -(-tokens // chains) + 1  # one spare step: a walk may lose its opening BOS below
-    states = np.empty((steps, chains), dtype=np.int64)  # (T, M)
-    states[0] = chain.states - 1  # BOS
-    for t in range(1, steps):
-        # Row s of `bounds` spans (s, s+1]: searching s + u picks an edge of s with its probability.
-        edge = np.searchsorted(chain.bounds, states[t - 1] + rng.random(chains), side="right")
-        states[t] = chain.successors[edge]
-    walks = states.T  # (M, T): walk 0, then walk 1, ...
-    keep = np.ones_like(walks, dtype=bool)
-    keep[1:, 0] = walks[:-1, -1] != chain.states - 1  # a walk ending in BOS already opened the next document
-    return chain.token_ids[walks[keep][:tokens]].astype(np.uint16)
+    """All `tokens` at once (small counts: tests and notebooks); synth itself streams sample_blocks."""
+    return np.concatenate(list(sample_blocks(chain, tokens, seed, chains)))
 
 
-def stationary(transition: np.ndarray, iterations: int = 2000) -> np.ndarray:
+def stationary(transition, iterations: int = 2000) -> np.ndarray:
     pi = np.full(transition.shape[0], 1.0 / transition.shape[0])
+    transposed = transition.T.tocsr()
     for _ in range(iterations):
-        nxt = pi @ transition
+        nxt = transposed @ pi
         if np.abs(nxt - pi).sum() < 1e-13:
             break
         pi = nxt
@@ -94,17 +120,20 @@ def _entropy(p: np.ndarray, axis=None) -> np.ndarray:
 def chain_entropies(chain: MarkovChain) -> tuple[float, float]:
     """(unigram entropy H(X), conditional entropy H(X_t | X_t-1)) of the stationary chain, in nats."""
     pi = stationary(chain.transition)
-    return float(_entropy(pi)), float(pi @ _entropy(chain.transition, axis=1))
+    t = chain.transition
+    terms = np.where(t.data > 0, -t.data * np.log(np.where(t.data > 0, t.data, 1.0)), 0.0)
+    row_entropy = np.add.reduceat(terms, t.indptr[:-1]) if t.nnz else np.zeros(t.shape[0])
+    return float(_entropy(pi)), float(pi @ row_entropy)
 
 
 def empirical_entropies(tokens: np.ndarray) -> tuple[float, float]:
-    """Plug-in unigram and bigram-conditional entropies of a token sequence, in nats."""
+    """Plug-in unigram and bigram-conditional entropies of a token sequence, in nats (memory ~ len(tokens))."""
     _, ids = np.unique(tokens, return_inverse=True)
     n = int(ids.max()) + 1
     unigram = np.bincount(ids, minlength=n) / ids.size
-    pairs = np.bincount(ids[:-1] * n + ids[1:], minlength=n * n).reshape(n, n).astype(float)
-    joint = pairs / pairs.sum()
-    prev = joint.sum(axis=1)
+    _, pair_counts = np.unique(ids[:-1].astype(np.int64) * n + ids[1:], return_counts=True)  # sparse pairs
+    joint = pair_counts / pair_counts.sum()
+    prev = np.bincount(ids[:-1], minlength=n) / (ids.size - 1)
     return float(_entropy(unigram)), float(_entropy(joint) - _entropy(prev))
 
 
@@ -130,14 +159,26 @@ def synth(out_dir: Path, *, train_tokens: int = 5_000_000, val_tokens: int = 500
                          "e.g. --vocab 512 --branching 8 --end-prob 0.004")
     start = time.perf_counter()
     chain = build_chain(seed, vocab, branching, end_prob)
-    tokens = sample(chain, val_tokens + train_tokens, seed)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(out_dir, exc) from None
     writer = ShardWriter(out_dir, prefix, shard_tokens or train_tokens, val_tokens)
-    writer.add(tokens)
-    writer.close()
+    measured: list[np.ndarray] = []  # the first val tokens, for the empirical entropies
+    wanted = min(val_tokens, MEASURE_TOKENS)
+    try:
+        for block in sample_blocks(chain, val_tokens + train_tokens, seed):
+            if wanted > 0:
+                measured.append(block[:wanted].copy())
+                wanted -= measured[-1].size
+            writer.add(block)
+        writer.close()
+    except BaseException:
+        writer.abort()  # a full disk or Ctrl-C: no partial shard and no incomplete set left behind
+        raise
     unigram, conditional = chain_entropies(chain)
-    val_unigram, val_conditional = empirical_entropies(tokens[:val_tokens])
+    val_unigram, val_conditional = empirical_entropies(np.concatenate(measured))
     params = {"kind": "markov1", "seed": seed, "vocab": vocab, "branching": branching, "end_prob": end_prob,
               "unigram_entropy_nats": round(unigram, 6), "conditional_entropy_nats": round(conditional, 6)}
     entries = [LockEntry(name, (out_dir / name).stat().st_size, sha256_file(out_dir / name), n,

@@ -1,6 +1,6 @@
 """Text or JSONL → GPT-2 token shards, the FineWeb layout: BOS before every document.
 
-    repro data tokenize corpus/*.txt --out data/mycorpus --tokenizer-dir ../shared/tokenizer/gpt2
+    repro data tokenize corpus/*.txt --out data/mycorpus --tokenizer-dir tokenizer/gpt2
     repro data tokenize dump.jsonl --field text --out data/web --val-tokens 1000000
 
 A text file is one document; a JSONL line is one document (its --field). The token stream is
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.data.shards import BOS, write_shard
+from pipeline.data.shards import BOS, ShardFile
 from pipeline.data.verify import LockEntry, write_local_lock
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_file
@@ -156,7 +156,11 @@ def _batches(docs: Iterator[str], size: int) -> Iterator[list[str]]:
 # ---- output -----------------------------------------------------------------------------------
 
 class ShardWriter:
-    """Cuts one token stream into val shards (first val_tokens) then train shards of shard_tokens."""
+    """Cuts one token stream into val shards (first val_tokens) then train shards of shard_tokens.
+
+    Each shard is streamed to disk as tokens arrive (shards.ShardFile), so memory does not grow with
+    the shard size; `abort` removes the partial shard and every shard this writer finished.
+    """
 
     def __init__(self, out_dir: Path, prefix: str, shard_tokens: int, val_tokens: int):
         self.out_dir, self.prefix, self.shard_tokens = out_dir, prefix, shard_tokens
@@ -165,46 +169,54 @@ class ShardWriter:
             for stale in out_dir.glob(f"{prefix}_{split}_[0-9][0-9][0-9][0-9][0-9][0-9].bin"):
                 stale.unlink()
         self.val_left = val_tokens
-        self.buffer = np.empty(0, dtype=np.uint16)  # grown to a shard's capacity on first use
-        self.fill = 0
+        self.current: ShardFile | None = None
         self.split, self.index = ("val", 0) if val_tokens else ("train", 1)
         self.written: list[tuple[str, int, str]] = []  # (name, tokens, split)
 
     def _capacity(self) -> int:
         return min(self.shard_tokens, self.val_left) if self.split == "val" else self.shard_tokens
 
-    def _ensure_buffer(self) -> None:
-        if self.buffer.size < self._capacity():
-            self.buffer = np.empty(self._capacity(), dtype=np.uint16)
+    def _name(self) -> str:
+        return f"{self.prefix}_{self.split}_{self.index:06d}.bin"
 
     def add(self, tokens: np.ndarray) -> None:
         pos = 0
         while pos < tokens.size:
-            self._ensure_buffer()
-            take = min(self._capacity() - self.fill, tokens.size - pos)
-            self.buffer[self.fill:self.fill + take] = tokens[pos:pos + take]
-            self.fill += take
+            if self.current is None:
+                self.current = ShardFile(self.out_dir / self._name())
+            take = min(self._capacity() - self.current.tokens, tokens.size - pos)
+            self.current.append(tokens[pos:pos + take])
             pos += take
-            if self.fill == self._capacity():
+            if self.current.tokens == self._capacity():
                 self._flush()
 
     def _flush(self) -> None:
-        if not self.fill:
+        if self.current is None:
             return
-        name = f"{self.prefix}_{self.split}_{self.index:06d}.bin"
-        write_shard(self.out_dir / name, self.buffer[:self.fill])
-        self.written.append((name, self.fill, self.split))
+        shard, self.current = self.current, None
+        if not shard.tokens:
+            shard.abort()
+            return
+        shard.close()
+        self.written.append((shard.path.name, shard.tokens, self.split))
         if self.split == "val":
-            self.val_left -= self.fill
+            self.val_left -= shard.tokens
             self.index += 1
             if self.val_left == 0:
                 self.split, self.index = "train", 1
         else:
             self.index += 1
-        self.fill = 0
 
     def close(self) -> None:
         self._flush()
+
+    def abort(self) -> None:
+        """Leave nothing behind: the shard being written and the ones finished (the set is incomplete)."""
+        if self.current is not None:
+            self.current.abort()
+            self.current = None
+        for name, _, _ in self.written:
+            (self.out_dir / name).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -256,6 +268,9 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
             if bar is not None:
                 bar.update(tokens.size)
         writer.close()
+    except BaseException:
+        writer.abort()  # a full disk or Ctrl-C leaves no partial shard and no incomplete set behind
+        raise
     finally:
         if pool is not None:
             pool.terminate()

@@ -17,13 +17,14 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from pipeline.atomic import write_yaml
 from pipeline.data.manifest import DatasetManifest, load_dataset
+from pipeline.data.paths import file_in, name_problem
 from pipeline.data.shards import header_problems, read_header
-from pipeline.errors import InputError, ManifestError
-from pipeline.hashing import sha256_files
+from pipeline.errors import InputError, ManifestError, os_error
+from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.yamlio import YamlRefused, load_bytes
 
 LOCK_NAME = "data.lock.yaml"
 LOCK_SCHEMA = 1
@@ -52,11 +53,31 @@ def read_local_lock(data_dir: Path) -> LocalLock | None:
     path = Path(data_dir) / LOCK_NAME
     if not path.exists():
         return None
-    top = Fields(load_yaml(path), path)
+    return parse_local_lock(load_yaml(path, "lock"), path)
+
+
+def parse_lock_bytes(data: bytes, source: str) -> LocalLock:
+    """A data.lock.yaml held in memory (a bundle member): the same checks as reading it from a folder."""
+    try:
+        doc = load_bytes(data, source, "lock")
+    except YamlRefused as exc:
+        raise ManifestError(source, "", f"line {exc.line}: {exc.problem}" if exc.line else exc.problem,
+                            exc.fix) from None
+    if not isinstance(doc, dict):
+        raise ManifestError(source, "", "the top level must be a mapping of fields", "check the data lock")
+    return parse_local_lock(doc, Path(source))
+
+
+def parse_local_lock(doc: dict, path: Path) -> LocalLock:
+    top = Fields(doc, path)
     top.only("schema_version", "dataset", "files", "generator")
     check_schema_version(top, LOCK_SCHEMA)
     files = {}
     for name in top.opt("files", dict, {}):
+        problem = name_problem(name)
+        if problem is not None:  # a lock key like ../../evil.bin must never become a path
+            raise top.fail(f"files.{str(name)[:80]}", f"is not a plain file name: it {problem}",
+                           "a data lock lists the folder's own files by their plain names; restore or delete it")
         entry = top.sub("files").sub(name)
         entry.only("size", "sha256", "tokens", "source")
         files[name] = LockEntry(name, entry.req("size", int), entry.sha256("sha256"), entry.opt("tokens", int),
@@ -82,11 +103,7 @@ def write_local_lock(data_dir: Path, dataset: str, entries: list[LockEntry], gen
         generator = generator if generator is not None else (old.generator if old else {})
         if generator:
             doc["generator"] = generator
-        path = data_dir / LOCK_NAME
-        tmp = path.with_name(f".{LOCK_NAME}.tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_text(yaml.safe_dump(doc, sort_keys=False, width=200), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_yaml(data_dir / LOCK_NAME, doc)
 
 
 def data_lock_digest(data_dir: Path) -> str:
@@ -98,6 +115,11 @@ def data_lock_digest(data_dir: Path) -> str:
     if lock is None:
         raise InputError(f"{Path(data_dir) / LOCK_NAME} does not exist",
                          "fetch, tokenize or synth into that folder first (each writes the lock)")
+    return lock_digest(lock)
+
+
+def lock_digest(lock: LocalLock) -> str:
+    """data_lock_digest of a lock already parsed (e.g. with parse_lock_bytes from a bundle member)."""
     canonical = [[e.name, e.size, e.sha256] for e in sorted(lock.files.values(), key=lambda e: e.name)]
     return hashlib.sha256(json.dumps(canonical, separators=(",", ":")).encode()).hexdigest()
 
@@ -153,6 +175,10 @@ def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], token
     """Header, exact size and sha256 of one file against every recorded expectation."""
     if not path.exists():
         return FileCheck(path.name, None, None, None, ("missing: recorded in the lock but not in the folder",), False)
+    if path.is_dir():
+        return FileCheck(path.name, None, None, None, ("is a directory where a shard belongs: remove it",), False)
+    if sha256 is None:  # the file exists but could not be hashed
+        return FileCheck(path.name, None, None, None, (_unreadable(path),), False)
     size = path.stat().st_size
     problems = header_problems(path, tokens_expected)
     header = read_header(path)
@@ -167,31 +193,57 @@ def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], token
     return FileCheck(path.name, size, sha256, header.num_tokens if header else None, tuple(problems), hash_checked)
 
 
+def _unreadable(path: Path) -> str:
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}): fix its permissions or fetch it again"
+    return "could not be hashed: fetch it again"
+
+
+def _hash_readable(paths: list[Path], workers: int) -> dict[Path, str]:
+    """sha256 of every file that can be read; an unreadable one is left out and reported by check_file."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path) -> tuple[Path, str | None]:
+        try:
+            return path, sha256_file(path)
+        except OSError:
+            return path, None
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return {p: h for p, h in pool.map(one, paths) if h is not None}
+
+
 def verify_dir(data_dir: Path, dataset: str | None = None, workers: int = 2,
-               manifests: Path | None = None) -> VerifyReport:
+               registry: Path | None = None) -> VerifyReport:
     """Check every shard in a folder (and every file its lock lists); never stops at the first bad one."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir} is not a folder", "give the folder that holds the .bin shards")
+    try:
+        listed = sorted(n for n in os.listdir(data_dir) if n.endswith(".bin"))  # directories too: reported
+    except OSError as exc:
+        raise os_error(data_dir, exc, "give the folder that holds the .bin shards") from None
     lock = read_local_lock(data_dir)
     dataset = dataset or (lock.dataset if lock else None)
     manifest = None
     if dataset:
         try:
-            manifest = load_dataset(dataset, manifests)
-        except ManifestError:
+            manifest = load_dataset(dataset, registry)
+        except InputError:
             if lock is None or dataset != lock.dataset:
                 raise
             # generated and tokenized folders have no dataset manifest: their lock is the record
-    names = sorted({p.name for p in data_dir.glob("*.bin") if p.is_file()} | set(lock.files if lock else ()))
+    names = sorted(set(listed) | set(lock.files if lock else ()))
     if not names:
         raise InputError(f"{data_dir} holds no .bin shards and no {LOCK_NAME}",
                          "fetch, tokenize or synth into it first")
-    present = [data_dir / n for n in names if (data_dir / n).is_file()]
-    hashes = sha256_files(present, workers)
+    paths = [file_in(data_dir, n, f"{data_dir / LOCK_NAME}") for n in names]
+    hashes = _hash_readable([p for p in paths if p.is_file()], workers)
     checks = []
-    for name in names:
-        path = data_dir / name
+    for name, path in zip(names, paths):
         tokens_expected = manifest.tokens_expected(name) if manifest else None
         checks.append(check_file(path, hashes.get(path), expected_hashes(manifest, lock, name), tokens_expected))
     return VerifyReport(data_dir, dataset, tuple(checks))

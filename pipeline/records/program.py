@@ -13,8 +13,6 @@ says which hash differs and from what.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,25 +46,24 @@ def cut_program(log: bytes) -> bytes | None:
 
 
 def fetch(url: str, timeout: float = FETCH_TIMEOUT_S) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": "repro-speedrun"})
+    """The pinned log at `url`, through the tool's one HTTP client (pipeline/http.py: retries, bounded size)."""
+    from pipeline.http import HttpRefused, Policy, Unreachable, fetch_bytes
+
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            data = response.read(MAX_LOG_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        return fetch_bytes(url, MAX_LOG_BYTES, Policy(timeout_s=timeout, retries=3, max_retry_s=120))
+    except HttpRefused as exc:
+        if exc.status == 404:
             raise MissingDependency(f"the pinned log is not at {url} (HTTP 404)",
                                     "give --program-source with a local copy: a clone of the upstream "
                                     "repository, the log file, or the program") from None
-        raise MissingDependency(f"fetching {url} failed: HTTP {exc.code} {exc.reason}",
+        raise MissingDependency(f"fetching {url} failed: {exc.what}",
                                 "retry later, or give --program-source with a local copy") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise MissingDependency(f"cannot reach {url}: {reason}",
+    except Unreachable as exc:
+        raise MissingDependency(f"cannot reach {url}: {exc.what}",
                                 "check the network, or give --program-source with a local copy") from None
-    if len(data) > MAX_LOG_BYTES:
+    except CheckFailed:
         raise CheckFailed(f"{url} is larger than {MAX_LOG_BYTES >> 20} MiB: not a run log of this record",
-                          "give --program-source with the record's log or program")
-    return data
+                          "give --program-source with the record's log or program") from None
 
 
 def _from_log(record: Record, log: bytes, pinned: PublishedLog, source: str) -> RecordProgram:

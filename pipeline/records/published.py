@@ -13,13 +13,10 @@ read from outside the cache, the given folder or the network.
 from __future__ import annotations
 
 import shutil
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.atomic import atomic_open
+from pipeline.atomic import atomic_open, write_bytes
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_file
 from pipeline.records.model import PublishedLog, Record
@@ -48,31 +45,21 @@ def _check_record(record: Record) -> None:
 
 
 def _download(url: str, dest: Path, timeout: float) -> None:
-    """GET url into dest (atomically), at most MAX_LOG_BYTES, retried with backoff on network errors and 5xx."""
-    last = ""
-    for attempt in range(ATTEMPTS):
-        if attempt:
-            time.sleep(0.5 * 2 ** attempt)
-        try:
-            request = urllib.request.Request(url, headers={"User-Agent": "repro-speedrun"})
-            with urllib.request.urlopen(request, timeout=timeout) as response, atomic_open(dest) as out:
-                size = 0
-                while chunk := response.read(CHUNK):
-                    size += len(chunk)
-                    if size > MAX_LOG_BYTES:
-                        raise InputError(f"{url} is larger than {MAX_LOG_BYTES >> 20} MiB: not a run log",
-                                         "check the record manifest's upstream URL template")
-                    out.write(chunk)
-            return
-        except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}"
-            if exc.code < 500:
-                break
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            last = str(getattr(exc, "reason", exc))
-    raise MissingDependency(f"cannot download {url}: {last}",
-                            "check the network, or fetch offline: `repro records fetch-logs NAME --from DIR` "
-                            "with a folder holding the logs (e.g. the record's folder of a modded-nanogpt clone)")
+    """GET url into dest (atomically), at most MAX_LOG_BYTES, through the tool's one HTTP client
+    (pipeline/http.py: retries with backoff on network errors and 5xx, bounded in time and size)."""
+    from pipeline.http import HttpRefused, Policy, Unreachable, fetch_bytes
+
+    try:
+        data = fetch_bytes(url, MAX_LOG_BYTES, Policy(timeout_s=timeout, retries=ATTEMPTS - 1, max_retry_s=120))
+    except (HttpRefused, Unreachable) as exc:
+        raise MissingDependency(f"cannot download {url}: {exc.what}",
+                                "check the network, or fetch offline: `repro records fetch-logs NAME --from DIR` "
+                                "with a folder holding the logs (e.g. the record's folder of a modded-nanogpt "
+                                "clone)") from None
+    except CheckFailed:
+        raise InputError(f"{url} is larger than {MAX_LOG_BYTES >> 20} MiB: not a run log",
+                         "check the record manifest's upstream URL template") from None
+    write_bytes(dest, data)
 
 
 def _verified(log: PublishedLog, path: Path) -> bool:
