@@ -243,3 +243,18 @@ def test_list_and_plot_show_the_history(tmp_path):
     assert code == 0, out
     png = (tmp_path / "report" / "records_time.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_a_multi_file_program_has_one_fingerprint():
+    """2026 logs append the program's other files under dividers: each file is fingerprinted, then combined."""
+    from pipeline.records.identity import program_fingerprint
+
+    line = b"-" * 40
+    divider = b"\n" + line + b"\n# triton_kernels.py\n" + line + b"\n"
+    main, kernels = b"import os\nx = 1  # main\n", b"def k(a):\n    return a + 1\n"
+    fp = program_fingerprint(main + divider + kernels)
+    assert fp.startswith("ast1-")
+    assert program_fingerprint(main.replace(b"# main", b"# other comment") + divider + kernels) == fp
+    assert program_fingerprint(main + divider + kernels.replace(b"a + 1", b"a + 2")) != fp
+    with pytest.raises(SyntaxError):
+        program_fingerprint(main + divider + b"def broken(:\n")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.hashing import sha256_bytes
-from pipeline.records.identity import FINGERPRINT_PREFIX, fingerprint
+from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import SEPARATOR, parse_text
 
 MAX_LOG_BYTES = 64 << 20
@@ -30,9 +30,6 @@ LOG_SUFFIXES = (".txt", ".log")
 
 _TORCH_ANY_CASE = re.compile(r"^Running [Pp]y[Tt]orch (\S+) compiled for CUDA (\S+)", re.M)
 _LLMC_VAL = re.compile(rb"^s:(\d+) tel:([\d.]+)\s*$", re.M)
-# 2026 logs append the program's other source files after the main one, each under a divider like
-# "----------------------------------------\n# triton_kernels.py\n----------------------------------------"
-_FILE_DIVIDER = re.compile(rb"^-{20,}\n# (\S+)\n-{20,}\n", re.M)
 
 
 @dataclass(frozen=True)
@@ -79,18 +76,6 @@ def _late_2024_program(raw: bytes) -> bytes | None:
     except (SyntaxError, ValueError):
         return None
     return segment + b"\n"
-
-
-def program_fingerprint(program: bytes) -> str:
-    """identity.fingerprint of one file; for a multi-file program, of each file, combined in order.
-
-    Raises SyntaxError/ValueError when a file is not Python."""
-    parts = _FILE_DIVIDER.split(program)
-    if len(parts) == 1:
-        return fingerprint(program)
-    names = ["main"] + parts[1::2]
-    prints = [f"{name}={fingerprint(source)}" for name, source in zip(names, parts[0::2])]
-    return FINGERPRINT_PREFIX + sha256_bytes("\n".join(prints).encode())
 
 
 def _gpu_summary(table) -> tuple[str, int | None, str, str]:
