@@ -239,6 +239,7 @@ def test_list_and_plot_show_the_history(tmp_path):
     assert muon["claimed_time_s"] == pytest.approx(149.7) and muon["mean_time_s"] == pytest.approx(149.69, abs=0.01)
     assert muon["environment_match"] == "exact" and muon["environment_pinned"] and muon["data_pinned"]
     assert rows["2024-10-10_Muon"]["environment_match"] == "stable-stand-in"
+    assert rows["2024-10-10_Muon"]["data_pinned"] is False  # its shard count is not in the table or the log
     code, out = run("--registry", str(ROOT / "manifests"), "records", "plot", "--out", str(tmp_path / "report"))
     assert code == 0, out
     png = (tmp_path / "report" / "records_time.png").read_bytes()

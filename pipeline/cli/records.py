@@ -36,13 +36,15 @@ def _history_row(ws: Workspace, r: Record) -> dict:
     losses = [log.val_loss for log in r.logs if log.val_loss is not None] or list(r.published.losses)
     times = list(r.published.times_s)
     kind = choice.kind if choice.environment == r.environment else ("named" if env_exists else "none")
-    return {"name": r.name, "date": r.date, "title": r.title, "parent": r.parent or None,
+    return {"name": r.name, "date": r.date, "track": r.track, "title": r.title, "parent": r.parent or None,
             "claimed_time_s": r.imported.claimed_time_s if r.imported else None,
             "mean_time_s": round(mean(times), 3) if times else None, "runs": len(times),
             "mean_val_loss": round(mean(losses), 4) if losses else None,
             "environment": r.environment or None, "environment_match": kind,
             "environment_pinned": env_exists and kind == "exact",
-            "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file()}
+            # pinned: the registry has the dataset's manifest and the record says how many shards it reads
+            # (an imported record's shard count is unknown until someone writes it into dataset:)
+            "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file() and r.dataset.train_shards > 0}
 
 
 @records.command("list")
@@ -54,17 +56,17 @@ def list_(ws, as_json):
     if as_json:
         emit_json(rows)
         return
-    click.echo(f"{'date':10}  {'record':34} {'claimed':>9} {'logs mean':>10} {'runs':>4} {'loss':>7}  "
-               f"{'environment':32} data")
+    click.echo(f"{'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} {'loss':>7}  "
+               f"{'environment (match)':36} data")
 
-    def num(value, spec):
-        return format(value, spec) if value is not None else "—"
+    def num(value, spec, width):
+        return format(value, spec) if value is not None else "—".rjust(width)
 
     for row in rows:
         env = f"{row['environment'] or '—'} ({row['environment_match']})"
-        click.echo(f"{row['date']:10}  {row['name'][:34]:34} {num(row['claimed_time_s'], '8.1f')}s "
-                   f"{num(row['mean_time_s'], '9.2f')}s {row['runs']:4} {num(row['mean_val_loss'], '7.4f')}  "
-                   f"{env[:32]:32} {'pinned' if row['data_pinned'] else 'not pinned'}")
+        click.echo(f"{row['date']:10}  {row['name'][:34]:34} {num(row['claimed_time_s'], '9.1f', 9)} "
+                   f"{num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} {num(row['mean_val_loss'], '7.4f', 7)}  "
+                   f"{env[:36]:36} {'pinned' if row['data_pinned'] else 'not pinned'}")
 
 
 @records.command()
@@ -103,8 +105,12 @@ def show(ws, name, as_json):
     if choice.environment == r.environment:
         click.echo(f"    why      {choice.kind}: {choice.reason}")
     else:
-        click.echo("    why      named by the manifest's author; for its PyTorch the mapping would choose "
-                   f"{choice.environment or 'nothing'} ({choice.kind}: {choice.reason})")
+        pins = {e.name: e.torch for e in registry_environments(ws.environments_dir)}
+        named = pins.get(r.environment, "")
+        differs = (f"; it pins PyTorch {named}, the record ran {sw.torch}: a deviation"
+                   if named and sw.torch and named != sw.torch else "")
+        click.echo(f"    why      named by the manifest's author{differs}")
+        click.echo(f"    mapping  {choice.environment or 'nothing'} ({choice.kind}: {choice.reason})")
     if choice.deviation and choice.environment == r.environment:
         click.echo(f"    deviation {choice.deviation}")
     for log in r.logs:
@@ -164,10 +170,11 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
               type=click.Path(file_okay=False, path_type=Path), help="Folder for records_time.png.")
 @pass_workspace
 def plot(ws, out_dir):
-    """A PNG of record time against date (claimed times, and the mean of each record's logs)."""
+    """A PNG of record time against date (claimed times, and the mean of each record's logs), track 1 only."""
     from pipeline.records.history_plot import plot_history
 
-    path = plot_history([_history_row(ws, r) for r in _all(ws)], out_dir)
+    rows = [_history_row(ws, r) for r in _all(ws) if r.track.startswith("track_1")]
+    path = plot_history(rows, out_dir)
     click.echo(f"wrote {path}")
 
 

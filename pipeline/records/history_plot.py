@@ -28,11 +28,11 @@ def plot_history(rows: list[dict], out_dir: Path) -> Path:
         ax.plot(*zip(*claimed), "o", color="#1f77b4", ms=4)
     if measured:
         ax.plot(*zip(*measured), "x", color="#d62728", ms=7, label="mean train time of the published logs")
-    for r in rows:
+    for i, r in enumerate(rows):
         y = r.get("mean_time_s") or r.get("claimed_time_s")
-        if y:
+        if y:  # alternate above/below so records days apart stay readable
             ax.annotate(r["name"].split("_", 1)[-1][:18], (date.fromisoformat(r["date"]), y), fontsize=6,
-                        xytext=(3, 3), textcoords="offset points")
+                        xytext=(3, 4 if i % 2 == 0 else -9), textcoords="offset points")
     ax.set_yscale("log")
     ax.set_ylabel("time to 3.28 val loss (s, log scale)")
     ax.set_xlabel("record date")
