@@ -23,9 +23,11 @@ import yaml
 from pipeline import REPO_ROOT
 from pipeline.bundle.verify import show_bundle, verify_bundle
 from pipeline.reproduce.flow import STATE_FILE, demo_request, reproduce
+from pipeline.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 RECORD = "test-cpu-tiny"
+WS: Workspace  # set by the cpu_record fixture: the test's root and registry
 TINY = ("scheduled_steps=4", "extension_steps=1", "val_every=0", "seed=0")
 
 
@@ -40,6 +42,8 @@ def cpu_record(tmp_path, monkeypatch) -> Path:
     data["rules"].update(target_val_loss=10.0, consistency_required=[], time_tolerance=50.0)
     (root / "records" / f"{RECORD}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv("REPRO_MANIFESTS", str(root))
+    global WS
+    WS = Workspace.resolve(root=tmp_path, registry=root)
     return root
 
 
@@ -54,49 +58,50 @@ def actions(result) -> dict[str, str]:
 
 def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_path):
     req = request(tmp_path)
-    first = reproduce(req)
-    assert actions(first) == {"image": "not needed", "data": "done", "preflight": "done", "runs": "done",
-                              "verify": "done", "archive": "done", "report": "done", "bundle verify": "done"}
+    first = reproduce(WS, req)
+    assert actions(first) == {"preflight": "done", "environment": "not needed", "data": "done", "runs": "done",
+                              "archive": "done", "report": "done", "bundle verify": "done"}
+    assert [s.stage for s in first.stages][:3] == ["preflight", "environment", "data"]  # cheap checks first
     assert first.bundle_verified and len(first.runs) == 1
     assert first.outcome == "not-reproduced" and any("one run gives no p-value" in r for r in first.reasons)
     assert (tmp_path / "work" / "report" / "report.md").is_file()
     assert (tmp_path / "work" / "report" / "plots" / "val_loss.png").is_file()
 
-    again = reproduce(req)
-    assert actions(again) == {"image": "not needed", "data": "skipped", "preflight": "skipped", "runs": "skipped",
-                              "verify": "done", "archive": "skipped", "report": "skipped", "bundle verify": "done"}
+    again = reproduce(WS, req)
+    assert actions(again) == {"preflight": "skipped", "environment": "not needed", "data": "skipped",
+                              "runs": "skipped", "archive": "skipped", "report": "skipped", "bundle verify": "done"}
     assert again.bundle_sha256 == first.bundle_sha256 and again.runs == first.runs
 
     # The state file is a record, not a source of truth: garbage in it changes nothing.
     (tmp_path / "work" / STATE_FILE).write_text("{not json")
-    assert actions(reproduce(req))["runs"] == "skipped"
+    assert actions(reproduce(WS, req))["runs"] == "skipped"
 
     # A damaged shard is caught by re-hashing and regenerated (same seed: same bytes, same lock digest).
     shard = tmp_path / "work" / "data" / "synth" / "fineweb_val_000000.bin"
     raw = bytearray(shard.read_bytes())
     raw[5000] ^= 0xFF
     shard.write_bytes(bytes(raw))
-    repaired = reproduce(req)
+    repaired = reproduce(WS, req)
     assert actions(repaired)["data"] == "done" and actions(repaired)["runs"] == "skipped"
     assert repaired.bundle_sha256 == first.bundle_sha256
 
     # A damaged report is rewritten from the bundle.
     (tmp_path / "work" / "report" / "report.md").write_text("edited\n")
-    assert actions(reproduce(req))["report"] == "done"
+    assert actions(reproduce(WS, req))["report"] == "done"
     assert (tmp_path / "work" / "report" / "report.md").read_text().startswith(f"# {RECORD}")
 
-    more = reproduce(replace(req, runs=2))
+    more = reproduce(WS, replace(req, runs=2))
     assert actions(more)["runs"] == "done" and len(more.runs) == 2 and more.runs[0] == first.runs[0]
     assert more.bundle != first.bundle and more.bundle.endswith("-2runs.tar.gz") and more.bundle_verified
     assert more.outcome == "reproduced-with-deviations"  # two seeded runs: p = 0 below the target
     manifest = show_bundle(Path(more.bundle)).manifest
-    assert [r["status"] for r in manifest["runs"]] == ["succeeded", "succeeded"]
-    assert manifest["environment"]["pip_freeze"] == "environment/pip-freeze.txt"  # host runtime: the venv's
-    assert manifest["data"]["lock_sha256"] == json.loads((tmp_path / "work" / STATE_FILE).read_text())[
+    assert [r.status for r in manifest.runs] == ["succeeded", "succeeded"]
+    assert manifest.environment.pip_freeze == "environment/pip-freeze.txt"  # host runtime: the venv's
+    assert manifest.data.lock_sha256 == json.loads((tmp_path / "work" / STATE_FILE).read_text())[
         "stages"]["data"]["lock_sha256"]
 
     # Runs of another configuration never count toward, or mix into, this one's verdict.
-    other = reproduce(replace(req, overrides=TINY + ("val_every=2",)))
+    other = reproduce(WS, replace(req, overrides=TINY + ("val_every=2",)))
     assert actions(other)["runs"] == "done" and len(other.runs) == 1 and other.runs[0] not in more.runs
     assert other.attempts == ()
 
@@ -121,14 +126,14 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
     assert crash.returncode == 5, crash.stderr[-2000:]
     assert "failed (exit code 1)" in crash.stderr and "the runs so far are archived" in crash.stderr
     bundle = only_bundle(tmp_path / "bundles")
-    check = verify_bundle(bundle)
+    check = verify_bundle(bundle, cpu_record / "records")
     assert check.ok and check.recomputed_outcome == "invalid"
     manifest = show_bundle(bundle).manifest
-    (run,) = manifest["runs"]
-    assert run["status"] == "failed" and run["exit_code"] == 1  # torchrun: a worker failed
-    assert any("run status is failed (exit code 1)" in r for r in manifest["verdict"]["reasons"])
+    (run,) = manifest.runs
+    assert run.status == "failed" and run.exit_code == 1  # torchrun: a worker failed
+    assert any("run status is failed (exit code 1)" in r for r in manifest.verdict.reasons)
     with tarfile.open(bundle) as tar:
-        stdout = tar.extractfile(f"{manifest['name']}/runs/{run['id']}/stdout.txt").read().decode()
+        stdout = tar.extractfile(f"{manifest.name}/runs/{run.id}/stdout.txt").read().decode()
     assert "num_layers=5" in stdout  # the trainer's own message on why it stopped
 
     resumed = subprocess.run(cli(tmp_path), capture_output=True, text=True, cwd=REPO_ROOT)
@@ -137,10 +142,10 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
     assert "[data] skipped" in resumed.stdout and "[preflight] skipped" in resumed.stdout
     bundle = only_bundle(tmp_path / "bundles")
     manifest = show_bundle(bundle).manifest
-    assert [a["id"] for a in manifest["attempts"]] == [run["id"]] and manifest["attempts"][0]["status"] == "failed"
-    assert [r["status"] for r in manifest["runs"]] == ["succeeded"]
-    assert manifest["verdict"]["outcome"] == "not-reproduced"  # one good run: no t-test yet, but valid
-    assert not any(run["id"] in r for r in manifest["verdict"]["reasons"])  # the crash is outside the verdict
+    assert [a.id for a in manifest.attempts] == [run.id] and manifest.attempts[0].status == "failed"
+    assert [r.status for r in manifest.runs] == ["succeeded"]
+    assert manifest.verdict.outcome == "not-reproduced"  # one good run: no t-test yet, but valid
+    assert not any(run.id in r for r in manifest.verdict.reasons)  # the crash is outside the verdict
     verified = subprocess.run([sys.executable, "-m", "pipeline", "bundle", "verify", str(bundle)],
                               capture_output=True, text=True, cwd=REPO_ROOT)
     assert verified.returncode == 0, verified.stdout
@@ -170,11 +175,11 @@ def test_ctrl_c_during_a_run_archives_it_as_aborted(cpu_record, tmp_path):
     (run_dir,) = runs.iterdir()  # the second run never started
     assert (run_dir / "status").read_text() == "aborted\n"
     bundle = only_bundle(tmp_path / "bundles")
-    check = verify_bundle(bundle)
+    check = verify_bundle(bundle, cpu_record / "records")
     assert check.ok and check.recomputed_outcome == "invalid"
     manifest = show_bundle(bundle).manifest
-    assert manifest["runs"][0]["status"] == "aborted"
-    assert any("run status is aborted" in r for r in manifest["verdict"]["reasons"])
+    assert manifest.runs[0].status == "aborted"
+    assert any("run status is aborted" in r for r in manifest.verdict.reasons)
 
 
 def test_bad_input_is_an_error_not_a_traceback(tmp_path):
@@ -207,12 +212,12 @@ def test_fetched_data_path_with_a_dataset_manifest(cpu_record, tmp_path):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
     req = replace(request(tmp_path), synth=None, data_source=str(mirror), data_dir=tmp_path / "data")
-    first = reproduce(req)
+    first = reproduce(WS, req)
     assert actions(first)["data"] == "done" and first.bundle_verified
     assert sorted(p.name for p in (tmp_path / "data").glob("*.bin")) == [p.name for p in shards]
-    assert actions(reproduce(req))["data"] == "skipped"
+    assert actions(reproduce(WS, req))["data"] == "skipped"
     # a shard that no longer matches the manifest's lock is fetched again
     (tmp_path / "data" / shards[0].name).write_bytes(b"\0" * 2048)
-    again = reproduce(req)
+    again = reproduce(WS, req)
     assert actions(again)["data"] == "done" and actions(again)["runs"] == "skipped"
     assert sha256_file(tmp_path / "data" / shards[0].name) == dataset["lock"][shards[0].name]["sha256"]

@@ -22,7 +22,10 @@ from torch import Tensor
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 try:  # FA3's hopper build; resolved at import so that compiled code calls a plain global
-    from flash_attn_interface import flash_attn_varlen_func as fa3_varlen
+    import flash_attn_interface as _fa3
+
+    # repro's FlexAttention stand-in (pipeline/runs/fa3_standin) is not FA3: use FlexAttention directly
+    fa3_varlen = None if getattr(_fa3, "REPRO_STANDIN", None) else _fa3.flash_attn_varlen_func
 except ImportError:
     fa3_varlen = None
 
@@ -57,7 +60,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, doc_bounds: Tensor, window, scale
                              max_seqlen_k=max_seqlen, causal=True, softmax_scale=scale, window_size=(window, 0))
         return out[0] if isinstance(out, tuple) else out  # some FA3 builds also return the log-sum-exp
     if backend == "flex":
-        return _flex(q, k, v, doc_bounds, window, scale)
+        return flex_attention_varlen(q, k, v, doc_bounds, window, scale)
     if backend == "dense":
         return _dense(q, k, v, doc_bounds, window, scale)
     raise ValueError(f"unknown attention backend {backend!r}")
@@ -102,7 +105,8 @@ def _to_block_lists(table: Tensor) -> tuple[Tensor, Tensor]:
     return counts[None, None], order[None, None]
 
 
-def _flex(q: Tensor, k: Tensor, v: Tensor, doc_bounds: Tensor, window, scale) -> Tensor:
+def flex_attention_varlen(q: Tensor, k: Tensor, v: Tensor, doc_bounds: Tensor, window, scale) -> Tensor:
+    """The flex backend; also what the FA3 stand-in calls (pipeline/runs/fa3_standin)."""
     T = q.size(0)
     if T % FLEX_BLOCK:
         raise ValueError(f"FlexAttention needs the micro-batch length ({T}) to be a multiple of {FLEX_BLOCK}")

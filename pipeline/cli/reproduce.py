@@ -2,12 +2,13 @@
 
     repro reproduce --record 2025-09-23_MuonCustomSizing --runs 4        # make reproduce
     repro reproduce --demo --runs 2                                      # make demo (CPU, minutes)
+    repro reproduce --smoke 40 --runs 2 --runtime host                   # the record's program, steps cut
 
 Run it again after an interruption: finished stages are checked and skipped, missing runs are run.
-Exit codes: 0 the bundle verifies and the verdict is reproduced(-with-deviations); 1 the verdict is
-not-reproduced or invalid, or the bundle does not verify; 3 bad input; 4 something missing (Docker,
-torch); 5 a run failed and stopped the runs (its directory and the bundle keep its logs); 130
-interrupted (a bundle of the runs so far is still written).
+Exit codes: 0 the bundle verifies and the verdict is reproduced(-with-deviations) (smoke-passed for
+--smoke); 1 the verdict is not-reproduced, invalid or smoke-failed, or the bundle does not verify;
+3 bad input; 4 something missing (Docker, torch); 5 a run failed and stopped the runs (its directory
+and the bundle keep its logs); 130 interrupted (a bundle of the runs so far is still written).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pipeline.errors import Interrupted, RunFailed
 from pipeline.reproduce.flow import ReproduceRequest, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-PASSING = ("reproduced", "reproduced-with-deviations")
+PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
 
 
 @click.command()
@@ -51,15 +52,28 @@ PASSING = ("reproduced", "reproduced-with-deviations")
               help="Where the bundle goes [bundles/].")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Shard folder [data/<dataset>; demo: <work>/data/synth].")
+@click.option("--dataset", default=None,
+              help="Dataset manifest to train on instead of the record's (e.g. docs-v1-x4 for smoke runs).")
 @click.option("--data-source", default="hub", show_default=True,
               help="Where shards come from: hub, an http(s) mirror URL or a folder (see `repro data fetch`).")
 @click.option("--image", "image_tarball", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Load this `repro env save` tarball instead of building the image.")
 @click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="ed25519 private key (PEM) to sign the bundle with.")
+@click.option("--program-source", default=None,
+              help="Record trainer: the record's log, program, or an upstream clone instead of the pinned URL.")
+@click.option("--smoke", "smoke_steps", type=click.IntRange(min=2), default=None, metavar="STEPS",
+              help="Smoke run: the record's exact program with only its step count cut (a declared patch). "
+                   "Verdict smoke-passed/smoke-failed, never reproduced.")
+@click.option("--smoke-val-tokens", type=click.IntRange(min=1024), default=None, metavar="N",
+              help="Smoke only: validate on N tokens (small data; a multiple of 1024).")
+@click.option("--stream", is_flag=True, help="Show the trainer's output live (it always goes to each run's "
+              "stdout.txt).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
-def reproduce(record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir, bundle_dir,
-              data_dir, data_source, image_tarball, sign_key, as_json):
+@pass_workspace
+def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
+              bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
+              smoke_val_tokens, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
@@ -67,14 +81,15 @@ def reproduce(record_name, runs, demo, trainer, runtime, preset, overrides, npro
         request = ReproduceRequest(record=record_name or DEFAULT_RECORD, runs=runs)
     changes = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "work_dir": work_dir,
                "bundle_dir": bundle_dir, "data_dir": data_dir, "image_tarball": image_tarball,
-               "sign_key": sign_key}
+               "sign_key": sign_key, "dataset": dataset, "program_source": program_source,
+               "smoke_steps": smoke_steps, "smoke_val_tokens": smoke_val_tokens}
     if overrides:
         changes["overrides"] = tuple(overrides)
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
-    stream = sys.stderr if as_json else sys.stdout
-    result = run_reproduce(request, say=lambda line: click.echo(line, file=stream),
-                           terminal=stream.buffer)
+    out = sys.stderr if as_json else sys.stdout
+    result = run_reproduce(ws, request, say=lambda line: click.echo(line, file=out),
+                           terminal=out.buffer if stream else None)
     if as_json:
         emit_json(result)
     else:
@@ -86,11 +101,12 @@ def reproduce(record_name, runs, demo, trainer, runtime, preset, overrides, npro
         click.echo(f"report:  {result.report}")
         if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
             click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
-    if result.stopped_by and result.stopped_by.split(": ", 1)[1].startswith("aborted"):
-        raise Interrupted(f"run {result.stopped_by}; the runs so far are archived in {result.bundle}",
+    stopped = result.stopped_by
+    if stopped is not None and stopped.status == "aborted":
+        raise Interrupted(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                           "run the same command again to resume")
-    if result.stopped_by and result.outcome not in PASSING:
-        raise RunFailed(f"run {result.stopped_by}; the runs so far are archived in {result.bundle}",
+    if stopped is not None and result.outcome not in PASSING:
+        raise RunFailed(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
     sys.exit(0 if result.outcome in PASSING and result.bundle_verified else 1)

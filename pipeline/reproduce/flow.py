@@ -179,7 +179,7 @@ def stage_preflight(flow: Flow) -> StageOutcome:
     flow.state.set("preflight", path=str(path), outcome=report.outcome)
     if failures and not flow.req.keep_going:
         first = failures[0]
-        raise CheckFailed(f"preflight failed: {first.name}: {first.detail}"
+        raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
                           + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
                           f"see {path} or `repro preflight --record {flow.record.name} --runtime {flow.req.runtime}`"
                           "; --keep-going runs anyway")
@@ -200,10 +200,10 @@ def stage_environment(flow: Flow) -> StageOutcome:
     from pipeline.env.lock import load_lock
     from pipeline.env.manifest import load_environment
 
-    lock_sha = load_lock(load_environment(record.environment)).sha256
+    lock_sha = load_lock(load_environment(flow.ws, record.environment)).sha256
     client = connect()
     try:
-        current = load_image_state()
+        current = load_image_state(flow.ws.state)
     except InputError:
         current = None
     if current is not None and current.lock_sha256 == lock_sha and req.image_tarball is None:
@@ -218,7 +218,7 @@ def stage_environment(flow: Flow) -> StageOutcome:
                                                           f"{lock_sha[:12]}…")
     if req.image_tarball is not None:
         say(f"loading image tarball {req.image_tarball}")
-        loaded = load_image(req.image_tarball, client=client)
+        loaded = load_image(req.image_tarball, client=client, state_directory=flow.ws.state)
         if loaded.lock_sha256 != lock_sha:
             raise CheckFailed(f"the image in {req.image_tarball} was built from lock {loaded.lock_sha256[:12]}…, "
                               f"not {record.environment}'s current lock {lock_sha[:12]}…",
@@ -227,9 +227,9 @@ def stage_environment(flow: Flow) -> StageOutcome:
         flow.image_state = asdict(loaded)
         return StageOutcome("environment", "done", f"loaded {loaded.image_id[:19]}…")
     say(f"building the {record.environment} image (the first build takes a while; later builds reuse layers)")
-    built = build_image(record.environment, log=say)
+    built = build_image(flow.ws, record.environment, log=say)
     flow.state.set("image", image_id=built.image_id, lock_sha256=built.lock_sha256)
-    flow.image_state = asdict(load_image_state())
+    flow.image_state = asdict(load_image_state(flow.ws.state))
     return StageOutcome("environment", "done", f"built {built.image_id[:19]}… in {built.seconds:.0f} s")
 
 
@@ -264,12 +264,13 @@ def stage_data(flow: Flow) -> StageOutcome:
     if req.synth is None:
         from pipeline.data.fetch import plan
 
-        manifest, names = plan(req.dataset, flow.record.name if req.dataset is None else None, None, None)
+        manifest, names = plan(req.dataset, flow.record.name if req.dataset is None else None, None, None,
+                               registry=flow.ws.registry)
     dataset = None if req.synth is not None else manifest.name
     present = data_dir.is_dir() and all((data_dir / n).is_file() for n in names) and (
         _synth_matches(data_dir, req.synth) if req.synth is not None else bool(names))
     if present:
-        report = verify_dir(data_dir, dataset)
+        report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
         if report.ok:
             digest = data_lock_digest(data_dir)
             flow.state.set("data", dir=str(data_dir), lock_sha256=digest)
@@ -292,7 +293,7 @@ def stage_data(flow: Flow) -> StageOutcome:
             raise CheckFailed(f"{len(result.failures)} shard(s) could not be fetched; {first.name}: {first.what}",
                               first.fix or "run `repro reproduce` again to resume the download")
         action = "fetched"
-    report = verify_dir(data_dir, dataset)
+    report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
     if not report.ok:
         bad = report.bad[0]
         raise CheckFailed(f"{len(report.bad)} shard(s) in {data_dir} fail verification; {bad.name}: {bad.problems[0]}",
@@ -392,6 +393,7 @@ def _run_line(result) -> str:
 
 def stage_runs(flow: Flow) -> StageOutcome:
     """Run until `req.runs` runs have succeeded; a run that fails stops the stage (unless --keep-going)."""
+    from pipeline.runs.launch import Discard
     from pipeline.runs.stage import plan_train, run_train
 
     req = flow.req
@@ -406,7 +408,7 @@ def stage_runs(flow: Flow) -> StageOutcome:
         plan = plan_train(train_request(flow))
         flow.say(f"run {len(good) + 1} of {req.runs}: {plan.run_id} ({req.trainer} trainer, {req.runtime} runtime, "
                  f"{plan.world_size} process(es); log in {plan.run_dir / 'stdout.txt'})")
-        result = run_train(plan, terminal=flow.terminal)
+        result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else Discard())
         done += 1
         run = Path(result.run_dir)
         runs.append(run)
@@ -451,34 +453,28 @@ def stage_archive(flow: Flow) -> StageOutcome:
         raise CheckFailed("no run directory to judge", f"see {flow.work / 'runs'}; run `repro reproduce` again")
     req, record, judged, attempts = flow.req, flow.record, flow.judged, flow.attempts
     out_dir = Path(req.bundle_dir or flow.ws.bundles)
-    metas = [_meta_dict(r) for r in judged]
+    metas = [_meta(r) for r in judged]
     expected = out_dir / f"{default_name(record, metas, [r.name for r in judged])}.tar.gz"
     if expected.is_file():
-        check = verify_bundle(expected)
-        manifest = show_bundle(expected).manifest if check.ok else {}
-        listed_attempts = sorted(a.get("id") for a in manifest.get("attempts") or [])
-        same_runs = ([r.get("id") for r in manifest.get("runs") or []] == [r.name for r in judged]
-                     and listed_attempts == sorted(p.name for p in attempts))
-        signed = bool(manifest.get("signature"))
-        if check.ok and same_runs and signed == (req.sign_key is not None):
+        check = verify_bundle(expected, flow.ws.records_dir)
+        manifest = show_bundle(expected).manifest if check.ok else None
+        same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in judged] \
+            and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in attempts)
+        if same_runs and check.ok and (manifest.signature is not None) == (req.sign_key is not None):
             flow.state.set("archive", path=str(expected), sha256=sha256_file(expected))
             flow.bundle, flow.outcome = expected, check.recomputed_outcome
-            flow.reasons = tuple(manifest.get("verdict", {}).get("reasons") or ())
+            flow.reasons = manifest.verdict.reasons
             return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
     preflight = flow.work / "preflight.json"
     sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
                              data_dir=flow.data_dir)
-    result = archive(record, judged, out_dir, sources=sources, sign_key=req.sign_key, attempts=attempts)
+    result = archive(record, judged, out_dir, work_dir=flow.work, sources=sources, sign_key=req.sign_key,
+                     attempts=attempts)
     flow.state.set("archive", path=str(result.path), sha256=result.sha256)
     flow.bundle, flow.outcome, flow.reasons = result.path, result.outcome, tuple(result.reasons)
     redacted = sum(c for _, c in result.redactions)
     return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
                         + (f", {redacted} secret value(s) redacted" if redacted else "") + ")")
-
-
-def _meta_dict(run: Path) -> dict:
-    meta = _meta(run)
-    return asdict(meta) if meta is not None else {}
 
 
 def stage_report(flow: Flow) -> StageOutcome:
@@ -498,6 +494,7 @@ def stage_report(flow: Flow) -> StageOutcome:
         flow.state.set("report", path=str(flow.report))
         return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's")
     for name in wanted:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         write_bytes(out / name, files[name])
     flow.state.set("report", path=str(flow.report))
     return StageOutcome("report", "done", f"{flow.report} and {len(wanted) - 1} plot(s)")
@@ -507,7 +504,7 @@ def stage_bundle_check(flow: Flow) -> StageOutcome:
     """An independent read of the bundle just written: every hash, the manifest and the verdict."""
     from pipeline.bundle.verify import verify_bundle
 
-    check = verify_bundle(flow.bundle)
+    check = verify_bundle(flow.bundle, flow.ws.records_dir)
     flow.bundle_ok = check.ok
     flow.state.set("bundle_verify", ok=check.ok, problems=[str(p) for p in check.problems])
     return StageOutcome("bundle verify", "done" if check.ok else "stopped",
@@ -524,7 +521,7 @@ def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] =
               terminal=None) -> ReproduceResult:
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
-    record = load_record(req.record)
+    record = load_record(req.record, ws.records_dir)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):

@@ -37,6 +37,17 @@ class Outcome:
     aborted: bool  # stopped by Ctrl-C / SIGTERM
 
 
+class Discard:
+    """A terminal that shows nothing: the trainer's output then goes to stdout.txt only (repro reproduce
+    without --stream prints one line per run instead)."""
+
+    def write(self, chunk: bytes) -> int:
+        return len(chunk)
+
+    def flush(self) -> None:
+        pass
+
+
 class Tee:
     """Bytes from the training process, to the terminal and to stdout.txt, flushed as they come."""
 

@@ -13,7 +13,7 @@ SIGTERM, an error in repro itself — collects the log, derives metrics and ends
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -43,6 +43,9 @@ RUNTIMES = ("docker", "host")
 TRAIN_GLOB, VAL_GLOB = "fineweb_train_*.bin", "fineweb_val_*.bin"
 RECORD_DATA = "data/fineweb10B"  # where the record's program reads shards, relative to its working folder
 WORK = "work"  # the record program's working folder inside the run directory (removed once collected)
+# The FlexAttention stand-in for FA3's flash_attn_interface, put first on the record program's path when the
+# training environment cannot import FA3 (a declared deviation).
+FA3_STANDIN_DIR = Path(__file__).resolve().parent / "fa3_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
 
@@ -62,6 +65,10 @@ class TrainRequest:
     image: str | None = None  # docker only; default: the image `repro env build` recorded
     gpus: int = ALL_GPUS  # docker only: all, 0 (none) or a count
     memlock: int = UNLIMITED  # docker only: the container's memlock limit in bytes
+    smoke_steps: int | None = None  # a smoke run: the record's program with its step count cut (a declared patch)
+    smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens (small data)
+    venv: dict | None = None  # host only: a `repro env venv` identity; its python trains, run.yaml records it
+    cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,8 @@ class Program:
     sha256: str
     fingerprint: str | None
     source: str
-    text: bytes | None  # the record's program, written into the working folder; None for the native trainer
+    text: bytes | None  # the program written into the working folder (patched for smoke); None for native
+    patch: dict | None = None  # the declared patch applied to `text`: name, sha256, changes, patched_sha256
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class TrainPlan:
     environment_lock_sha256: str | None
     host_environment: dict | None
     compile_cache: str  # docker volume name, or the host folder
+    fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
 
     def meta(self) -> RunMeta:
         r = self.request
@@ -99,14 +108,16 @@ class TrainPlan:
             environment_lock_sha256=self.environment_lock_sha256, program_sha256=self.program.sha256,
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
-            started_at=utc_now(), host_environment=self.host_environment)
+            started_at=utc_now(), host_environment=self.host_environment, program_patch=self.program.patch,
+            fa3_standin=self.fa3_standin)
 
     def to_dict(self) -> dict:
         """What --dry-run shows."""
         return {"run_dir": str(self.run_dir), "record": self.record.name, "trainer": self.request.trainer,
                 "runtime": self.request.runtime, "world_size": self.world_size,
                 "program": {"sha256": self.program.sha256, "fingerprint": self.program.fingerprint,
-                            "source": self.program.source},
+                            "source": self.program.source, "patch": self.program.patch},
+                "fa3_standin": self.fa3_standin,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
@@ -185,13 +196,16 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
                    "--log-file", f"{run}/log.txt", "--metrics-file", f"{run}/metrics.jsonl"]
 
 
-def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path) -> Launch:
+def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path,
+                 fa3_standin: bool = False, python: str | None = None) -> Launch:
     from pipeline.runs.runtime_host import find_torchrun
 
-    head = [find_torchrun(), "--standalone", f"--nproc_per_node={nproc}"]
+    head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
     env = {"PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
+        if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
+            env["PYTHONPATH"] = os.pathsep.join((str(FA3_STANDIN_DIR), str(FA3_STANDIN_DIR.parents[2])))
         return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(REPO_ROOT), env)
@@ -216,6 +230,42 @@ def _software_deviations(record: Record, found: dict) -> list[str]:
     return out
 
 
+def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
+    """The smoke cut as a declared patch: lines of the record's program, or the native trainer's settings."""
+    from pipeline.records.patch import native_smoke_patch, smoke_patch
+
+    return native_smoke_patch(steps, val_tokens) if trainer == "native" else smoke_patch(steps, val_tokens)
+
+
+def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smoke_steps: int | None,
+                              smoke_val_tokens: int | None) -> tuple[tuple[str, ...], int | None]:
+    """(overrides, steps) the native trainer runs with: a smoke cut sets the step count and the validation size."""
+    if smoke_steps is None:
+        return tuple(overrides), steps
+    extra = (f"val_tokens={smoke_val_tokens}", f"val_batch_tokens={smoke_val_tokens}") if smoke_val_tokens else ()
+    return tuple(overrides) + extra, smoke_steps
+
+
+def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Program:
+    """The record's program with the smoke patch applied; its identity stays the record's program's."""
+    patch = smoke_patch_for("record", steps, val_tokens)
+    text = patch.apply(program.text)
+    info = {"name": patch.name, "sha256": patch.sha256, "changes": patch.listing, "patched_sha256": sha256_bytes(text)}
+    return Program(program.sha256, program.fingerprint, program.source, text, info)
+
+
+def _fa3_importable(found_env: dict) -> bool:
+    """Whether the training Python imports FA3's flash_attn_interface (the probe's answer when it has one)."""
+    if "fa3" in found_env:
+        return bool(found_env["fa3"])
+    python = found_env.get("executable") or "python3"
+    try:
+        done = subprocess.run([python, "-c", "import flash_attn_interface"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
     """(image id, environment name, environment lock sha256) from the engine, or the recorded build."""
     from pipeline.env.image import LABEL_PREFIX, load_image_state
@@ -236,7 +286,13 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"unknown runtime {req.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
     if req.trainer == "record" and (req.preset or req.overrides or req.steps is not None):
         raise InputError("--preset, --set and --steps apply to the native trainer only",
-                         "drop them, or use --trainer native (the record's program runs exactly as published)")
+                         "drop them, or use --trainer native (the record's program runs exactly as published; "
+                         "--smoke STEPS cuts its step count as a declared patch)")
+    if req.smoke_steps is not None and req.trainer == "native":
+        if req.steps is not None:
+            raise InputError("--steps and --smoke both set the native trainer's step count", "give one of them")
+        overrides, steps = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens)
+        req = dataclasses.replace(req, overrides=overrides, steps=steps)
     if req.nproc is not None and req.nproc < 1:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
     if req.steps is not None and req.steps < 1:
@@ -245,26 +301,44 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     if req.trainer == "record":
         found = resolve_program(record, req.program_source)
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
+        if req.smoke_steps is not None:
+            program = _smoke_program(program, req.smoke_steps, req.smoke_val_tokens)
     else:
         program = native_program()
+        if req.smoke_steps is not None:
+            patch = smoke_patch_for("native", req.smoke_steps, req.smoke_val_tokens)
+            program = dataclasses.replace(program, patch={"name": patch.name, "sha256": patch.sha256,
+                                                          "changes": patch.listing, "patched_sha256": None})
     data_dir = Path(req.data_dir or REPO_ROOT / "data" / record.dataset.name).resolve()
     data_lock = check_data(data_dir, req.trainer)
     run_id = new_run_id()
     run_dir = (Path(req.runs_dir or REPO_ROOT / "runs") / record.name / run_id).resolve()
 
     if req.runtime == "host":
-        from pipeline.env.image import state_dir
+        from pipeline.env.venv import compile_cache_dir
         from pipeline.runs.runtime_host import probe_environment
 
-        found_env = probe_environment()
+        venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
+        found_env = probe_environment(venv["python"]) if venv else probe_environment()
+        if venv:
+            found_env["venv"] = dict(venv)
         found_env["deviations"] = _software_deviations(record, found_env)
-        nproc = req.nproc or max(1, found_env.get("cuda_devices") or 0)
-        key = hashlib.sha256(json.dumps([found_env.get(k) for k in ("executable", "python", "torch", "triton")]
-                                        + [program.sha256]).encode()).hexdigest()[:16]
-        cache = state_dir() / "compile-cache" / f"host-{key}"
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache)
+        standin = req.trainer == "record" and not _fa3_importable(found_env)
+        nproc = req.nproc or max(1, found_env.get("device_count") or 0)
+        # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
+        software = venv["key"] if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
+                                                                                    "triton")])
+        if req.cache_dir is not None:
+            cache_root = Path(req.cache_dir)
+        else:
+            from pipeline.workspace import Workspace
+
+            cache_root = Workspace.resolve().cache
+        cache = compile_cache_dir(cache_root, software, program.sha256)
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
-                         "host", None, found_env, str(cache))
+                         venv["environment"] if venv else "host", venv["lock_sha256"] if venv else None, found_env,
+                         str(cache), standin)
 
     image, environment, env_lock = _image(req)
     if req.nproc:
@@ -319,8 +393,8 @@ def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
     try:
         from pipeline.preflight.run import default_locations, preflight, write_report
 
-        locations = default_locations(plan.record.name, plan.data_dir.parent, plan.run_dir.parent.parent)
-        write_report(preflight(plan.record.name, plan.request.runtime, locations=locations),
+        locations = default_locations(plan.record, plan.data_dir.parent, plan.run_dir.parent.parent)
+        write_report(preflight(plan.record, plan.request.runtime, locations=locations),
                      run.file("preflight.json"))
     except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
         atomic_write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
