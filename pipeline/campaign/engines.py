@@ -92,13 +92,22 @@ class LocalEngine:
         submission = Submission(number, utc_now(), self.name, tuple(indices), campaign.train)
         recorded(submission)
         self._run(commands.prepare(number), campaign.logs_dir / f"local-{number}-prepare.out", "prepare", say)
+        failed = []
         for index in indices:
-            code = self._run(commands.task(number, str(index)), campaign.logs_dir / f"local-{number}-task-{index}.out",
-                             f"task {index}", say, check=False)
+            log = campaign.logs_dir / f"local-{number}-task-{index}.out"
+            code = self._run(commands.task(number, str(index)), log, f"task {index}", say, check=False)
             if code == 130:
                 raise Interrupted(f"task {index} was interrupted; its run directory says aborted",
                                   f"submit again to run what is missing: repro campaign submit --campaign "
                                   f"{campaign.folder}")
+            if code != 0:
+                failed.append((index, log))
+        if failed:  # here, submitting is running: say so as `repro train` would
+            index, log = failed[0]
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            raise RunFailed(f"task {index} ended failed{more}",
+                            f"read {log}; `repro campaign status {campaign.folder}` lists every task, and "
+                            f"`repro campaign submit --campaign {campaign.folder}` runs the missing ones again")
         return submission
 
     @staticmethod

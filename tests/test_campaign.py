@@ -1,0 +1,111 @@
+"""`repro campaign` without a cluster: the job scripts, the campaign files, bad input, and the local engine.
+
+The local engine runs the same prepare and task commands the Slurm scripts run, here, one after the other;
+the test takes it from a failed submission (a bad --set) through a corrected resubmission to a bundle that
+`repro bundle verify` accepts, with the failed run kept as an attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.campaign.engines import Commands
+from pipeline.campaign.model import (
+    Campaign,
+    DataSettings,
+    SlurmSettings,
+    TrainSettings,
+    load_campaign,
+)
+from pipeline.campaign.slurm import compact, prepare_script, tasks_script
+from tests.campaign_helpers import QUICK, bundle_manifest, bundle_members, bundle_of, explain, repro
+
+
+def _campaign(folder: Path, gpus: int = 8, partition: str | None = "gpu") -> Campaign:
+    return Campaign(folder, "2025-09-23_MuonCustomSizing", 11, "slurm", TrainSettings("record", "docker"),
+                    DataSettings(str(folder / "data" / "fineweb10B")),
+                    SlurmSettings(partition, 1, gpus, "00:30:00"))
+
+
+def test_array_ranges_are_compact():
+    assert compact([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert compact([3]) == "3"
+    assert compact([4, 2, 3, 2]) == "2-4"
+
+
+def test_job_scripts_say_what_runs(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    commands = Commands("/opt/venv/bin/python", tmp_path, tmp_path / "manifests", campaign.folder)
+    prepare = prepare_script(campaign, 2, commands)
+    tasks = tasks_script(campaign, 2, [0, 2, 3], "4711", commands)
+    assert prepare.startswith("#!/bin/bash\n")
+    assert "#SBATCH --partition=gpu" in prepare and "campaign prepare" in prepare
+    for line in ("#SBATCH --array=0,2-3", "#SBATCH --dependency=afterok:4711", "#SBATCH --kill-on-invalid-dep=yes",
+                 "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --time=00:30:00",
+                 f"#SBATCH --output={campaign.folder}/logs/task-%A_%a.out"):
+        assert line in tasks.splitlines(), line
+    # exec, so that scancel's SIGTERM reaches the task itself; the index comes from Slurm
+    assert "\nexec /opt/venv/bin/python -m pipeline --root" in tasks
+    assert tasks.rstrip().endswith('--submission 2 --index "$SLURM_ARRAY_TASK_ID"')
+    cpu = tasks_script(_campaign(tmp_path / "d", gpus=0, partition=None), 1, [0], "1", commands)
+    assert "--gpus-per-node" not in cpu and "--exclusive" not in cpu and "--partition" not in cpu
+
+
+def test_campaign_file_round_trips_and_names_a_bad_field(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    campaign.save()
+    assert load_campaign(campaign.folder) == campaign
+    data = yaml.safe_load((campaign.folder / "campaign.yaml").read_text())
+    data["slurm"]["gpus_per_node"] = "eight"
+    (campaign.folder / "campaign.yaml").write_text(yaml.safe_dump(data))
+    done = repro(tmp_path, "campaign", "status", str(campaign.folder))
+    assert done.returncode == 3, explain(done)
+    assert "slurm.gpus_per_node" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bad_input_is_refused_with_a_fix(tmp_path):
+    done = repro(tmp_path, "campaign", "status", str(tmp_path))
+    assert done.returncode == 3 and "not a campaign folder" in done.stderr, explain(done)
+    done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", "--nodes-per-run", "2",
+                 "--campaign", str(tmp_path / "c"))
+    assert done.returncode == 3 and "--nodes-per-run 2" in done.stderr and "fix:" in done.stderr, explain(done)
+    done = repro(tmp_path, "campaign", "submit", "--record", "no-such-record", "--engine", "local",
+                 "--campaign", str(tmp_path / "d"))
+    assert done.returncode == 3 and "Traceback" not in done.stderr, explain(done)
+
+
+@pytest.mark.slow
+def test_local_engine_failed_run_then_corrected_resubmission_into_one_bundle(tmp_path):
+    folder = tmp_path / "campaign"
+    bad = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "no_such_field=1", "--runs", "1",
+                "--engine", "local", "--campaign", str(folder))
+    assert bad.returncode == 5 and "task 0 ended failed" in bad.stderr, explain(bad)  # the local engine ran it
+    status = json.loads(repro(tmp_path, "campaign", "status", str(folder), "--json").stdout)
+    (task,) = status["tasks"]
+    assert task["outcome"] == "failed" and not task["done"] and status["missing"] == [0]
+    assert [r["status"] for r in task["runs"]] == ["failed"]
+
+    fixed = repro(tmp_path, "campaign", "submit", *QUICK, "--campaign", str(folder))  # the same set, corrected
+    assert fixed.returncode == 0, explain(fixed)
+    assert "submission 2: run(s) 0 of 1 through local" in fixed.stdout
+    again = repro(tmp_path, "campaign", "submit", "--campaign", str(folder))
+    assert again.returncode == 0 and "nothing to submit" in again.stdout, explain(again)
+
+    collected = repro(tmp_path, "campaign", "collect", str(folder))
+    assert "bundle verified" in collected.stdout, explain(collected)
+    bundle = bundle_of(folder)
+    checked = repro(tmp_path, "bundle", "verify", str(bundle))
+    assert checked.returncode == 0 and "bundle verified" in checked.stdout, explain(checked)
+    manifest = bundle_manifest(bundle)
+    assert [r["status"] for r in manifest["runs"]] == ["succeeded"]
+    assert [a["status"] for a in manifest["attempts"]] == ["failed"]
+    members = bundle_members(bundle)
+    nodes = [json.loads(v) for k, v in members.items() if k.endswith("/node.json")]
+    assert sorted(n["outcome"] for n in nodes) == ["failed", "succeeded"]
+    assert {n["engine"] for n in nodes} == {"local"}
+    assert "| judged |" in collected.stdout and "| attempt |" in collected.stdout  # the per-run table
+    assert (folder / "report" / "nodes.md").is_file() and (folder / "report" / "report.md").is_file()
