@@ -216,7 +216,19 @@ def _build(env: Environment, lock: Lock, base: str, version: str, plat: str, key
     return identity
 
 
-def compile_cache_dir(ws: Workspace, software: str, program_sha256: str) -> Path:
-    """Inductor and Triton caches for the host runtime, keyed as the docker volume is: the software that
-    compiled (a venv key, or the probed interpreter) and the program's sha256."""
-    return ws.cache / "compile-cache" / ("host-" + sha256_bytes((software + program_sha256).encode())[:16])
+def compile_cache_dir(cache: Path, software: str, program_sha256: str) -> Path:
+    """Inductor and Triton caches for the host runtime under `cache` (ws.cache), keyed as the docker volume is:
+    the software that compiles (a venv key, or the probed interpreter) and the program's sha256."""
+    return Path(cache) / "compile-cache" / ("host-" + sha256_bytes((software + program_sha256).encode())[:16])
+
+
+def load_identity(venv: Path) -> VenvIdentity:
+    """The identity of a venv `repro env venv` built (its folder, or its bin/python): what a run records."""
+    folder = Path(venv)
+    if folder.is_file():  # .../bin/python
+        folder = folder.parent.parent
+    found = read_identity(folder)
+    if found is None:
+        raise InputError(f"{venv} is not a complete venv built by `repro env venv` (no valid {MARKER})",
+                         "build it with `repro env venv --env NAME` and pass the folder or python it prints")
+    return found
