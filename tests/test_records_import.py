@@ -153,6 +153,8 @@ def _edge_clone(tmp_path: Path) -> Path:
     raw = logs[1].read_bytes()
     (track / "2025-01-02_NoProgram" / "tail.txt").write_bytes(raw[raw.index(b"=" * 100):])
     (track / "2025-01-02_NoProgram" / "garbage.txt").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "secret.txt").write_text("not a log of this clone")
+    (track / "2025-01-02_NoProgram" / "link.txt").symlink_to(tmp_path / "secret.txt")
     # a folder with several subfolders: the linked one is used, the others are skipped
     for sub in ("this_pr", "baseline", "ablation"):
         (track / "2025-01-03_Subfolders" / sub).mkdir(parents=True)
@@ -163,6 +165,8 @@ def _edge_clone(tmp_path: Path) -> Path:
         f"2 | 2.9 minutes | No program | 01/02/25 | [log]({t}/2025-01-02_NoProgram/tail.txt) | @b",
         "3 | 2.8 minutes | No link at all | 01/03/25 | none | @c",
         f"4 | 2.7 minutes | Subfolders | 01/03/25 | [log]({t}/2025-01-03_Subfolders/this_pr/this_pr.txt),[PR](x) | @d",
+        "6 | 2.5 minutes | Escapes | 01/05/25 | [log](records/track_1_short/../../../etc/passwd) | @f",
+        f"7 | 2.4 minutes | Escapes too | 01/06/25 | [log]({t}/2025-01-03_Subfolders/../../x.txt) | @g",
         f"5 | 2.6 minutes | Not in this clone | 01/04/25 | [log]({t}/2025-01-04_Absent/a.txt) | @e",
     ]
     (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
@@ -180,6 +184,8 @@ def test_edge_cases_warn_and_never_crash(tmp_path):
     assert "2025-01-03_Subfolders/baseline/" in warnings and "2025-01-03_Subfolders/ablation/" in warnings
     skipped = "\n".join(result["skipped_rows"])
     assert "row 3 " in skipped and "no log link" in skipped and "2025-01-04_Absent" in skipped
+    assert "row 6 " in skipped and "row 7 " in skipped  # links that climb out of their record folder
+    assert "link.txt links outside the clone" in warnings
     no_program = load_record("2025-01-02_NoProgram", reg / "records")
     tail = next(log for log in no_program.logs if log.file == "tail.txt")
     assert tail.program_sha256 == "" and "program" in tail.missing and tail.val_loss is not None

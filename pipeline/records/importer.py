@@ -32,7 +32,7 @@ from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, choose_environment, environment_family
 from pipeline.records.logfacts import LogFacts, LogUnreadable, logs_in, most_common, read_log_facts
-from pipeline.records.model import load_record_file
+from pipeline.records.model import NAME_RE, load_record_file
 from pipeline.records.upstream_table import TableRow, read_track_table
 from pipeline.yamlio import YamlRefused, load_file
 
@@ -291,12 +291,15 @@ def _read_existing(path: Path) -> tuple[str | None, dict | None]:
 
 
 def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str]:
-    """(the log folder in the clone, a warning) for a row."""
+    """(the log folder in the clone, a warning) for a row. A link is followed only inside its record's folder
+    (a README is input: `..` or a symlink must not lead the importer to read files outside the clone)."""
     target = clone / row.log_link
+    record_root = (clone / row.track_folder / row.record_name).resolve()
+    if not target.resolve().is_relative_to(record_root) or not record_root.is_relative_to(clone.resolve()):
+        return None, f"{row.log_link} leads outside its record's folder: not followed"
     if target.is_dir():
         return target, ""
-    record_root = clone / row.track_folder / row.record_name
-    if target.parent.is_dir() and target.parent.is_relative_to(record_root):
+    if target.parent.is_dir() and target.parent.resolve().is_relative_to(record_root):
         missing = "" if target.is_file() else f"its linked log {target.name} is missing; the logs beside it are used"
         return target.parent, missing
     return None, f"{row.log_link} is not in this clone"
@@ -323,6 +326,9 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             continue
         if not row.track_folder:
             result.skipped_rows.append(f"{label}: its log link {row.log_link} is not under records/")
+            continue
+        if not NAME_RE.match(row.record_name) or ".." in row.record_name:
+            result.skipped_rows.append(f"{label}: {row.record_name!r} is not a record folder name")
             continue
         folder, note = _row_folder(clone, row)
         if folder is None:
@@ -356,6 +362,10 @@ def _import_one(clone: Path, records_dir: Path, row: TableRow, folder: Path, pre
     name = row.record_name
     record_root = clone / row.track_folder / name
     log_paths, subfolders = logs_in(folder)
+    outside = [p for p in log_paths if not p.resolve().is_relative_to(clone.resolve())]
+    for p in outside:
+        result.warnings.append(f"{name}: {p.name} links outside the clone: left out")
+    log_paths = [p for p in log_paths if p not in outside]
     skipped = [f"{folder.relative_to(clone).as_posix()}/{s}/" for s in subfolders]
     if folder != record_root and record_root.is_dir():
         skipped += [f"{p.relative_to(clone).as_posix()}/" for p in sorted(record_root.iterdir())
