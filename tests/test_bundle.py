@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -18,6 +19,7 @@ from pipeline import REPO_ROOT
 from pipeline.bundle.archive import ArchiveSources, archive
 from pipeline.bundle.verify import verify_bundle as _verify_bundle
 from pipeline.data.verify import LockEntry, write_local_lock
+from pipeline.preflight.run import preflight_log, write_report
 from pipeline.records.model import load_record
 from pipeline.workspace import CHECKOUT_ROOT
 from tests.logfactory import make_log
@@ -48,9 +50,8 @@ def make_run(root: Path, run_id: str, *, loss: float = 3.2795, status: str = "su
     (run / "log.txt").write_text(make_log(None, final_loss=loss, step_ms=step_ms, cut_after_step=cut_after_step))
     (run / "stdout.txt").write_text(f"launching {run_id}\n{stdout}")
     (run / "metrics.jsonl").write_text(json.dumps({"step": 0, "val_loss": 10.8}) + "\n")
-    (run / "preflight.json").write_text(json.dumps({"schema_version": 1, "facts": {
-        "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0000", "bus_id": "00000000:61:00.0"}]},
-        "checks": []}, indent=2))
+    report = preflight_log(run / "log.txt", load_record(RECORD, RECORDS))  # the node's facts, from the log header
+    write_report(dataclasses.replace(report, created_utc="2026-11-29T10:56:00Z"), run / "preflight.json")
     (run / "status").write_text(status + "\n")
     meta = {"schema_version": 1, "run_id": run_id, "record": RECORD, "trainer": trainer, "runtime": "docker",
             "preset": None, "overrides": [], "world_size": 8, "command": ["torchrun", "--nproc_per_node=8", "train.py"],
@@ -131,7 +132,7 @@ def test_archive_layout_metadata_and_manifest(runs, tmp_path):
     assert manifest["runs"][0]["status"] == "succeeded" and manifest["runs"][0]["exit_code"] == 0
     assert manifest["environment"]["image_ids"] == ["sha256:" + "1" * 64]
     assert manifest["environment"]["pip_freeze"] == "environment/pip-freeze.txt"
-    assert manifest["hardware"]["facts"]["gpus"][0]["uuid"] == "GPU-0000"
+    assert manifest["hardware"]["facts"]["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert [s["name"] for s in manifest["data"]["shards"]] == ["fineweb_train_000001.bin", "fineweb_val_000000.bin"]
     assert len(manifest["data"]["lock_sha256"]) == 64
     assert len(sums.splitlines()) == len(names) - 1  # every member but SHA256SUMS itself

@@ -66,7 +66,7 @@ from pipeline.bundle.manifest import (
     _plain,
 )
 from pipeline.bundle.trust import SIGNATURE, SUMS
-from pipeline.errors import InputError, ReproError
+from pipeline.errors import InputError
 from pipeline.hashing import sha256_bytes
 from pipeline.records.model import Record, load_parent
 from pipeline.redact import Redactor
@@ -441,12 +441,7 @@ def _assemble(record: Record, run_dirs: list[Path], all_dirs: list[Path], attemp
                                           None)
     if preflight is not None:
         stage.put("preflight.json", Path(preflight).read_bytes())
-    try:
-        hardware = hardware_section(stage.files)
-    except ReproError:  # kept as it is in the bundle; the manifest just cannot summarise it
-        from pipeline.bundle.manifest import HardwareSection
-
-        hardware = HardwareSection(source="preflight.json", facts=None)
+    hardware = hardware_section(stage.files)
 
     with judge_members(stage.files, record, run_ids, attempt_ids) as judged:
         verdict = verdict_section(judged.verdict)

@@ -32,7 +32,7 @@ from pipeline.bundle.manifest import (
     _plain,
     finite,
 )
-from pipeline.errors import InputError
+from pipeline.errors import InputError, ReproError
 from pipeline.records.model import Record
 from pipeline.runs.rundir import RunMeta
 from pipeline.verdict.findings import Finding
@@ -212,20 +212,16 @@ def data_section(files: Mapping[str, bytes], metas: list[RunMeta | None]) -> Dat
 
 
 def hardware_section(files: Mapping[str, bytes]) -> HardwareSection:
-    """The preflight report's facts, without its check list (None when it is absent or not JSON)."""
+    """The facts of the preflight report (pipeline/preflight/run.py's typed model), or why there are none."""
+    from pipeline.preflight.run import PreflightReport
+
     data = files.get(PREFLIGHT)
     if data is None:
-        return HardwareSection(source=None, facts=None)
+        return HardwareSection(source=None, facts=None, note="no preflight report was found for these runs")
     try:
-        report = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"{PREFLIGHT} is not JSON ({exc})",
-                         "archive the preflight report as preflight wrote it") from None
-    facts = report.get("facts", report) if isinstance(report, dict) else None
-    if not isinstance(facts, dict):
-        return HardwareSection(source=PREFLIGHT, facts=None)
-    facts = {k: v for k, v in facts.items() if k not in ("checks", "environment")}
-    try:
-        return HardwareSection(source=PREFLIGHT, facts=_plain(facts, "hardware.facts"))
-    except ValueError as exc:
-        raise InputError(f"{PREFLIGHT}: {exc}", "archive the preflight report as preflight wrote it") from None
+        report = PreflightReport.from_dict(json.loads(data), Path(PREFLIGHT))
+        facts = {k: v for k, v in dataclasses.asdict(report.facts).items() if k != "environment"}
+        return HardwareSection(source=PREFLIGHT, facts=_plain(facts, "hardware.facts"), note=None)
+    except (ValueError, RecursionError, ReproError) as exc:  # kept in the bundle as it is; not summarised
+        what = exc.what if isinstance(exc, ReproError) else f"not valid JSON ({exc})"
+        return HardwareSection(source=PREFLIGHT, facts=None, note=f"not summarised: {what}"[:300])

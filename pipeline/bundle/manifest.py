@@ -129,7 +129,8 @@ class EnvironmentSection:
 @dataclass(frozen=True)
 class HardwareSection:
     source: str | None  # "preflight.json", or None when no report was found
-    facts: Mapping[str, Any] | None
+    facts: Mapping[str, Any] | None  # the report's host facts (its checks and environment left out)
+    note: str | None  # why there are no facts
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,8 @@ def _load(top: Fields, version: int, kind: str) -> BundleManifest:
     _fields(hw, HardwareSection)
     facts = hw.opt("facts", dict)
     hardware = HardwareSection(source=_str_or_none(hw, "source"),
-                               facts=_plain(facts, hw.name("facts")) if facts is not None else None)
+                               facts=_plain(facts, hw.name("facts")) if facts is not None else None,
+                               note=_str_or_none(hw, "note"))
     dat = top.sub("data")
     _fields(dat, DataSection)
     shards = []

@@ -288,10 +288,7 @@ def _check_sections(files: Mapping[str, bytes], manifest: BundleManifest, notes:
             if data.lock_sha256 and claim != data.lock_sha256:
                 notes.append(f"a run's run.yaml names data lock {claim[:12]}…, not the bundled lock "
                              f"{data.lock_sha256[:12]}…")
-    try:
-        problems += [Problem(MANIFEST, d) for d in differences(manifest.hardware, hardware_section(files), "hardware")]
-    except ReproError as exc:
-        problems.append(Problem("preflight.json", exc.what, exc.fix or ""))
+    problems += [Problem(MANIFEST, d) for d in differences(manifest.hardware, hardware_section(files), "hardware")]
     env = manifest.environment
     if env.lock_file:
         if env.lock_file not in files:
