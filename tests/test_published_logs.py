@@ -93,3 +93,21 @@ def test_unreachable_source_is_a_missing_dependency(tmp_path):
 def test_report_never_reads_shared():
     for path in (ROOT / "pipeline" / "report").rglob("*.py"):
         assert "../shared" not in path.read_text() and "REPRO_RECORD_LOGS" not in path.read_text()
+
+
+def test_report_uses_record_logs_or_the_fetched_cache(tmp_path):
+    """`repro report`: --record-logs DIR when given, else the cache `fetch-logs` filled, else the manifest only."""
+    from tests.test_bundle import make_run
+
+    run = make_run(tmp_path, "20261129T105700Z-aaaa", loss=3.2790)
+    base = ["--root", str(tmp_path / "ws"), "report", str(run), "--record", NAME, "--json"]
+    res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert "no published logs on this machine" in json.loads(res.output)["published_source"]
+    res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "b"), "--record-logs", str(SAMPLE / FOLDER)])
+    assert json.loads(res.output)["published_source"] == "the record's published logs (4 files)"
+    # the committed manifest pins the real logs' sha256: the trimmed fixtures must not pass as them
+    res = CliRunner().invoke(cli, ["--root", str(tmp_path / "ws"), "records", "fetch-logs", NAME,
+                                   "--record-logs", str(SAMPLE / FOLDER)])
+    assert res.exit_code != 0 and isinstance(res.exception, CheckFailed)
+    assert not list((tmp_path / "ws" / "cache" / "record-logs" / NAME).glob("*.txt"))

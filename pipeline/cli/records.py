@@ -180,7 +180,8 @@ def plot(ws, out_dir):
 
 @records.command("fetch-logs")
 @click.argument("name")
-@click.option("--from", "source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+@click.option("--from", "--record-logs", "source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None,
               help="Copy the logs from this folder instead of downloading them (offline); each is verified.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_workspace
