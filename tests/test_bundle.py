@@ -409,3 +409,22 @@ def test_attempts_are_archived_outside_the_verdict(tmp_path):
                                   for n in sorted(files) if n != "SHA256SUMS").encode()
     check = verify_bundle(write_all(tmp_path / "x.tar.gz", [(i, files[i.name.split("/", 1)[1]]) for i, _ in members]))
     assert any("attempts/20261129T105700Z-aaaa: in the bundle but not listed" in str(p) for p in check.problems)
+
+
+def test_host_runs_get_the_interpreters_package_list_without_its_path(tmp_path):
+    """pip freeze runs the interpreter the run.yaml names (its real path); the bundle keeps only a placeholder."""
+    data = make_data_dir(tmp_path)
+    runs = [make_run(tmp_path, "20261129T105700Z-aaaa", data_dir=data),
+            make_run(tmp_path, "20261129T110500Z-bbbb", loss=3.2799, data_dir=data)]
+    for run in runs:
+        meta = yaml.safe_load((run / "run.yaml").read_text())
+        meta.update(runtime="host", image_id=None, host_environment={"executable": sys.executable, "python": "3.11"})
+        (run / "run.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    result = archive(load_record(RECORD, RECORDS), runs, tmp_path / "bundles", environ={}, work_dir=tmp_path)
+    with tarfile.open(result.path) as tar:
+        manifest = yaml.safe_load(tar.extractfile(f"{result.name}/manifest.yaml").read())
+        freeze = tar.extractfile(f"{result.name}/environment/pip-freeze.txt").read().decode()
+    assert any(line.startswith("pytest==") for line in freeze.splitlines())
+    source = manifest["environment"]["pip_freeze_source"]
+    assert source.endswith("/bin/python -m pip freeze") and sys.prefix not in source and source.startswith("<")
+    assert verify_bundle(result.path).ok

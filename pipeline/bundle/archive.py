@@ -251,7 +251,10 @@ def image_freeze(image: str) -> tuple[str | None, str]:
 
 
 
-def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, record: Record) -> EnvironmentSection:
+def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, record: Record,
+                 local_metas: list[RunMeta]) -> EnvironmentSection:
+    """`metas` are the bundled (redacted, path-scrubbed) run.yaml; `local_metas` the originals, whose
+    interpreter paths are real on this machine (pip freeze runs them)."""
     runtimes = tuple(sorted({m.runtime for m in metas if m.runtime}))
     image_ids = tuple(sorted({m.image_id for m in metas if m.image_id}))
     envs = tuple(sorted({m.environment for m in metas if m.environment})) or (record.environment,)
@@ -271,7 +274,7 @@ def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, r
     if freeze is None and sources.image_state and sources.image_state.get("pip_freeze"):
         freeze, how = str(sources.image_state["pip_freeze"]), "the image state (pip freeze inside the image)"
     if freeze is None and "host" in runtimes:
-        hosts = [m.host_environment or {} for m in metas if m.runtime == "host"]
+        hosts = [m.host_environment or {} for m in local_metas if m.runtime == "host"]
         python = next((h["executable"] for h in hosts if h.get("executable")), sys.executable)
         freeze, how = pip_freeze(python)
     elif freeze is None and image_ids:
@@ -433,7 +436,8 @@ def _assemble(record: Record, run_dirs: list[Path], all_dirs: list[Path], attemp
     parent = load_parent(record)
     if parent is not None:
         stage.put(f"manifests/records/{parent.path.name}", parent.path.read_bytes(), verbatim=True)
-    environment = _environment(stage, [m for m in metas if m is not None], sources, record)
+    local_metas = [m for m in (RunMeta.load_if_present(p) for p in run_dirs) if m is not None]
+    environment = _environment(stage, [m for m in metas if m is not None], sources, record, local_metas)
     lock = _data_lock(sources, [m for m in metas if m is not None], work_dir)
     if lock is not None:
         stage.put("data/data.lock.yaml", lock.read_bytes(), verbatim=True)  # its digest is over its own bytes
