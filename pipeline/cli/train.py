@@ -12,15 +12,16 @@ failed (its directory keeps the logs); 130 interrupted (the run directory says `
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 import yaml
 
-from pipeline.errors import Interrupted, RunFailed
+from pipeline.errors import InputError, Interrupted, RunFailed
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
 from pipeline.runs.stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
 
-from .output import emit_json
+from .output import emit_json, pass_workspace
 
 
 def _memlock(value: str) -> int:
@@ -51,11 +52,17 @@ def _gpus(value: str) -> int:
 @click.option("--preset", type=click.Choice(["record", "tiny", "demo"]), help="Native trainer preset [record].")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Native trainer config override.")
 @click.option("--steps", type=int, help="Native trainer: scale the record's schedule to N steps (short runs).")
+@click.option("--smoke", "smoke_steps", type=click.IntRange(min=2), metavar="STEPS",
+              help="Smoke run: the step count cut to STEPS, as a declared patch (record program or native).")
+@click.option("--smoke-val-tokens", type=click.IntRange(min=1024), metavar="N",
+              help="Smoke only: validate on N tokens (small data; a multiple of 1024).")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Shard folder [data/<dataset>].")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="Where run directories go [runs].")
 @click.option("--program-source", metavar="URL|FILE|DIR",
               help="The record's log or program (URL or file), or a clone of upstream. Default: the pinned commit.")
 @click.option("--image", help="Docker image id or tag. Default: the one `repro env build` recorded.")
+@click.option("--venv", "venv_dir", type=click.Path(exists=True, path_type=Path),
+              help="Host: train with this `repro env venv` (its folder or bin/python); run.yaml records its identity.")
 @click.option("--gpus", default="all", show_default=True, help="Docker: GPUs for the container: all, none or N.")
 @click.option("--memlock", default="unlimited", show_default=True,
               help="Docker: the container's locked-memory limit in bytes; lower it only on engines that may not "
@@ -63,12 +70,21 @@ def _gpus(value: str) -> int:
 @click.option("--dry-run", is_flag=True, help="Print the container spec or command; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan / result as JSON (training output goes to "
               "stderr).")
-def train(record_name, trainer, runtime, nproc, preset, overrides, steps, data_dir, runs_dir, program_source, image,
-          gpus, memlock, dry_run, as_json):
+@pass_workspace
+def train(ws, record_name, trainer, runtime, nproc, preset, overrides, steps, smoke_steps, smoke_val_tokens, data_dir,
+          runs_dir, program_source, image, venv_dir, gpus, memlock, dry_run, as_json):
     """Run training once and leave a complete run directory (runs/<record>/<run-id>/)."""
-    request = TrainRequest(record=record_name, trainer=trainer, runtime=runtime, nproc=nproc, preset=preset,
+    venv = None
+    if venv_dir is not None:
+        from pipeline.env.venv import load_identity
+
+        if runtime != "host":
+            raise InputError("--venv is for --runtime host", "add --runtime host, or drop --venv")
+        venv = load_identity(venv_dir).to_dict()
+    request = TrainRequest(record=record_name, trainer=trainer, runtime=runtime, nproc=nproc, preset=preset, venv=venv,
                            overrides=tuple(overrides), steps=steps, data_dir=data_dir, runs_dir=runs_dir,
-                           program_source=program_source, image=image, gpus=_gpus(gpus), memlock=_memlock(memlock))
+                           program_source=program_source, image=image, gpus=_gpus(gpus), memlock=_memlock(memlock),
+                           cache_dir=ws.cache, ws=ws, smoke_steps=smoke_steps, smoke_val_tokens=smoke_val_tokens)
     plan = plan_train(request)
     if dry_run:
         if as_json:

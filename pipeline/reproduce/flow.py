@@ -343,7 +343,8 @@ def train_request(flow: Flow):
     return TrainRequest(record=flow.record.name, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
                         preset=req.preset, overrides=req.overrides, data_dir=flow.data_dir,
                         runs_dir=flow.work / "runs", program_source=req.program_source,
-                        smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens)
+                        smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens, ws=flow.ws,
+                        cache_dir=flow.ws.cache)
 
 
 @functools.cache

@@ -11,6 +11,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -51,11 +52,22 @@ class Discard:
 class Tee:
     """Bytes from the training process, to the terminal and to stdout.txt, flushed as they come."""
 
+    FIRST_STEP = b"step:1/"  # the first timed step's line, in the record's log format (both trainers)
+
     def __init__(self, path: Path, terminal: BinaryIO | None = None):
         self._file = open(path, "ab")
         self._terminal = terminal if terminal is not None else sys.stdout.buffer
+        self.opened_at = time.monotonic()
+        self.first_step_at: float | None = None  # when the trainer printed its first timed step
+
+    @property
+    def startup_s(self) -> float | None:
+        """Seconds from launch to the first timed step: compile, warm-up and data loading (untimed in the log)."""
+        return None if self.first_step_at is None else round(self.first_step_at - self.opened_at, 1)
 
     def write(self, chunk: bytes) -> None:
+        if self.first_step_at is None and self.FIRST_STEP in chunk:
+            self.first_step_at = time.monotonic()
         self._file.write(chunk)
         self._file.flush()
         try:

@@ -14,13 +14,13 @@ SIGTERM, an error in repro itself — collects the log, derives metrics and ends
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import REPO_ROOT
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
@@ -37,12 +37,17 @@ from pipeline.runs.rundir import (
     utc_now,
 )
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
+from pipeline.workspace import Workspace
 
 TRAINERS = ("record", "native")
 RUNTIMES = ("docker", "host")
 TRAIN_GLOB, VAL_GLOB = "fineweb_train_*.bin", "fineweb_val_*.bin"
 RECORD_DATA = "data/fineweb10B"  # where the record's program reads shards, relative to its working folder
 WORK = "work"  # the record program's working folder inside the run directory (removed once collected)
+# The native trainer's package folder and the checkout (or site-packages) holding it, found without importing
+# it (train/ imports torch, which the orchestrator does not need).
+TRAIN_DIR = Path(importlib.util.find_spec("train").origin).parent
+TRAIN_PARENT = TRAIN_DIR.parent
 # The FlexAttention stand-in for FA3's flash_attn_interface, put first on the record program's path when the
 # training environment cannot import FA3 (a declared deviation).
 FA3_STANDIN_DIR = Path(__file__).resolve().parent / "fa3_standin"
@@ -69,6 +74,7 @@ class TrainRequest:
     smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens (small data)
     venv: dict | None = None  # host only: a `repro env venv` identity; its python trains, run.yaml records it
     cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
+    ws: Workspace | None = None  # where defaults live: the registry, data/ and runs/ (None: the current folder)
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,7 @@ class TrainResult:
 
 # ---- planning ------------------------------------------------------------------------------------
 
-def native_program_text(root: Path = REPO_ROOT / "train") -> bytes:
+def native_program_text(root: Path = TRAIN_DIR) -> bytes:
     """The native trainer's program as its log prints it (train/log.py::program_text, rebuilt here so the
     orchestrator needs no torch): each train/*.py in sorted order after a `# ---- train/<name> ----` line."""
     parts = []
@@ -153,7 +159,7 @@ def native_program_text(root: Path = REPO_ROOT / "train") -> bytes:
 
 def native_program() -> Program:
     """The native trainer's identity: the sha256 of the program text at the top of its log."""
-    root = REPO_ROOT / "train"
+    root = TRAIN_DIR
     if not (root / "__main__.py").is_file():
         raise MissingDependency(f"the native trainer is not in this checkout ({root / '__main__.py'} is missing)",
                                 "use --trainer record, or update the checkout")
@@ -205,10 +211,10 @@ def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, c
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
         if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
-            env["PYTHONPATH"] = os.pathsep.join((str(FA3_STANDIN_DIR), str(FA3_STANDIN_DIR.parents[2])))
+            env["PYTHONPATH"] = os.pathsep.join((str(FA3_STANDIN_DIR), str(TRAIN_PARENT)))
         return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-    return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(REPO_ROOT), env)
+    env["PYTHONPATH"] = str(TRAIN_PARENT)
+    return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT), env)
 
 
 def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int) -> Launch:
@@ -216,7 +222,7 @@ def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int)
     if req.trainer == "record":
         mounts = (Mount(run_dir / WORK, C_WORK, False), Mount(data_dir, f"{C_WORK}/{RECORD_DATA}", True))
         return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
-    mounts = (Mount(REPO_ROOT / "train", f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
+    mounts = (Mount(TRAIN_DIR, f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
               Mount(data_dir, C_DATA, True))
     return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
 
@@ -297,7 +303,8 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
     if req.steps is not None and req.steps < 1:
         raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
-    record = load_record(req.record)
+    ws = req.ws or Workspace.resolve()
+    record = load_record(req.record, ws.records_dir)
     if req.trainer == "record":
         found = resolve_program(record, req.program_source)
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
@@ -309,10 +316,10 @@ def plan_train(req: TrainRequest) -> TrainPlan:
             patch = smoke_patch_for("native", req.smoke_steps, req.smoke_val_tokens)
             program = dataclasses.replace(program, patch={"name": patch.name, "sha256": patch.sha256,
                                                           "changes": patch.listing, "patched_sha256": None})
-    data_dir = Path(req.data_dir or REPO_ROOT / "data" / record.dataset.name).resolve()
+    data_dir = Path(req.data_dir or ws.data / record.dataset.name).resolve()
     data_lock = check_data(data_dir, req.trainer)
     run_id = new_run_id()
-    run_dir = (Path(req.runs_dir or REPO_ROOT / "runs") / record.name / run_id).resolve()
+    run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
 
     if req.runtime == "host":
         from pipeline.env.venv import compile_cache_dir
@@ -328,12 +335,7 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
         software = venv["key"] if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
                                                                                     "triton")])
-        if req.cache_dir is not None:
-            cache_root = Path(req.cache_dir)
-        else:
-            from pipeline.workspace import Workspace
-
-            cache_root = Workspace.resolve().cache
+        cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
         launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
@@ -464,7 +466,7 @@ def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
                 try:
                     _collect(plan, run, tee)
                 finally:
-                    run.finish(status, exit_code)
+                    run.finish(status, exit_code, tee.startup_s)
             tee.note(f"run {plan.run_id} {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")
                      + f": {plan.run_dir}")
     log = parse_log(run.file("log.txt"))
