@@ -88,6 +88,7 @@ class RunMeta:
     # a declared patch to the record's program (smoke runs): name, sha256, changes, patched_sha256
     program_patch: dict | None = None
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
+    startup_s: float | None = None  # launch to the first timed step (compile, warm-up), seconds
     schema_version: int = SCHEMA_VERSION
 
     def to_yaml(self) -> str:
@@ -123,12 +124,15 @@ class RunMeta:
             data_lock_sha256=f.opt("data_lock_sha256", str), compile_cache=f.opt("compile_cache", str),
             started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
             status=status, host_environment=f.opt("host_environment", dict),
-            program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False))
+            program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
+            startup_s=f.opt("startup_s", float))
 
     @classmethod
     def load(cls, path: Path) -> RunMeta:
         """Read and validate a run.yaml (bad YAML, a list, a wrong field: an InputError naming it)."""
         path = Path(path)
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not a file", "remove it; a run's run.yaml is a YAML file")
         if not path.is_file():
             raise ManifestError(path, "", "run.yaml not found",
                                 "give a run directory written by `repro train` (it holds run.yaml)")
@@ -198,12 +202,13 @@ class RunDir:
         atomic_write_text(self.file("run.yaml"), meta.to_yaml())
         self.meta = meta
 
-    def finish(self, status: str, exit_code: int | None) -> None:
+    def finish(self, status: str, exit_code: int | None, startup_s: float | None = None) -> None:
         """End the run: run.yaml gets the end time, exit code and status, then the status file flips."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"a run ends as one of {FINAL_STATUSES}, not {status!r}")
         if self.meta is not None:
-            self.write_meta(dataclasses.replace(self.meta, ended_at=utc_now(), exit_code=exit_code, status=status))
+            self.write_meta(dataclasses.replace(self.meta, ended_at=utc_now(), exit_code=exit_code, status=status,
+                                                startup_s=startup_s))
         for name in ("log.txt", "stdout.txt", "metrics.jsonl"):
             self.file(name).touch()  # a run that died before writing still leaves the complete set
         self.set_status(status)
