@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pipeline.atomic import atomic_open, write_text
 from pipeline.errors import CheckFailed, InputError, RunFailed
 
 LABEL_PREFIX = "io.repro."
@@ -85,8 +86,6 @@ def state_from_image(client, image: str, source: str, **extra) -> ImageState:
 def save_image_state(state: ImageState, directory: Path | None = None) -> Path:
     path = state_dir(directory) / "image.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    from pipeline.atomic import write_text
-
     write_text(path, json.dumps(asdict(state), indent=2, sort_keys=True) + "\n")
     return path
 
@@ -131,8 +130,6 @@ def save_image(out: Path, image: str | None = None, client=None, state_directory
         raise InputError(f"image {image} is not on this engine", "build it with `repro env build` first") from None
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    from pipeline.atomic import atomic_open
-
     digest, size = hashlib.sha256(), 0
 
     class _Hashing:  # a file object that hashes what passes through it
@@ -158,7 +155,7 @@ def save_image(out: Path, image: str | None = None, client=None, state_directory
         if stream is not sink:
             stream.close()
     sha = digest.hexdigest()
-    _sha_sidecar(out).write_text(f"{sha}  {out.name}\n")
+    write_text(_sha_sidecar(out), f"{sha}  {out.name}\n")
     return SavedImage(path=str(out), sha256=sha, bytes=size, image_id=image_id)
 
 

@@ -189,8 +189,9 @@ def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], 
     out_dir = Path(out_dir)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
     published, source = load_published(record, published_dir)
-    (out_dir / "report.md").write_text(_markdown(record, verdict, run_logs, source, environment or {}),
-                                       encoding="utf-8")
+    from pipeline.atomic import write_text
+
+    write_text(out_dir / "report.md", _markdown(record, verdict, run_logs, source, environment or {}))
     _plot_val_loss(record, run_logs, published, out_dir / PLOTS[0])
     _plot_step_time(record, run_logs, published, out_dir / PLOTS[1])
     return ReportFiles(out_dir, ("report.md", *PLOTS), source)
