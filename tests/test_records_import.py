@@ -221,7 +221,8 @@ def test_committed_manifests_cover_the_sample(name):
     assert r.logs and all(len(log.sha256) == 64 for log in r.logs)
     assert r.environment, f"{name} names no environment"
     code, out = run("--registry", str(ROOT / "manifests"), "records", "show", name)
-    assert code == 0 and f"environment {r.environment}" in out and "why" in out
+    assert code == 0 and f"environment {r.environment}" in out and "    will use " in out
+    assert "will use nothing" not in out
 
 
 def test_sample_fixture_logs_match_the_committed_manifests():
@@ -243,8 +244,20 @@ def test_list_and_plot_show_the_history(tmp_path):
     assert set(SAMPLE_RECORDS) <= set(rows)
     muon = rows["2025-09-23_MuonCustomSizing"]
     assert muon["claimed_time_s"] == pytest.approx(149.7) and muon["mean_time_s"] == pytest.approx(149.69, abs=0.01)
-    assert muon["environment_match"] == "exact" and muon["environment_pinned"] and muon["data_pinned"]
+    # its nightly left PyTorch's index long ago and no wheelhouse is given: the stable stand-in, declared
+    assert muon["environment"] == "record-2025-09" and muon["environment_match"] == "stable-stand-in"
+    assert muon["environment_will_use"] != "record-2025-09" and not muon["environment_pinned"]
+    assert muon["data_pinned"]
     assert rows["2024-10-10_Muon"]["environment_match"] == "stable-stand-in"
+    # with a wheelhouse holding the nightly named by the lock, the record's own environment is used
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    (wheelhouse / "torch-2.9.0.dev20250726+cu126-cp310-cp310-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+    code, out = run("--registry", str(ROOT / "manifests"), "records", "list", "--json", "--wheelhouse",
+                    str(wheelhouse))
+    muon = {row["name"]: row for row in json.loads(out)}["2025-09-23_MuonCustomSizing"]
+    assert muon["environment_will_use"] == "record-2025-09" and muon["environment_match"] == "exact"
+    assert rows["demo-cpu-synth"]["environment_will_use"] == "host"
     assert rows["2024-10-10_Muon"]["data_pinned"] is False  # its shard count is not in the table or the log
     code, out = run("--registry", str(ROOT / "manifests"), "records", "plot", "--out", str(tmp_path / "report"))
     assert code == 0, out
@@ -265,3 +278,27 @@ def test_a_multi_file_program_has_one_fingerprint():
     assert program_fingerprint(main + divider + kernels.replace(b"a + 1", b"a + 2")) != fp
     with pytest.raises(SyntaxError):
         program_fingerprint(main + divider + b"def broken(:\n")
+
+
+def test_environment_choice_rules():
+    """Exact while the build can be had; else the nearest stable, declared; no version: the date's release."""
+    from datetime import date
+
+    from pipeline.records.environment_choice import EnvironmentPin, choose_environment
+
+    envs = [EnvironmentPin("nightly-0726", "2.9.0.dev20250726+cu126", "", True, "torch-n.whl", "ab" * 32),
+            EnvironmentPin("stable-2.8", "2.8.0+cu126", "", True),
+            EnvironmentPin("stable-2.10", "2.10.0+cu128", "", True),
+            EnvironmentPin("stable-2.4", "2.4.1+cu121", "", False)]
+    fresh = choose_environment("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2025, 8, 1))
+    assert (fresh.environment, fresh.kind, fresh.deviation) == ("nightly-0726", "exact", "")
+    gone = choose_environment("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2026, 1, 1))
+    assert gone.kind == "stable-stand-in" and gone.environment == "stable-2.10"  # a 2.9 nightly became 2.9: tie, newer
+    assert "left PyTorch's index" in gone.reason and "stands in" in gone.deviation
+    assert choose_environment("2.4.1+cu121", "r", "2024-10-10", envs, today=date(2030, 1, 1)).kind == "exact"
+    near = choose_environment("2.5.1+cu124", "r", "2024-11-01", envs)
+    assert near.environment == "stable-2.4" and near.family == "torch-2.5-stable"
+    unknown = choose_environment("", "r", "2024-06-06", envs)
+    assert unknown.environment == "stable-2.4" and "2.3, the stable release current on 2024-06-06" in unknown.reason
+    assert choose_environment("", "r", "2020-01-01", envs).kind == "none"
+    assert choose_environment("2.9.0+cu126", "r", "2025-10-20", []).kind == "none"

@@ -7,7 +7,12 @@ from statistics import mean
 
 import click
 
-from pipeline.records.environment_choice import EnvironmentChoice, choose_environment, registry_environments
+from pipeline.records.environment_choice import (
+    EnvironmentChoice,
+    choose_environment,
+    environment_family,
+    registry_environments,
+)
 from pipeline.records.identity import fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record, record_names
@@ -25,34 +30,48 @@ def _all(ws: Workspace) -> list[Record]:
     return [load_record(name, ws.records_dir) for name in record_names(ws.records_dir)]
 
 
-def environment_of(ws: Workspace, r: Record) -> tuple[EnvironmentChoice, bool]:
-    """(what the mapping chooses for the record's PyTorch, whether the manifest's environment exists)."""
-    choice = choose_environment(r.software.torch, r.name, r.date, registry_environments(ws.environments_dir))
-    return choice, bool(r.environment) and (ws.environments_dir / f"{r.environment}.yaml").is_file()
+WHEELHOUSE = click.option("--wheelhouse", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                          default=None, help="A folder of wheels: a record's nightly PyTorch found here counts as "
+                                             "available (nightlies leave PyTorch's index after about 60 days).")
 
 
-def _history_row(ws: Workspace, r: Record) -> dict:
-    choice, env_exists = environment_of(ws, r)
+def environment_of(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> tuple[EnvironmentChoice, bool]:
+    """(the environment the record will use today and why, whether the manifest's environment exists)."""
+    pins = registry_environments(ws.environments_dir)
+    exists = bool(r.environment) and any(p.name == r.environment for p in pins)
+    if r.environment and not exists:  # e.g. `host`: the demo record runs in the machine's own Python
+        return EnvironmentChoice(r.environment, "named", environment_family(r.software.torch),
+                                 f"the manifest names {r.environment!r}, which is no environment manifest of this "
+                                 "registry: it runs as named (`host` = the machine's own Python)", ""), False
+    return choose_environment(r.software.torch, r.name, r.date, pins, wheelhouse=wheelhouse), exists
+
+
+def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> dict:
+    choice, env_exists = environment_of(ws, r, wheelhouse)
     losses = [log.val_loss for log in r.logs if log.val_loss is not None] or list(r.published.losses)
     times = list(r.published.times_s)
-    kind = choice.kind if choice.environment == r.environment else ("named" if env_exists else "none")
+    torch_hashed = any(p.name == choice.environment and p.torch_sha256
+                       for p in registry_environments(ws.environments_dir))
     return {"name": r.name, "date": r.date, "track": r.track, "title": r.title, "parent": r.parent or None,
             "claimed_time_s": r.imported.claimed_time_s if r.imported else None,
             "mean_time_s": round(mean(times), 3) if times else None, "runs": len(times),
             "mean_val_loss": round(mean(losses), 4) if losses else None,
-            "environment": r.environment or None, "environment_match": kind,
-            "environment_pinned": env_exists and kind == "exact",
+            "environment": r.environment or None, "environment_exists": env_exists,
+            "environment_will_use": choice.environment or None, "environment_match": choice.kind,
+            # pinned: the record's own PyTorch build, obtainable, with its wheel's sha256 in the lock
+            "environment_pinned": choice.kind == "exact" and torch_hashed,
             # pinned: the registry has the dataset's manifest and the record says how many shards it reads
             # (an imported record's shard count is unknown until someone writes it into dataset:)
             "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file() and r.dataset.train_shards > 0}
 
 
 @records.command("list")
+@WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_workspace
-def list_(ws, as_json):
+def list_(ws, wheelhouse, as_json):
     """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
-    rows = sorted((_history_row(ws, r) for r in _all(ws)), key=lambda row: (row["date"], row["name"]))
+    rows = sorted((_history_row(ws, r, wheelhouse) for r in _all(ws)), key=lambda row: (row["date"], row["name"]))
     if as_json:
         emit_json(rows)
         return
@@ -63,7 +82,7 @@ def list_(ws, as_json):
         return format(value, spec) if value is not None else "—".rjust(width)
 
     for row in rows:
-        env = f"{row['environment'] or '—'} ({row['environment_match']})"
+        env = f"{row['environment_will_use'] or '—'} ({row['environment_match']})"
         click.echo(f"{row['date']:10}  {row['name'][:34]:34} {num(row['claimed_time_s'], '9.1f', 9)} "
                    f"{num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} {num(row['mean_val_loss'], '7.4f', 7)}  "
                    f"{env[:36]:36} {'pinned' if row['data_pinned'] else 'not pinned'}")
@@ -71,12 +90,13 @@ def list_(ws, as_json):
 
 @records.command()
 @click.argument("name")
+@WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_workspace
-def show(ws, name, as_json):
+def show(ws, name, wheelhouse, as_json):
     """Show everything a record pins, and which environment it will use and why."""
     r = load_record(name, ws.records_dir)
-    choice, env_exists = environment_of(ws, r)
+    choice, env_exists = environment_of(ws, r, wheelhouse)
     if as_json:
         emit_json({**r.to_dict(), "environment_choice": choice.to_dict(), "environment_exists": env_exists})
         return
@@ -100,18 +120,13 @@ def show(ws, name, as_json):
                f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
     click.echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
     click.echo(f"  data       {r.dataset.name}: {r.dataset.train_shards} train + {r.dataset.val_shards} val shards")
-    click.echo(f"  environment {r.environment or '(none)'}" + ("" if env_exists or not r.environment
-                                                               else " (not in this registry)"))
-    if choice.environment == r.environment:
-        click.echo(f"    why      {choice.kind}: {choice.reason}")
+    click.echo(f"  environment {r.environment or '(none)'} (the manifest's" +
+               ("" if env_exists or not r.environment else "; not in this registry") + ")")
+    if choice.environment:
+        click.echo(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
     else:
-        pins = {e.name: e.torch for e in registry_environments(ws.environments_dir)}
-        named = pins.get(r.environment, "")
-        differs = (f"; it pins PyTorch {named}, the record ran {sw.torch}: a deviation"
-                   if named and sw.torch and named != sw.torch else "")
-        click.echo(f"    why      named by the manifest's author{differs}")
-        click.echo(f"    mapping  {choice.environment or 'nothing'} ({choice.kind}: {choice.reason})")
-    if choice.deviation and choice.environment == r.environment:
+        click.echo(f"    will use nothing: {choice.reason}")
+    if choice.deviation:
         click.echo(f"    deviation {choice.deviation}")
     for log in r.logs:
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"

@@ -5,9 +5,10 @@
     choice.environment, choice.kind, choice.reason, choice.deviation
 
 Rules, in order:
-1. exact: an environment pins the record's very PyTorch build (same version and local tag). A nightly
-   leaves PyTorch's index about 60 days after its date, so an exact nightly is only buildable from the
-   environment's lock with a wheelhouse (or while the index still lists it); the reason says so.
+1. exact: an environment pins the record's very PyTorch build (same version and local tag), and the build
+   can be had: a stable release always (PyPI and PyTorch's index keep them); a nightly only while PyTorch's
+   nightly index still lists it (about 60 days after its date) or when a wheelhouse (--wheelhouse DIR)
+   holds the file its lock names.
 2. stable stand-in: otherwise the environment pinning the stable release nearest to the record's
    (a nightly X.Y.0.devD counts as X.Y: it became that release), declared as a deviation. Ties go to
    the newer release for a nightly and the older for a stable build; among environments with the same
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 
 from pipeline.yamlio import YamlRefused, load_file
@@ -32,6 +34,7 @@ NIGHTLY_INDEX_DAYS = 60
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?((?:\.dev|a|b|rc)\d+)?(?:\+(\S+))?$")
 _TORCH_IN_URL = re.compile(r"/torch-([0-9][^-]*?)-cp")
+_NIGHTLY_DATE = re.compile(r"\.dev(\d{8})")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class EnvironmentPin:
     torch: str  # the exact torch build it installs, "" when it cannot be read from the manifest
     record: str  # the record it was made for, "" for none
     locked: bool  # a <name>.lock.yaml exists beside it
+    torch_file: str = ""  # the torch wheel's file name in the lock ("" when unlocked)
+    torch_sha256: str = ""  # its sha256 in the lock ("" when not resolved yet)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,17 @@ def _pinned_torch(doc: dict) -> str:
     return ""
 
 
+def _locked_torch(lock_path: Path) -> tuple[str, str]:
+    try:
+        lock = load_file(lock_path, "lock")
+    except (YamlRefused, OSError):
+        return "", ""
+    for package in (lock.get("packages") or []) if isinstance(lock, dict) else []:
+        if isinstance(package, dict) and package.get("name") == "torch":
+            return str(package.get("filename") or ""), str(package.get("sha256") or "")
+    return "", ""
+
+
 def registry_environments(environments_dir: Path) -> list[EnvironmentPin]:
     """The environment manifests of a registry, read only for what choosing needs (unreadable ones skipped)."""
     pins = []
@@ -105,8 +121,10 @@ def registry_environments(environments_dir: Path) -> list[EnvironmentPin]:
         if not isinstance(doc, dict):
             continue
         name = str(doc.get("name") or path.stem)
+        lock = path.parent / f"{name}.lock.yaml"
+        torch_file, torch_sha = _locked_torch(lock) if lock.is_file() else ("", "")
         pins.append(EnvironmentPin(name=name, torch=_pinned_torch(doc), record=str(doc.get("record") or ""),
-                                   locked=(path.parent / f"{name}.lock.yaml").is_file()))
+                                   locked=lock.is_file(), torch_file=torch_file, torch_sha256=torch_sha))
     return pins
 
 
@@ -118,8 +136,28 @@ def _stable_on(date: str) -> str:
     return current
 
 
+def nightly_available(env: EnvironmentPin, version: TorchVersion, today: date,
+                      wheelhouse: Path | None) -> tuple[bool, str]:
+    """(can this environment's nightly torch be had, why). Stable builds always can."""
+    if not version.nightly:
+        return True, "a stable release stays on PyPI and PyTorch's index"
+    if wheelhouse is not None and env.torch_file and (Path(wheelhouse) / env.torch_file).is_file():
+        return True, f"the wheelhouse {wheelhouse} holds {env.torch_file}"
+    m = _NIGHTLY_DATE.search(version.text)
+    if m:
+        built = date(int(m.group(1)[:4]), int(m.group(1)[4:6]), int(m.group(1)[6:]))
+        until = built + timedelta(days=NIGHTLY_INDEX_DAYS)
+        if today <= until:
+            return True, f"PyTorch's nightly index keeps it until about {until.isoformat()}"
+        return False, (f"the nightly left PyTorch's index around {until.isoformat()} (nightlies are kept about "
+                       f"{NIGHTLY_INDEX_DAYS} days) and no wheelhouse holds "
+                       f"{env.torch_file or 'its wheel'} (pass --wheelhouse DIR)")
+    return False, "a nightly without a date in its version: no index can be counted on (pass --wheelhouse DIR)"
+
+
 def choose_environment(record_torch: str, record_name: str, record_date: str,
-                       environments: list[EnvironmentPin]) -> EnvironmentChoice:
+                       environments: list[EnvironmentPin], today: date | None = None,
+                       wheelhouse: Path | None = None) -> EnvironmentChoice:
     wanted = parse_torch(record_torch)
     inferred = ""
     if wanted is None:
@@ -132,15 +170,17 @@ def choose_environment(record_torch: str, record_name: str, record_date: str,
                     f"{record_date}, stands for it")
     family = wanted.family if not inferred else "unknown"
     exact = [e for e in environments if e.torch and e.torch == wanted.text]
+    unavailable = ""
     if exact and not inferred:
         env = sorted(exact, key=lambda e: (e.record != record_name, e.record != "", e.name))[0]
-        lock = (f"locked in {env.name}.lock.yaml" if env.locked else
-                f"not locked yet (`repro env lock {env.name}`)")
-        where = (f"; a nightly leaves PyTorch's index about {NIGHTLY_INDEX_DAYS} days after its date, so it "
-                 "builds from the lock's wheelhouse or while the index still lists it, else from the "
-                 "environment's declared fallbacks") if wanted.nightly else ""
-        return EnvironmentChoice(env.name, "exact", family,
-                                 f"{env.name} pins PyTorch {wanted.text}, the build the record ran ({lock}){where}", "")
+        available, why = nightly_available(env, wanted, today or date.today(), wheelhouse)
+        lock = (f"locked in {env.name}.lock.yaml" + ("" if env.torch_sha256 else ", torch's sha256 not resolved yet")
+                if env.locked else f"not locked yet (`repro env lock --env {env.name}`)")
+        if available:
+            return EnvironmentChoice(env.name, "exact", family,
+                                     f"{env.name} pins PyTorch {wanted.text}, the build the record ran ({lock}); "
+                                     f"{why}", "")
+        unavailable = f"{env.name} pins the record's PyTorch {wanted.text}, but {why}"
     stable = [(e, parse_torch(e.torch)) for e in environments]
     stable = [(e, v) for e, v in stable if v is not None and not v.nightly]
     if not stable:
@@ -156,9 +196,7 @@ def choose_environment(record_torch: str, record_name: str, record_date: str,
                 e.record != "", e.name)
 
     env, v = sorted(stable, key=rank)[0]
-    why = inferred or (f"no environment pins the record's PyTorch {wanted.text}"
-                       + (" (a nightly, pruned from PyTorch's index after about "
-                          f"{NIGHTLY_INDEX_DAYS} days)" if wanted.nightly else ""))
+    why = inferred or unavailable or f"no environment pins the record's PyTorch {wanted.text}"
     return EnvironmentChoice(env.name, "stable-stand-in", family,
                              f"{why}; {env.name} pins PyTorch {v.text}, the nearest stable release in the registry",
                              f"PyTorch {v.text} stands in for the record's "

@@ -23,6 +23,7 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from statistics import mean
 
@@ -136,7 +137,10 @@ def _generated(row: TableRow, previous: str, folder_rel: str, facts: list[LogFac
                         "fingerprint): program.fingerprint left empty, each log keeps its own")
     mean_time = round(mean(times), 4) if times else row.claimed_time_s or 0.0
     missing = sorted({m for f in facts for m in f.missing})
-    choice = choose_environment(torch, row.record_name, row.date, environments)
+    # The environment the record ran in: chosen as of the record's date, when its nightly was on the index
+    # (`repro records show` says what can be built today, and what stands in when it cannot).
+    as_of = date.fromisoformat(row.date) if row.date else None
+    choice = choose_environment(torch, row.record_name, row.date, environments, today=as_of)
     gpu_model = most_common(f.gpu_model for f in facts) or ""
     published = {"steps": most_common(f.scheduled_steps for f in facts) or 0,
                  "losses": [f.val_loss for f in complete], "times_s": times, "mean_time_s": mean_time,
