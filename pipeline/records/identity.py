@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass
 
 from pipeline.hashing import sha256_bytes
@@ -23,38 +24,77 @@ def _is_bare_string(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
-def _canonical(node, out: list[str]) -> None:
-    if isinstance(node, ast.AST):
-        out.append(type(node).__name__ + "(")
-        for name in node._fields:
-            if name in ("ctx", "type_comment", "kind"):
-                continue
-            value = getattr(node, name, None)
-            if isinstance(value, list) and node.__class__ is not ast.Constant:
-                value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))] \
-                    if name in ("body", "orelse", "finalbody") else value
-            if value is None or (isinstance(value, list) and not value):
-                continue
-            out.append(name + "=")
-            _canonical(value, out)
-            out.append(",")
-        out.append(")")
-    elif isinstance(node, list):
-        out.append("[")
-        for item in node:
-            _canonical(item, out)
-            out.append(",")
-        out.append("]")
-    else:  # constants: type matters (1 vs 1.0 vs True)
-        out.append(f"{type(node).__name__}:{node!r}")
+def _fields(node: ast.AST) -> list[tuple[str, object]]:
+    """The fields that count, in order: no contexts or type comments, no empty ones, no bare-string statements."""
+    out = []
+    for name in node._fields:
+        if name in ("ctx", "type_comment", "kind"):
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, list) and node.__class__ is not ast.Constant:
+            value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))] \
+                if name in ("body", "orelse", "finalbody") else value
+        if value is None or (isinstance(value, list) and not value):
+            continue
+        out.append((name, value))
+    return out
+
+
+class _Text(str):
+    """A token already in canonical form (as opposed to a constant string value still to be written)."""
+
+
+def _canonical(tree: ast.AST, out: list[str]) -> None:
+    """Append the canonical text of `tree` to `out`: `Name(field=value,...)`, lists as `[a,b,]`, constants as
+    `type:repr`. Iterative (an explicit stack of pending tokens and values), so a program nested thousands of
+    levels deep is walked without Python's recursion limit; the text is the one the recursive walk wrote."""
+    stack: list[object] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            out.append(item)
+        elif isinstance(item, ast.AST):
+            todo: list[object] = [_Text(type(item).__name__ + "(")]
+            for name, value in _fields(item):
+                todo += [_Text(name + "="), value, _Text(",")]
+            todo.append(_Text(")"))
+            stack.extend(reversed(todo))
+        elif isinstance(item, list):
+            todo = [_Text("[")]
+            for element in item:
+                todo += [element, _Text(",")]
+            todo.append(_Text("]"))
+            stack.extend(reversed(todo))
+        else:  # constants: type matters (1 vs 1.0 vs True)
+            out.append(f"{type(item).__name__}:{item!r}")
 
 
 def fingerprint(source: str | bytes) -> str:
-    """Fingerprint of the program's code; raises SyntaxError when it is not Python."""
-    tree = ast.parse(source)
+    """Fingerprint of the program's code; raises SyntaxError when it is not Python, or when it nests too deeply
+    for Python's own parser (a hostile program of thousands of nested terms: RecursionError inside ast.parse)."""
+    try:
+        tree = ast.parse(source)
+    except (RecursionError, MemoryError):
+        raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
     parts: list[str] = []
     _canonical(tree, parts)
     return FINGERPRINT_PREFIX + hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+# 2026 logs append the program's other source files after the main one, each under a divider such as
+# "----------------------------------------\n# triton_kernels.py\n----------------------------------------"
+_FILE_DIVIDER = re.compile(rb"^-{20,}\n# (\S+)\n-{20,}\n", re.M)
+
+
+def program_fingerprint(program: bytes) -> str:
+    """`fingerprint` of a log's program; for a multi-file program (files under dividers, added by
+    `repro records import`'s needs), each file's fingerprint combined in order. Raises SyntaxError/ValueError."""
+    parts = _FILE_DIVIDER.split(program)
+    if len(parts) == 1:
+        return fingerprint(program)
+    names = ["main"] + [name.decode("utf-8", "replace") for name in parts[1::2]]
+    prints = [f"{name}={fingerprint(source)}" for name, source in zip(names, parts[0::2])]
+    return FINGERPRINT_PREFIX + sha256_bytes("\n".join(prints).encode())
 
 
 @dataclass(frozen=True)
@@ -72,7 +112,7 @@ def identify(program: bytes | None, accepted_sha256: frozenset[str], pinned_fing
         return ProgramIdentity("absent", None, None, "the log carries no program text (only the run output)")
     digest = sha256_bytes(program)
     try:
-        fp = fingerprint(program)
+        fp = program_fingerprint(program)
     except (SyntaxError, ValueError) as exc:
         return ProgramIdentity("unparsable", digest, None, f"the program text is not valid Python ({exc})")
     if digest in accepted_sha256:

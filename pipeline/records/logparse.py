@@ -33,16 +33,19 @@ SEPARATOR = b"=" * 100
 MAX_LINE = 64 << 10  # longer lines are read in pieces; a log line is never this long
 MAX_PROGRAM = 16 << 20  # the record's program is 60 KB
 MAX_HEADER = 1 << 20  # the environment block and nvidia-smi table: a few KB on 8 GPUs
-MAX_POINTS = 1_000_000  # step + validation points kept (the record has 1,680 steps)
+MAX_POINTS = 100_000  # step + validation points kept (the record has 1,680 steps; ~10 MB at most)
 
 _PYTHON = re.compile(r"^Running Python (\S+)", re.M)
 _TORCH = re.compile(r"^Running PyTorch (\S+) compiled for CUDA (\S+)", re.M)
 _TRITON = re.compile(r"^Running Triton version (\S+)", re.M)
-_NUMBER = r"[-+]?(?:\d{1,400}(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,5})?|[-+]?(?:nan|inf|infinity)"
-_VAL = re.compile(rf"^step:(\d{{1,12}})/(\d{{1,12}}) val_loss:({_NUMBER}) train_time:(\d{{1,15}})ms "
-                  rf"step_avg:({_NUMBER})ms\s*$", re.I)
-_STEP = re.compile(rf"^step:(\d{{1,12}})/(\d{{1,12}}) train_time:(\d{{1,15}})ms step_avg:({_NUMBER})ms\s*$", re.I)
-_PEAK = re.compile(r"^peak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB\s*$")
+_NUMBER = rb"[-+]?(?:\d{1,400}(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,5})?|[-+]?(?:nan|inf|infinity)"
+# Step lines are matched as bytes (no decoding on the hot path); numbers are bounded in length so that no
+# int() or float() of a hostile line can be slow or raise.
+_VAL = re.compile(rb"^step:(\d{1,12})/(\d{1,12}) val_loss:(" + _NUMBER + rb") train_time:(\d{1,15})ms "
+                  rb"step_avg:(" + _NUMBER + rb")ms\s*$", re.I)
+_STEP = re.compile(rb"^step:(\d{1,12})/(\d{1,12}) train_time:(\d{1,15})ms step_avg:(" + _NUMBER + rb")ms\s*$",
+                   re.I)
+_PEAK = re.compile(rb"^peak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB\s*$")
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ class _Parser:
         self.vals: list[ValPoint] = []
         self.last_point: int = 0
         self.dropped_points = 0
+        self.latest_step: tuple | None = None  # the last step and validation seen past MAX_POINTS
+        self.latest_val: tuple | None = None
         self.scheduled: set[int] = set()
         self.peak: tuple[int, int] | None = None
         self.unreadable = 0
@@ -174,57 +179,60 @@ class _Parser:
         if continuing:  # the rest of an over-long line, already counted: its tail is not a line of its own
             return
         if not complete:
-            self._unreadable(chunk[:80].decode("utf-8", errors="replace"), overlong=True)
+            self._unreadable(chunk[:80], overlong=True)
             return
-        line = chunk.decode("utf-8", errors="replace").rstrip("\r\n")
-        if line.startswith("step:"):
+        if chunk.startswith(b"step:"):  # the hot path: matched as bytes, nothing decoded
             self.in_steps = True
-            self._step_line(line)
-        elif m := _PEAK.match(line):
+            self._step_line(chunk)
+        elif m := _PEAK.match(chunk):
             self.peak = (int(m.group(1)), int(m.group(2)))
         elif not self.in_steps and self.header_bytes < MAX_HEADER:
-            self.header.append(line)
-            self.header_bytes += len(line) + 1
+            self.header.append(chunk.decode("utf-8", errors="replace").rstrip("\r\n"))
+            self.header_bytes += len(chunk)
 
-    def _unreadable(self, text: str, overlong: bool = False) -> None:
+    def _unreadable(self, raw: bytes, overlong: bool = False) -> None:
         self.unreadable += 1
         if not self.first_unreadable:
-            self.first_unreadable = (f"a line longer than {MAX_LINE} bytes starting {text!r}" if overlong
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            self.first_unreadable = (f"a line longer than {MAX_LINE} bytes starting {text[:80]!r}" if overlong
                                      else repr(text[:80]))
 
-    def _step_line(self, line: str) -> None:
-        if m := _VAL.match(line):
-            s, n, loss, ms, avg = m.groups()
-            point = ValPoint(int(s), float(loss), int(ms))
-            self._finite(point.step, "val_loss", point.val_loss)
-            self._finite(point.step, "step_avg", float(avg))
-            self._keep(self.vals, point)
-        elif m := _STEP.match(line):
+    def _step_line(self, line: bytes) -> None:
+        room = len(self.steps) + len(self.vals) < MAX_POINTS
+        if m := _STEP.match(line):
             s, n, ms, avg = m.groups()
-            point = StepPoint(int(s), int(ms), float(avg))
-            self._finite(point.step, "step_avg", point.step_avg_ms)
-            self._keep(self.steps, point)
+            step, avg_ms = int(s), float(avg)
+            if not math.isfinite(avg_ms):
+                self._non_finite(step, "step_avg", avg_ms)
+            if room:
+                self.steps.append(StepPoint(step, int(ms), avg_ms))
+            else:  # past the cap only the latest point matters (a real log never gets here)
+                self.dropped_points += 1
+                self.latest_step = (step, int(ms), avg_ms)
+        elif m := _VAL.match(line):
+            s, n, loss, ms, avg = m.groups()
+            step, val_loss, avg_ms = int(s), float(loss), float(avg)
+            if not math.isfinite(val_loss):
+                self._non_finite(step, "val_loss", val_loss)
+            if not math.isfinite(avg_ms):
+                self._non_finite(step, "step_avg", avg_ms)
+            if room:
+                self.vals.append(ValPoint(step, val_loss, int(ms)))
+            else:
+                self.dropped_points += 1
+                self.latest_val = (step, val_loss, int(ms))
         else:
             self._unreadable(line)
             return
         if len(self.scheduled) < 16:
             self.scheduled.add(int(n))
-        self.last_point = max(self.last_point, point.step)
+        if step > self.last_point:
+            self.last_point = step
 
-    def _finite(self, step: int, name: str, value: float) -> None:
-        if not math.isfinite(value):
-            self.non_finite_count += 1
-            if len(self.non_finite) < 3:
-                self.non_finite.append(f"{name} {value} at step {step}")
-
-    def _keep(self, points: list, point) -> None:
-        """Keep every point up to the cap; past it only the latest (what the verdict reads) replaces the last."""
-        if len(self.steps) + len(self.vals) < MAX_POINTS:
-            points.append(point)
-        else:
-            self.dropped_points += 1
-            if points:
-                points[-1] = point
+    def _non_finite(self, step: int, name: str, value: float) -> None:
+        self.non_finite_count += 1
+        if len(self.non_finite) < 3:
+            self.non_finite.append(f"{name} {value} at step {step}")
 
     # -- the result -------------------------------------------------------------------------------
     def finish(self) -> ParsedLog:
@@ -264,6 +272,10 @@ class _Parser:
             problem("schedule_disagrees", f"step lines disagree on the scheduled step count: {sorted(self.scheduled)}")
         scheduled_steps = max(self.scheduled) if self.scheduled else None
         vals, steps = self.vals, self.steps
+        if self.latest_step and steps:
+            steps[-1] = StepPoint(*self.latest_step)
+        if self.latest_val and vals:
+            vals[-1] = ValPoint(*self.latest_val)
         finished = scheduled_steps is not None and bool(vals) and vals[-1].step == scheduled_steps
         if self.nonblank and not steps and not vals:
             problem("never_started", "no step or validation lines: the run never reached its first step")
