@@ -91,8 +91,9 @@ def test_loosened_unsigned_bundle_says_integrity_only_and_is_not_judged_by_its_o
     assert check.recomputed_outcome == "not-reproduced" and check.manifest_outcome == forged.outcome
     assert check.judged_against == str(RECORDS / f"{RECORD}.yaml")
     notes = "\n".join(check.notes)
-    assert "the verdict was recomputed against yours" in notes
-    assert "target_val_loss 9.0 (yours: 3.28)" in notes and "time_tolerance 99.0 (yours:" in notes
+    assert "the bundle's copy was NOT used: the verdict was recomputed against yours" in notes
+    assert "the bundle's own rules differ: target_val_loss 9.0 (yours: 3.28)" in notes
+    assert "time_tolerance 99.0 (yours:" in notes
 
     result = repro("bundle", "verify", forged.path)
     lines = result.stdout.splitlines()
@@ -181,7 +182,8 @@ def test_registry_manifest_differing_from_the_pin_is_named(tmp_path):
         f.write("# a comment added after the bundle was written\n")
     result = repro("--registry", registry, "bundle", "verify", path)
     assert result.returncode == 0, result.stdout
-    assert "your registry's is" in result.stdout and "the verdict was recomputed against yours" in result.stdout
+    assert "not your registry's (sha256" in result.stdout
+    assert "the verdict was recomputed against yours" in result.stdout
 
 
 def test_record_missing_from_the_verifiers_registry(tmp_path):

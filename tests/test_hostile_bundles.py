@@ -195,3 +195,15 @@ def test_archive_on_a_full_disk_names_the_path_and_leaves_nothing(tmp_path):
         assert os.listdir(disk) == []
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_endless_header_records_stop_at_the_member_cap(tmp_path):
+    """Thousands of pax records and no member: reading stops at the cap instead of decompressing forever."""
+    record = tarfile.TarInfo("b/x")
+    record.pax_headers = {"comment": "c" * 100}
+    pax = record.tobuf(tarfile.PAX_FORMAT)
+    pax_only = pax[:len(pax) - 512]  # the pax header blocks without the member header that follows them
+    path = tmp_path / "pax-flood.tar.gz"
+    path.write_bytes(gzip.compress(pax_only * 30_000))
+    check = verify_bundle(path)
+    assert any(p.member == "(archive)" and "more than 20000 members" in p.problem for p in check.problems)

@@ -41,7 +41,7 @@ from pipeline.yamlio import load_bytes, require_mapping
 
 RUNS = "runs"
 ATTEMPTS = "attempts"  # runs that were retried: archived, listed, not judged
-JUDGE_INPUTS = ("log.txt", "run.yaml", "status")  # what the judge reads from a run folder
+JUDGE_INPUTS = ("log.txt", "run.yaml", "status", "preflight.json")  # what the judge reads (CPU model: preflight)
 DATA_LOCK = "data/data.lock.yaml"
 PREFLIGHT = "preflight.json"
 

@@ -25,7 +25,7 @@ BLOCK = 512
 NAME_MAX = 255  # bytes in one path component on Linux
 PATH_MAX = 4096
 MAX_HEADER_RECORD = 64 << 10  # pax and GNU long-name records: a name and a few numbers, never more
-MAX_MEMBERS = 20_000
+MAX_MEMBERS = 20_000  # tar headers (members and their pax/long-name records)
 ARCHIVE = "(archive)"  # the member name of problems that concern the whole file
 
 
@@ -203,10 +203,17 @@ def _read(stream: _Stream, out: Members, max_member: int, max_total: int, max_me
             raise _Malformed("a header's checksum does not match (not a tar archive, or damaged)")
         kind = block[156:157]
         size = _number(block[124:136], "size")
+        count += 1  # header records count too: an endless run of them must stop like endless members
+        if count > max_members:
+            return _stop(out, ARCHIVE, f"more than {max_members} members", "a bundle holds a few hundred files")
         if kind in (b"x", b"g", b"L", b"K"):
             if size > MAX_HEADER_RECORD:
                 return _stop(out, ARCHIVE, f"a header record declares {size} bytes, over the "
                                            f"{MAX_HEADER_RECORD}-byte limit for names and attributes")
+            if total + size > max_total:
+                return _stop(out, ARCHIVE, f"members add up to more than the {max_total}-byte total limit "
+                                           "(the rest of the archive was not read)")
+            total += size
             data = stream.member_data(size)
             if kind == b"x":
                 pax = _pax_records(data)
@@ -217,9 +224,6 @@ def _read(stream: _Stream, out: Members, max_member: int, max_total: int, max_me
             else:
                 long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
             continue
-        count += 1
-        if count > max_members:
-            return _stop(out, ARCHIVE, f"more than {max_members} members", "a bundle holds a few hundred files")
         name = block[0:100].split(b"\0", 1)[0]
         if block[257:262] == b"ustar" and block[345:500].strip(b"\0"):
             name = block[345:500].split(b"\0", 1)[0] + b"/" + name

@@ -23,7 +23,7 @@ from pipeline.bundle.manifest import BundleManifest, RecordPin
 from pipeline.bundle.members import Problem
 from pipeline.errors import InputError, ReproError
 from pipeline.hashing import sha256_bytes
-from pipeline.records.model import Record, check_record_name, load_record_file
+from pipeline.records.model import Record, check_record_name, load_record, load_record_file
 
 SUMS = "SHA256SUMS"
 SIGNATURE = "SHA256SUMS.sig"
@@ -181,7 +181,7 @@ def choose_record(files: Mapping[str, bytes], pin: RecordPin, records_dir: Path)
                              "judged by rules you hold; the bundle's own copy is never used to judge",
             "add the record's manifest to your registry, or pass --registry DIR holding it"),), ())
     try:
-        ours = load_record_file(path)
+        ours = load_record(name, records_dir)  # also refuses a manifest linked from outside the registry
         data = path.read_bytes()
     except ReproError as exc:
         return RecordChoice(None, tuple(problems) + (Problem(str(path), exc.what, exc.fix or ""),), ())
@@ -189,9 +189,10 @@ def choose_record(files: Mapping[str, bytes], pin: RecordPin, records_dir: Path)
     if mine != pin.manifest_sha256:
         theirs = _bundled_record(files, member, name)
         differs = _rule_differences(theirs, ours) if theirs is not None else []
-        notes.append(f"the bundle was judged against record manifest {name} sha256 {pin.manifest_sha256[:12]}…, "
-                     f"your registry's is {mine[:12]}…: the verdict was recomputed against yours"
-                     + (f"; the bundle's own copy differs in {'; '.join(differs)}" if differs else ""))
+        notes.append(f"the bundle was judged against its own record manifest {name} (sha256 "
+                     f"{pin.manifest_sha256[:12]}…), not your registry's (sha256 {mine[:12]}…); the bundle's copy "
+                     "was NOT used: the verdict was recomputed against yours"
+                     + (f"; the bundle's own rules differ: {'; '.join(differs)}" if differs else ""))
     if pin.parent:
         parent_path = Path(records_dir) / f"{ours.parent}.yaml" if ours.parent else None
         if ours.parent != pin.parent:
