@@ -3,7 +3,7 @@
     repro env lock   [--env NAME] [--wheelhouse DIR] [--from-pypi]   resolve pins -> <env>.lock.yaml
     repro env build  [--env NAME] [--wheelhouse DIR] [--no-cache]    image + state/image.json
     repro env verify [--env NAME] [--image ID]                       versions inside vs the lock
-    repro env venv   [--env NAME] [--wheelhouse DIR | --index-url URL] [--python PATH]
+    repro env venv   [--env NAME] [--wheelhouse DIR | --index-url URL] [--python PATH] [--build-fa3]
                                                                      the lock as a virtualenv (host runtime)
     repro env save OUT.tar[.gz] / repro env load IN.tar[.gz]         image <-> tarball (+ .sha256)
 
@@ -151,9 +151,11 @@ def verify(ws, env_name, image, as_json):
               help="Install the locked files from this index (a mirror) instead of the lock's URLs; hashes decide.")
 @click.option("--python", "python", default=None, metavar="PATH",
               help="Base interpreter (default: python<version> of the environment on PATH).")
+@click.option("--build-fa3", is_flag=True,
+              help="Without a flash_attn wheel in --wheelhouse: compile FA3's pinned source once (needs nvcc).")
 @JSON_OPTION
 @pass_workspace
-def venv(ws, env_name, wheelhouse, index_url, python, as_json):
+def venv(ws, env_name, wheelhouse, index_url, python, build_fa3, as_json):
     """Build (or reuse) a virtualenv from the lock, hashes enforced, for `--runtime host`."""
     from pipeline.env.lock import load_lock
     from pipeline.env.manifest import load_environment
@@ -161,7 +163,7 @@ def venv(ws, env_name, wheelhouse, index_url, python, as_json):
 
     environment = load_environment(ws, _env_name(ws, env_name))
     identity = build_venv(ws, environment, load_lock(environment), wheelhouse=wheelhouse, index_url=index_url,
-                          python=python, log=_say(as_json))
+                          python=python, log=_say(as_json), build_fa3_from_source=build_fa3)
     if as_json:
         emit_json(identity.to_dict())
         return

@@ -14,9 +14,13 @@ installing anything. A venv is not relocatable (its scripts name their own path)
 place; a marker file written last (repro-venv.json) says it is complete, and a folder without it
 is an interrupted build, removed and built again. A file lock keeps two builders apart.
 
-FA3: a flash_attn wheel in the wheelhouse is installed (--no-deps) and its sha256 recorded in the
-identity; without one the venv has no FA3 and says so (the record's program then runs on the
-FlexAttention stand-in, a declared deviation). Building FA3 from source here is not done.
+FA3, in this order: a flash_attn wheel in the wheelhouse (installed --no-deps, its sha256 recorded);
+with --build-fa3, the lock's pinned source (the wheelhouse's archive, checked against the lock's
+sha256, or git at the pinned commits) compiled once in this venv against its torch, with no build
+isolation and the pin's build environment; the wheel is cached in ws.cache/fa3-wheels/<key> (key:
+FA3 commit, cutlass commit, build environment and the venv's key) and reused by every later venv
+of the same key. Otherwise the venv has no FA3 and says so: the record's program then runs on the
+FlexAttention stand-in, a declared deviation.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import platform
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -143,9 +149,78 @@ def read_identity(path: Path) -> VenvIdentity | None:
         return None
 
 
+def _fa3_source(lock: Lock, wheelhouse: Path | None, into: Path) -> Path:
+    """The pinned FA3 tree unpacked into `into`: the wheelhouse's archive (checked) or one packed from git."""
+    from pipeline.env.fa3 import archive_source, source_filename
+
+    pin = lock.flash_attention
+    archive = Path(wheelhouse) / pin.get("source_file", source_filename(pin["commit"])) if wheelhouse else None
+    if archive is not None and archive.is_file():
+        actual = sha256_file(archive)
+        if actual != pin.get("source_sha256"):
+            raise InputError(f"wheelhouse file {archive}: sha256 is {actual}, the lock says "
+                             f"{pin.get('source_sha256') or 'nothing'}",
+                             "replace it with `repro env lock --wheelhouse DIR` (it packs the pinned commit)")
+    else:
+        archive = archive_source(pin, into.parent / "archive")  # git at the pinned commits, cutlass checked
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / pin["subdirectory"]
+
+
+def fa3_build_key(lock: Lock, venv_key: str) -> str:
+    pin = lock.flash_attention
+    return sha256_bytes(json.dumps([pin["commit"], pin["cutlass_commit"], sorted(pin["build_env"].items()),
+                                    venv_key]).encode())[:16]
+
+
+def build_fa3(ws: Workspace, lock: Lock, venv_python: Path, venv_key: str, wheelhouse: Path | None,
+              log: Callable[[str], None]) -> Path:
+    """FA3's wheel for this venv: built once from the pinned source, then taken from ws.cache/fa3-wheels/<key>."""
+    key = fa3_build_key(lock, venv_key)
+    cached = ws.cache / "fa3-wheels" / key
+    done = sorted(cached.glob("flash_attn*.whl")) if (cached / "built.json").is_file() else []
+    if done:
+        log(f"  FA3: reusing the wheel built earlier ({done[-1].name}, key {key})")
+        return done[-1]
+    pin = lock.flash_attention
+    log(f"  FA3: building {pin['commit'][:12]} ({pin['subdirectory']}/) against this venv's torch, once "
+        f"(a real FA3 compiles for a long time; key {key})")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="repro-fa3-build-", dir=cached.parent) as tmp:
+        source = _fa3_source(lock, wheelhouse, Path(tmp) / "src")
+        out = Path(tmp) / "wheels"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+        env.update({**pin["build_env"], "PIP_CONFIG_FILE": os.devnull, "MAX_JOBS": env.get("MAX_JOBS") or
+                    str(os.cpu_count() or 1), "PATH": f"{venv_python.parent}{os.pathsep}{env.get('PATH', '')}"})
+        proc = subprocess.run([str(venv_python), "-m", "pip", "wheel", "--no-cache-dir", "--no-build-isolation",
+                               "--no-deps", "--no-index", "-w", str(out), str(source)],
+                              capture_output=True, text=True, env=env)
+        wheels = sorted(out.glob("flash_attn*.whl"))
+        if proc.returncode != 0 or not wheels:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+            raise RunFailed(f"building FA3 {pin['commit'][:12]} failed (exit {proc.returncode}):\n{tail}",
+                            "FA3 needs the CUDA toolkit (nvcc, CUDA_HOME) and a Hopper build; or put a flash_attn "
+                            "wheel built elsewhere into --wheelhouse, or leave out --build-fa3 (FlexAttention "
+                            "stand-in)")
+        staged = Path(tmp) / "staged"
+        staged.mkdir()
+        shutil.move(str(wheels[-1]), staged / wheels[-1].name)
+        from pipeline.atomic import write_json
+
+        write_json(staged / "built.json", {"commit": pin["commit"], "cutlass_commit": pin["cutlass_commit"],
+                                           "build_env": pin["build_env"], "venv_key": venv_key,
+                                           "wheel": wheels[-1].name,
+                                           "sha256": sha256_file(staged / wheels[-1].name)})
+        if cached.exists():
+            shutil.rmtree(cached)  # an earlier build that never wrote built.json
+        staged.rename(cached)
+    return cached / wheels[-1].name
+
+
 def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | None = None,
                index_url: str | None = None, python: str | None = None,
-               log: Callable[[str], None] = lambda line: None) -> VenvIdentity:
+               log: Callable[[str], None] = lambda line: None, build_fa3_from_source: bool = False) -> VenvIdentity:
     """The venv of this lock for this Python, reused when complete, else built with every hash enforced."""
     lock.require_complete(env)
     if wheelhouse is not None and index_url is not None:
@@ -170,11 +245,13 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | N
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        return _build(env, lock, base, version, plat, key, path, wheelhouse, index_url, log)
+        return _build(ws, env, lock, base, version, plat, key, path, wheelhouse, index_url, log,
+                      build_fa3_from_source)
 
 
-def _build(env: Environment, lock: Lock, base: str, version: str, plat: str, key: str, path: Path,
-           wheelhouse: Path | None, index_url: str | None, log: Callable[[str], None]) -> VenvIdentity:
+def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str, plat: str, key: str, path: Path,
+           wheelhouse: Path | None, index_url: str | None, log: Callable[[str], None],
+           build_fa3_from_source: bool) -> VenvIdentity:
     deviations = list(lock.deviations)
     if version != env.python:
         deviations.append(f"python {version} instead of the environment's {env.python}")
@@ -185,7 +262,8 @@ def _build(env: Environment, lock: Lock, base: str, version: str, plat: str, key
                                 f"install the venv module (e.g. `apt-get install python{version[:4]}-venv`)")
     venv_python = path / "bin" / "python"
     fa3 = _fa3_wheel(Path(wheelhouse) if wheelhouse else None)
-    files = lock.files if fa3 is not None else lock.packages  # FA3's build packages only where FA3 is
+    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or build_fa3_from_source)
+    files = lock.files if with_fa3 else lock.packages  # FA3's build packages only where FA3 is
     source = "lock" if wheelhouse is None and index_url is None else "name"
     requirements = path / "repro-requirements.txt"
     requirements.write_text(requirements_text(files, source))
@@ -198,14 +276,16 @@ def _build(env: Environment, lock: Lock, base: str, version: str, plat: str, key
         + (f"wheelhouse {wheelhouse}" if wheelhouse else "the lock's URLs" if index_url is None else "the index"))
     _pip_install(venv_python, args, log)
     fa3_wheel = None
+    if fa3 is None and with_fa3:
+        fa3 = build_fa3(ws, lock, venv_python, key, Path(wheelhouse) if wheelhouse else None, log)
     if fa3 is not None:
         sha = sha256_file(fa3)
         log(f"  installing FA3 from {fa3.name} (sha256 {sha})")
         _pip_install(venv_python, [f"{fa3}"], log)
         fa3_wheel = f"{fa3.name} sha256:{sha}"
     elif lock.flash_attention:
-        deviations.append("FA3 is not in this venv (no flash_attn wheel in a wheelhouse): the record's program "
-                          "runs on the FlexAttention stand-in")
+        deviations.append("FA3 is not in this venv (no flash_attn wheel in a wheelhouse, no --build-fa3): the "
+                          "record's program runs on the FlexAttention stand-in")
     identity = VenvIdentity(key=key, environment=env.name, lock_sha256=lock.sha256, python=str(venv_python),
                             python_version=version, platform=plat, path=str(path), packages=len(files),
                             fa3_wheel=fa3_wheel, deviations=tuple(deviations))
