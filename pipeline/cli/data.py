@@ -6,8 +6,9 @@
     repro data tokenize corpus/ --out data/corpus --tokenizer-dir tokenizer/gpt2
     repro data synth --out data/synth
 
-Exit codes: 0 ok; 1 a file failed its checks; 3 bad input (unknown file, revision, URL);
-4 a source stayed unreachable after retries; 130 interrupted.
+Exit codes: 0 ok; 1 a file failed its checks (or a server broke the HTTP range protocol); 3 bad input
+(unknown file, revision, URL, a file name that would leave the folder, unreadable or misplaced files);
+4 a source stayed unreachable after retries, or the disk is full; 130 interrupted.
 """
 
 from __future__ import annotations

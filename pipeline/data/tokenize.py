@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.atomic import write_error
 from pipeline.data.shards import BOS, ShardFile
 from pipeline.data.verify import LockEntry, write_local_lock
 from pipeline.errors import InputError, MissingDependency
@@ -241,7 +242,10 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
     files = input_files(inputs)
     encoding = load_gpt2(tokenizer_dir)  # fail here, once, before any worker starts
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(out_dir, exc) from None
     writer = ShardWriter(out_dir, prefix, shard_tokens, val_tokens)
     docs = iter_documents(files, fmt, field, errors)
     start = time.perf_counter()
