@@ -8,8 +8,9 @@
 Every download of the tool goes through here (dataset shards, the record's program log, wheels
 for an environment lock), so they all behave alike:
 - Transient failures (connection refused or dropped, timeouts, HTTP 408/429/5xx) are retried with
-  exponential backoff and jitter from urllib3's Retry; the count resets whenever bytes arrive, and
-  the total time spent after the first failure is bounded by Policy.max_retry_s.
+  exponential backoff and jitter from urllib3's Retry, at most Policy.retries times and for at most
+  Policy.max_retry_s seconds in a row without new bytes (both reset when bytes arrive: the expected
+  size bounds how often that can happen).
 - A partial file is resumed with a Range request. A 206 answer whose Content-Range is missing or
   does not start where we asked is a protocol error: the file restarts from zero once, and a second
   one fails naming the server (a broken mirror must not loop until someone presses Ctrl-C).
@@ -53,7 +54,7 @@ class Policy:
     backoff_s: float = 1.0  # backoff factor: waits grow 2x per failure, with jitter
     max_backoff_s: float = 30.0
     timeout_s: float = 60.0  # connect and read timeout of one request
-    max_retry_s: float = 900.0  # total time from a file's first failure to giving up on it
+    max_retry_s: float = 900.0  # time spent retrying without new bytes before giving up on a file
     max_bytes: int = 8 << 30  # hard cap when no expected size is known at all
     stop: threading.Event = field(default_factory=threading.Event)  # set by Ctrl-C: stop between chunks
 
@@ -110,10 +111,11 @@ class Backoff:
 
     def __init__(self, url: str, policy: Policy):
         self.url, self.policy = url, policy
-        self.first_failure: float | None = None
         self.reset()
 
     def reset(self) -> None:
+        """Bytes arrived: start counting failures and retry time afresh (a download's size bounds the resets)."""
+        self.first_failure: float | None = None
         self.retry = Retry(total=self.policy.retries, backoff_factor=self.policy.backoff_s,
                            backoff_max=self.policy.max_backoff_s, backoff_jitter=self.policy.backoff_s / 2)
 

@@ -47,11 +47,12 @@ def _mib(n: int) -> str:
 @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True,
               help="Consecutive failed attempts without progress before giving up on a file.")
 @click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="First wait between attempts, seconds (doubles up to 30).")
+              help="Backoff factor, seconds: after the first immediate retry the waits are 2x, 4x, 8x ... "
+                   "this (up to 30 s), with jitter.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Network read timeout, seconds.")
 @click.option("--max-retry-time", "max_retry", type=click.FloatRange(min=0), default=900.0, show_default=True,
-              help="Give up on a file after retrying it for this many seconds in all.")
+              help="Give up on a file after retrying it for this many seconds without receiving a byte.")
 @click.option("--lock", "lock", is_flag=True,
               help="Where the manifest's lock has no sha256, check against the hub's LFS sha256 (never a "
                    "mirror's ETag) and record it in the manifest.")

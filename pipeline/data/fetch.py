@@ -121,7 +121,7 @@ class Options:
     backoff_s: float = 1.0  # first wait; doubles up to 30 s, with jitter
     corrupt_retries: int = 1  # full re-downloads after a file fails its checks
     timeout_s: float = 60.0
-    max_retry_s: float = 900.0  # total time spent retrying one file after its first failure
+    max_retry_s: float = 900.0  # time spent retrying one file without new bytes before giving up
     lock: bool = False
     quiet: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
