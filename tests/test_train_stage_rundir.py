@@ -95,3 +95,30 @@ def test_metrics_derived_from_a_record_log(tmp_path):
     assert [v["step"] for v in vals] == [0, 10, 20, 30] and vals[-1]["val_loss"] == pytest.approx(3.2795)
     assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
     assert rows[-1] == {"event": "val", "step": 30, "val_loss": 3.2795, "train_time_ms": 2673}  # val after the step
+
+
+def test_run_yaml_is_one_typed_model_written_and_read_back(tmp_path):
+    run = RunDir.create(tmp_path / "rec" / "20260101T000000Z-abcd")
+    meta = _meta(run.run_id)
+    run.write_meta(meta)
+    assert RunMeta.load(run.file("run.yaml")) == meta
+    run.finish("succeeded", exit_code=0)
+    again = RunMeta.load_if_present(run.path)
+    assert (again.status, again.exit_code, again.overrides) == ("succeeded", 0, ("a=1",)) and again.ended_at
+    assert RunMeta.load_if_present(tmp_path) is None  # no run.yaml: a run killed before writing it
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[1, 2]\n", "must be a mapping"),
+    ("schema_version: 2\n", "field 'schema_version': is 2"),
+    ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
+     "started_at: t\nstatus: exploded\n", "field 'status': is 'exploded'"),
+    ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
+     "started_at: t\ncolour: red\n", "field 'colour': is not a known field"),
+])
+def test_a_bad_run_yaml_names_the_file_and_field(tmp_path, text, words):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        RunMeta.load(path)
+    assert str(path) in str(err.value) and words in str(err.value) and "fix:" in str(err.value)
