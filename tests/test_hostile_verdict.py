@@ -158,6 +158,7 @@ def test_a_program_of_3000_nested_terms_is_a_clear_verdict_not_a_recursion_error
     assert done.returncode == 1 and "Traceback" not in done.stderr
     finding = next(f for f in data["findings"] if f["code"] == "program.unparsable")
     assert "nests too deeply" in finding["data"]["error"]
+    clean_failure(repro("records", "fingerprint", log), 3, "cannot be fingerprinted", "nests too deeply", "fix:")
     # what Python's parser does accept is fingerprinted without recursion (the walk is iterative)
     assert fingerprint("x = " + "+".join(["1"] * 2000)).startswith("ast1-")
 

@@ -7,6 +7,7 @@ from statistics import mean
 
 import click
 
+from pipeline.errors import InputError
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
     choose_environment,
@@ -142,7 +143,11 @@ def fingerprint_(log):
     parsed = parse_log(log)
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
-    click.echo(fingerprint(parsed.program))
+    try:
+        click.echo(fingerprint(parsed.program))
+    except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
+        raise InputError(f"{log}: its program text cannot be fingerprinted: {exc}",
+                         "use the record's full, unmodified log") from None
 
 
 @records.command("import")
