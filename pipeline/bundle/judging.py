@@ -181,12 +181,9 @@ def program_section(files: Mapping[str, bytes], record: Record, judged: Judged) 
 
 def data_lock_digest_of(lock: bytes) -> str:
     """The data lock's digest as pipeline/data/verify computes it, from the member's bytes."""
-    from pipeline.data.verify import data_lock_digest
+    from pipeline.data.verify import lock_digest, parse_lock_bytes
 
-    require_mapping(load_bytes(lock, DATA_LOCK, "lock"), DATA_LOCK, "data lock")  # refuse aliases first
-    with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
-        (Path(tmp) / "data.lock.yaml").write_bytes(lock)
-        return data_lock_digest(Path(tmp))
+    return lock_digest(parse_lock_bytes(lock, DATA_LOCK))  # in memory: nothing of the bundle reaches the disk
 
 
 def data_section(files: Mapping[str, bytes], metas: list[RunMeta | None]) -> DataSection:
