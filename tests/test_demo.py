@@ -41,11 +41,12 @@ def test_make_demo_ends_in_a_verified_bundle(tmp_path):
     assert checked.returncode == 0 and "bundle verified" in checked.stdout, checked.stdout
     manifest = show_bundle(bundle).manifest
     record = yaml.safe_load((REPO_ROOT / "manifests" / "records" / "demo-cpu-synth.yaml").read_text())
-    losses = [r["final_val_loss"] for r in manifest["runs"]]
+    losses = [r.final_val_loss for r in manifest.runs]
     assert all(loss < record["rules"]["target_val_loss"] for loss in losses)
-    assert [r["status"] for r in manifest["runs"]] == ["succeeded", "succeeded"]
-    assert manifest["verdict"]["loss"]["reaches_p"] is True
-    assert "trainer: native (train/), not the record's program" in manifest["verdict"]["deviations"]
-    assert manifest["data"]["generator"]["kind"] == "markov1"
+    assert [r.status for r in manifest.runs] == ["succeeded", "succeeded"]
+    (t_test,) = [f for f in manifest.verdict.findings if f.code == "loss.t_test"]
+    assert t_test.data["reaches"] is True
+    assert "deviation: trainer: native (train/), not the record's program" in manifest.verdict.reasons
+    assert manifest.data.generator["kind"] == "markov1"
     report = (tmp_path / "work" / "report" / "report.md").read_text()
     assert "## Verdict: **reproduced-with-deviations**" in report

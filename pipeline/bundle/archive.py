@@ -285,7 +285,7 @@ def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, r
         freeze_file = "environment/pip-freeze.txt"
         stage.put_text(freeze_file, freeze)
     hosts = [m.host_environment for m in metas if m.host_environment]
-    keep = ("python", "torch", "torch_cuda", "triton", "cuda_devices")
+    keep = ("python", "torch", "torch_cuda", "triton", "device_count", "cuda_devices", "venv")
     host = _plain({k: hosts[0].get(k) for k in keep if k in hosts[0]}, "host_environment") if hosts else None
     return EnvironmentSection(runtimes=runtimes, image_ids=image_ids, environments=envs, lock_file=lock_file,
                               lock_sha256=lock_sha256, runs_claim_lock_sha256=claimed, image_state=image_state,
