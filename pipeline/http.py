@@ -409,3 +409,19 @@ def _read1(response, url: str, have: int) -> bytes:
         if isinstance(exc, (MemoryError, KeyboardInterrupt)):
             raise
         raise _Transient(f"connection to {server_of(url)} lost after {have} bytes ({type(exc).__name__})") from None
+
+
+def answers(url: str, timeout_s: float = 20.0) -> bool:
+    """Whether the file at `url` is still served (HEAD, redirects followed; file:// looks at the file)."""
+    import requests
+
+    if urlsplit(url).scheme == "file":
+        from urllib.parse import unquote
+
+        return Path(unquote(urlsplit(url).path)).is_file()
+    try:
+        with session() as http:
+            response = http.head(url, allow_redirects=True, timeout=(timeout_s, timeout_s))
+            return 200 <= response.status_code < 300
+    except (requests.exceptions.RequestException, ValueError):
+        return False

@@ -144,3 +144,16 @@ def test_enospc_during_download_is_a_full_disk_and_the_part_is_removed(tmp_path)
         assert caught.value.exit_code == 4 and list(mount.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mount)])
+
+
+def test_answers_tells_a_served_file_from_a_missing_one(tmp_path):
+    from pipeline.http import answers
+
+    (tmp_path / "here.whl").write_bytes(b"x")
+    with FileServer({"/a.whl": DATA}) as server:
+        assert answers(server.url("/a.whl")) and not answers(server.url("/gone.whl"))
+    assert answers((tmp_path / "here.whl").as_uri()) and not answers((tmp_path / "gone.whl").as_uri())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert not answers(f"http://127.0.0.1:{port}/x.whl", timeout_s=2)

@@ -20,7 +20,6 @@ every candidate and why, with the fix.
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +52,9 @@ class EnvironmentChoice:
 
 def _url_answers(url: str, timeout_s: float = 20) -> bool:
     """A HEAD request: the file is still served (the nightly index prunes; a mirror may be down)."""
-    if url.startswith("file://"):
-        return Path(urllib.request.url2pathname(url[len("file://"):])).is_file()
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s) as resp:
-            return 200 <= resp.status < 300
-    except (OSError, ValueError):
-        return False
+    from pipeline.http import answers  # the one HTTP client
+
+    return answers(url, timeout_s)
 
 
 def missing_files(lock: Lock, wheelhouse: Path | None, available: Callable[[str], bool] = _url_answers) -> list[str]:
