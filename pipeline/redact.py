@@ -5,11 +5,16 @@
     clean, count = redactor.text("... hf_abcdefghijklmnopqrstuvwx ...")
 
 Two sources of secrets. First, the values of environment variables whose names say they hold
-one (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, ...): a training program that prints its
-environment, or a command line with a token in it, would otherwise carry them into a log. Second,
-the shapes of well-known credentials (Hugging Face, GitHub, AWS, OpenAI-style keys, PEM private
-keys), which are caught even when the variable that held them is not set in this shell.
+one (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, ...), whatever the value looks like (all
+digits, a path): a training program that prints its environment, or a command line with a token
+in it, would otherwise carry them into a log; wherever text assigns a secret-named variable
+(NAME=value, NAME: value) the value goes too. Second, the shapes of well-known credentials (Hugging
+Face, GitHub, AWS, OpenAI-style keys, PEM private keys, user:password@ in URLs), which are caught
+even when the variable that held them is not set in this shell.
 The bundle never copies the environment itself; this scan is the second line of defence.
+
+This module holds the one list of secret names (SECRET_NAME_PARTS) and patterns: preflight's
+environment filter, URL cleaning in locks and logs, and the bundle's scan all use it.
 """
 
 from __future__ import annotations

@@ -41,3 +41,28 @@ def test_urls_lose_credentials_and_signed_queries():
     assert public_url("https://user:pw@host:8443/a/b?X-Amz-Signature=abc") == "https://host:8443/a/b"
     assert public_url("https://tok@host/simple?x=1", keep_query=True) == "https://host/simple?x=1"
     assert scrub_urls("proxy http://u:p@proxy:3128 down") == f"proxy http://{REDACTED}@proxy:3128 down"
+
+
+def test_all_digit_and_path_secrets_never_reach_a_bundle(tmp_path):
+    """The issue's case end to end: values of secret variables in stdout.txt and run.yaml, archived."""
+    import tarfile
+
+    import yaml
+
+    from tests.test_bundle import make_bundle, make_data_dir, make_run
+
+    digits, path = "4815162342", "/home/alice/.config/gcloud/key-7f3a.json"
+    environ = {"DB_PASSWORD": digits, "GOOGLE_APPLICATION_CREDENTIALS": path, "PATH": "/usr/bin"}
+    data = make_data_dir(tmp_path)
+    run = make_run(tmp_path, "20261129T105700Z-aaaa", data_dir=data,
+                   stdout=f"db password {digits}\ncredentials at {path}\nDB_PASSWORD={digits}\n")
+    meta = yaml.safe_load((run / "run.yaml").read_text())
+    meta["command"].append(f"--credentials={path}")
+    (run / "run.yaml").write_text(yaml.safe_dump(meta))
+    bundle = make_bundle([run, make_run(tmp_path, "20261129T110500Z-bbbb", loss=3.2799, data_dir=data)],
+                         tmp_path / "bundles", environ=environ)
+    with tarfile.open(bundle) as tar:
+        members = {m.name.partition("/")[2]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    for name, blob in members.items():
+        assert digits.encode() not in blob and path.encode() not in blob, name
+    assert b"DB_PASSWORD=[REDACTED]" in members["runs/20261129T105700Z-aaaa/stdout.txt"]
