@@ -10,7 +10,6 @@ the source, and the collector records it as a missing source rather than stoppin
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import xml.etree.ElementTree as ET
@@ -255,26 +254,14 @@ def _version(value) -> str | None:
 
 
 def parse_runtime_versions(text: str, where: str, gpu_access_error: str | None = None) -> RuntimeFacts:
-    """The JSON line printed by the snippet in pipeline/preflight/collect.py (or a saved torch-env.json)."""
-    data = None
-    # A saved file is one JSON document; a live runtime may print warnings before its last-line JSON.
-    for candidate in (text, text.strip().splitlines()[-1] if text.strip() else ""):
-        try:
-            data = json.loads(candidate)
-            break
-        except json.JSONDecodeError:
-            continue
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: the runtime did not print a JSON object of versions",
-                         "check that the runtime's python starts: run it by hand with `-c 'import torch'`")
-    devices = data.get("devices") or ([data["device"]] if data.get("device") else [])
-    python = data.get("python")
+    """The runtime probe's output (pipeline/probe.py; or a saved torch-env.json) as preflight's facts."""
+    from pipeline.probe import parse_probe
+
+    p = parse_probe(text, where, gpu_access_error)
     return RuntimeFacts(
-        where=where, python=python.split()[0] if isinstance(python, str) and python else None,
-        torch=data.get("torch"), torch_cuda=data.get("cuda"), cudnn=_version(data.get("cudnn")),
-        nccl=_version(data.get("nccl")), triton=data.get("triton"), cuda_available=data.get("cuda_available"),
-        device_count=data.get("device_count"), devices=tuple(str(d) for d in devices), error=data.get("error"),
-        gpu_access_error=gpu_access_error)
+        where=p.where, python=p.python, torch=p.torch, torch_cuda=p.torch_cuda, cudnn=p.cudnn, nccl=p.nccl,
+        triton=p.triton, cuda_available=p.cuda_available, device_count=p.device_count, devices=p.devices,
+        error=p.error, gpu_access_error=p.gpu_access_error)
 
 
 def parse_docker_info(info: Mapping) -> DockerFacts:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from pipeline.errors import InputError, MissingDependency, RunFailed
+from pipeline.errors import InputError, RunFailed
 from pipeline.runs.launch import Launch, Outcome, Tee, interrupts_deferred
 
 CACHE_TARGET = "/cache"
@@ -79,15 +79,9 @@ def container_spec(launch: Launch, image: str, name: str, cache_volume: str, gpu
 
 
 def docker_client():
-    import docker
+    from pipeline.docker_engine import connect
 
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # the SDK raises several types for "no daemon"
-        raise MissingDependency(f"no Docker engine answers here: {exc}",
-                                "start dockerd (`make docker-engine`) or use --runtime host") from None
-    return client
+    return connect(alternative="use --runtime host")
 
 
 def image_id(client, image: str) -> str:

@@ -75,4 +75,6 @@ def write_data(folder: Path, **options) -> Path:
 
 def repro_env(manifests: Path, state: Path) -> dict:
     """The environment for a `python -m pipeline` subprocess that sees the stand-in record."""
-    return {**os.environ, "REPRO_MANIFESTS": str(manifests), "REPRO_STATE": str(state), "PYTHONUNBUFFERED": "1"}
+    # the workspace root is state's parent: its state/ (image.json) and cache/ are the test's own
+    return {**os.environ, "REPRO_MANIFESTS": str(manifests), "REPRO_HOME": str(Path(state).parent),
+            "PYTHONUNBUFFERED": "1"}
