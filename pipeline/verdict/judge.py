@@ -243,18 +243,18 @@ def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
 def _loss_findings(record: Record, loss: LossSummary) -> list[Finding]:
     """The loss claim, following the record's `loss_evidence` rule: failures where it is not met, else notes."""
     rules = record.rules
-    head = {"mean": loss.mean, "n": loss.n, "sd": loss.sd, "target": loss.target}
+    head = _finite({"mean": loss.mean, "n": loss.n, "sd": loss.sd, "target": loss.target})
     out = []
     if loss.mean > loss.target:
         out.append(Finding("loss.above_target", "failure", head))
     own = rules.loss_evidence == "own"
     out.append(Finding("loss.t_test", "failure" if own and not loss.reaches_p else "note", {
-        **head, "p_value": loss.p_value, "p_max": loss.p_value_max, "reaches": loss.reaches_p,
+        **head, "p_value": finite_or_none(loss.p_value), "p_max": loss.p_value_max, "reaches": loss.reaches_p,
         "runs_needed": loss.runs_needed, "evidence": rules.loss_evidence}))
     for c in loss.consistency:
         required = c.role in rules.consistency_required
         out.append(Finding("loss.consistency", "failure" if required and not c.consistent else "note", {
-            "against": c.against, "role": c.role, "p_value": c.p_value, "method": c.method,
+            "against": c.against, "role": c.role, "p_value": finite_or_none(c.p_value), "method": c.method,
             "consistent": c.consistent, "required": required, "requires": list(rules.consistency_required)}))
     if rules.loss_evidence == "parent" and not of_severity(out, "failure"):
         out.append(Finding("loss.systems_only", "note", {"record": record.name, "parent": record.parent or None}))
@@ -270,10 +270,15 @@ def _time_finding(record: Record, time: TimeRatio, hardware_differs: list[Findin
         why_not = ("another CPU model than the record's" if fields == ["cpu_model"]
                    else "the hardware differs from the record's")
     slower = comparable and upper > 1 + record.rules.time_tolerance
-    return Finding("time.ratio", "failure" if slower else "note", {
+    return Finding("time.ratio", "failure" if slower else "note", _finite({
         "mean_s": time.mean_s, "record_mean_s": time.record_mean_s, "ratio": time.ratio, "ci_low": time.ci_low,
         "ci_high": time.ci_high, "confidence": time.confidence, "tolerance": record.rules.time_tolerance,
-        "comparable": comparable, "why_not": why_not, "slower": slower})
+        "comparable": comparable, "why_not": why_not, "slower": slower}))
+
+
+def _finite(data: dict) -> dict:
+    """Statistics of absurd (finite) inputs can overflow; a finding holds None where a number is not finite."""
+    return {k: finite_or_none(v) if isinstance(v, float) else v for k, v in data.items()}
 
 
 def _merge_deviations(runs: tuple[RunAssessment, ...]) -> list[Finding]:
