@@ -207,3 +207,15 @@ def test_endless_header_records_stop_at_the_member_cap(tmp_path):
     path.write_bytes(gzip.compress(pax_only * 30_000))
     check = verify_bundle(path)
     assert any(p.member == "(archive)" and "more than 20000 members" in p.problem for p in check.problems)
+
+
+@pytest.mark.parametrize("member", ["data/data.lock.yaml", "runs/20261129T105700Z-aaaa/run.yaml"])
+def test_alias_bomb_in_other_bundle_yaml(bundle, tmp_path, member):
+    """The data lock and a run.yaml inside a bundle go through the same safe loader: refused, named, no blow-up."""
+    def bomb(files):
+        files[member] = BOMB.encode()
+
+    check = verify_bundle(rebuilt(bundle, tmp_path / "bomb.tar.gz", bomb))
+    assert not check.ok
+    text = "\n".join(f"{p} {p.fix}" for p in check.problems)
+    assert member in text and "anchors and aliases are not accepted" in text

@@ -93,8 +93,13 @@ def judge_members(files: Mapping[str, bytes], record: Record, run_ids: list[str]
                     (generated / name).write_bytes(data)
             renames[str(generated)] = bundle_folder
             folders[bundle_folder] = generated
-        verdict = verify_runs(record, [folders[f"{RUNS}/{i}"] for i in run_ids])
-        attempts = tuple(assess_run(record, folders[f"{ATTEMPTS}/{i}"]) for i in attempt_ids)
+        try:
+            verdict = verify_runs(record, [folders[f"{RUNS}/{i}"] for i in run_ids])
+            attempts = tuple(assess_run(record, folders[f"{ATTEMPTS}/{i}"]) for i in attempt_ids)
+        except ReproError as exc:  # name the bundle's member, not the generated file
+            exc.what = _renamed(exc.what, renames)
+            exc.args = (exc.what,)
+            raise
         yield Judged(_renamed(verdict, renames), _renamed(attempts, renames), folders)
 
 
