@@ -43,7 +43,7 @@ def test_native_host_run_and_verify(tmp_path):
                                    "--nproc", "2", *SHORT, "--data-dir", str(data),
                                    "--runs-dir", str(tmp_path / "runs"), "--json"],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "REPRO_STATE": str(tmp_path / "state")})
+                          env={**os.environ, "REPRO_HOME": str(tmp_path)})  # its cache/ (compile caches) is the test's
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["status"] == "succeeded" and result["last_step"] == 4 and result["scheduled_steps"] == 4
