@@ -264,6 +264,7 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
     policy = policy or Policy()
     if urlsplit(url).scheme == "file":
         return _local(url, part, expected_size, policy, progress)
+    own_session = http is None
     http = http or session()
     state = _Part(part)
     if expected_size is not None and state.size > expected_size:
@@ -312,6 +313,8 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
                 backoff.failed(str(exc))
     finally:
         state.close()
+        if own_session:
+            http.close()
 
 
 def _stream(response, state: _Part, expected_size, declared, size_from_prefix, prefix_bytes, policy, progress,
@@ -377,7 +380,11 @@ def _local(url: str, part: Path | None, expected_size, policy: Policy, progress)
 def fetch_bytes(url: str, max_bytes: int, policy: Policy | None = None, headers: dict | None = None) -> bytes:
     """A small file in memory (a run log, a JSON document), with the same retries; over max_bytes is refused."""
     policy = policy or Policy()
-    http = session()
+    with session() as http:
+        return _fetch_bytes(http, url, max_bytes, policy, headers)
+
+
+def _fetch_bytes(http, url: str, max_bytes: int, policy: Policy, headers: dict | None) -> bytes:
     backoff = Backoff(url, policy)
     while True:
         try:
