@@ -358,11 +358,6 @@ def _default_records_dir() -> Path:
     return Workspace.resolve().records_dir
 
 
-def manifests_dir() -> Path:
-    """The default workspace's registry; for callers not yet given a Workspace (pass ws.registry instead)."""
-    return _default_records_dir().parent
-
-
 def record_names(records_dir: Path | None = None) -> list[str]:
     """The records of a registry's records/ folder (Workspace.records_dir; the default workspace's if omitted)."""
     return sorted(p.stem for p in Path(records_dir or _default_records_dir()).glob("*.yaml"))
