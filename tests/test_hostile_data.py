@@ -140,6 +140,18 @@ def test_name_pattern_that_formats_to_a_slash_cannot_write_outside_out(tmp_path,
     assert files_under(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["synth", "tokenize"])
+def test_shard_prefix_cannot_write_outside_out(tmp_path, command):
+    (tmp_path / "in.txt").write_text("hello world\n")
+    args = ("--train-tokens", "1000", "--val-tokens", "10") if command == "synth" else (tmp_path / "in.txt",)
+    before = files_under(tmp_path)
+    code, _, err, _ = repro(tmp_path, "data", command, *args, "--out", tmp_path / "deep" / "out",
+                            "--prefix", "../../escaped", registry=REPO_ROOT / "manifests")
+    assert code == 3 and "--prefix '../../escaped'" in err and "path separator" in err
+    assert not list(tmp_path.rglob("escaped*")) and not {f for f in files_under(tmp_path) - before
+                                                           if not f.startswith(("deep", "ws"))}
+
+
 def test_dataset_name_dotdot_reads_nothing_outside_the_registry(tmp_path, shards):
     write_registry(tmp_path / "reg", shards)
     code, _, err, _ = repro(tmp_path, "data", "fetch", "--dataset", "../../etc/hostname", "--dir", tmp_path / "out")

@@ -25,7 +25,7 @@ from scipy import sparse
 
 from pipeline.atomic import write_error
 from pipeline.data.shards import BOS
-from pipeline.data.tokenize import ShardWriter
+from pipeline.data.tokenize import ShardWriter, check_prefix
 from pipeline.data.verify import LockEntry, write_local_lock
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_file
@@ -157,6 +157,7 @@ def synth(out_dir: Path, *, train_tokens: int = 5_000_000, val_tokens: int = 500
     if not 2 <= vocab < BOS or not 1 <= branching <= vocab or not 0 < end_prob < 1:
         raise InputError(f"need 2 <= vocab < {BOS}, 1 <= branching <= vocab, 0 < end-prob < 1",
                          "e.g. --vocab 512 --branching 8 --end-prob 0.004")
+    check_prefix(prefix)
     start = time.perf_counter()
     chain = build_chain(seed, vocab, branching, end_prob)
     out_dir = Path(out_dir)

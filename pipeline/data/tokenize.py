@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.atomic import write_error
+from pipeline.data.paths import check_file_name
 from pipeline.data.shards import BOS, ShardFile
 from pipeline.data.verify import LockEntry, write_local_lock
 from pipeline.errors import InputError, MissingDependency
@@ -156,6 +157,13 @@ def _batches(docs: Iterator[str], size: int) -> Iterator[list[str]]:
 
 # ---- output -----------------------------------------------------------------------------------
 
+def check_prefix(prefix: str) -> str:
+    """The shard name prefix names files inside the output folder: "../x" or "a/b" would write elsewhere."""
+    check_file_name(f"{prefix}_train_000001.bin", f"--prefix {prefix!r}",
+                    "give a plain prefix such as fineweb (letters, digits, '_', '-'; no '/' or '..')")
+    return prefix
+
+
 class ShardWriter:
     """Cuts one token stream into val shards (first val_tokens) then train shards of shard_tokens.
 
@@ -164,6 +172,7 @@ class ShardWriter:
     """
 
     def __init__(self, out_dir: Path, prefix: str, shard_tokens: int, val_tokens: int):
+        check_prefix(prefix)
         self.out_dir, self.prefix, self.shard_tokens = out_dir, prefix, shard_tokens
         # Shards of an earlier run would be read by a loader globbing PREFIX_train_*.bin: remove them.
         for split in ("train", "val"):
@@ -239,6 +248,7 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
              dataset_name: str | None = None) -> TokenizeResult:
     if shard_tokens <= 0 or val_tokens < 0:
         raise InputError("--shard-tokens must be > 0 and --val-tokens >= 0", "give positive token counts")
+    check_prefix(prefix)
     files = input_files(inputs)
     encoding = load_gpt2(tokenizer_dir)  # fail here, once, before any worker starts
     out_dir = Path(out_dir)
