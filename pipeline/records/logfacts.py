@@ -126,7 +126,7 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
         ("train time", train_ms is None)) if absent]
     if val_loss is None and layout != "llmc":
         # why the run has no final loss (truncated, crashed, empty): logparse's own words, a few of them
-        warnings += [p for p in parsed.problems if not p.startswith("unreadable step line")][:3]
+        warnings += [i.detail for i in parsed.issues if i.code != "unreadable_lines"][:3]
     return LogFacts(
         file=file, sha256=sha256_bytes(raw), size=len(raw),
         program_sha256=sha256_bytes(program) if program is not None else "",
