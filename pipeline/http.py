@@ -262,6 +262,8 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
     progress(n) is called with every n bytes written, and with -n when n bytes are discarded.
     """
     policy = policy or Policy()
+    if expected_size is not None and expected_size < 0:
+        raise ValueError(f"expected_size must be >= 0, got {expected_size}")
     if urlsplit(url).scheme == "file":
         return _local(url, part, expected_size, policy, progress)
     own_session = http is None

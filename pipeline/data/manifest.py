@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.atomic import write_text
 from pipeline.data.paths import name_problem
+from pipeline.data.shards import HEADER_BYTES
 from pipeline.errors import InputError, ManifestError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.yamlio import load_bytes
@@ -193,7 +194,11 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
                            "lock only the dataset's own files, by their plain names")
         entry = top.sub("lock").sub(file_name)
         entry.only("size", "sha256")
-        lock[file_name] = LockedFile(file_name, entry.opt("size", int), entry.sha256("sha256", required=False))
+        size = entry.opt("size", int)
+        if size is not None and size < HEADER_BYTES:  # downloads stop at this size: it must be a real one
+            raise entry.fail("size", f"is {size}, smaller than a shard header ({HEADER_BYTES} bytes)",
+                             "write the file's size in bytes as `ls -l` shows it, or leave it empty")
+        lock[file_name] = LockedFile(file_name, size, entry.sha256("sha256", required=False))
 
     return DatasetManifest(name, path, top.opt("description", str, ""), hub, mirrors, shard_format, splits, lock)
 

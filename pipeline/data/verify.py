@@ -80,7 +80,10 @@ def parse_local_lock(doc: dict, path: Path) -> LocalLock:
                            "a data lock lists the folder's own files by their plain names; restore or delete it")
         entry = top.sub("files").sub(name)
         entry.only("size", "sha256", "tokens", "source")
-        files[name] = LockEntry(name, entry.req("size", int), entry.sha256("sha256"), entry.opt("tokens", int),
+        size = entry.req("size", int)
+        if size < 0:
+            raise entry.fail("size", f"is {size}, a negative size", "restore the lock or delete it and fetch again")
+        files[name] = LockEntry(name, size, entry.sha256("sha256"), entry.opt("tokens", int),
                                 entry.opt("source", str, ""))
     return LocalLock(top.req("dataset", str), files, top.opt("generator", dict, {}))
 
