@@ -28,7 +28,7 @@ from pipeline.errors import CheckFailed, InputError, ReproError
 from pipeline.records.model import load_record
 from pipeline.reproduce.flow import Flow, ReproduceRequest, stage_data, stage_environment, train_request
 from pipeline.runs.launch import interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import read_status, utc_now
+from pipeline.runs.rundir import RunDir, read_status, utc_now
 from pipeline.workspace import Workspace
 
 Say = Callable[[str], None]
@@ -204,7 +204,10 @@ def run_task(ws: Workspace, campaign: Campaign, index: int, submission: int, say
         task.save(campaign)
         try:
             result = run_train(plan, terminal=terminal)
-        except KeyboardInterrupt:  # between run_train's own handling and here: the run dir has its status
+        except KeyboardInterrupt:  # outside run_train's own handling (say, as it created the run directory)
+            with interrupts_deferred():
+                if plan.run_dir.is_dir() and read_status(plan.run_dir) in ("running", "unknown"):
+                    RunDir(plan.run_dir, plan.run_dir.name).finish("aborted", None)
             return end(_run_outcome(plan.run_dir, "aborted-before-run"), "interrupted", plan.run_dir)
         except ReproError as exc:
             end(_run_outcome(plan.run_dir, "failed-before-run"), str(exc), plan.run_dir)

@@ -1,0 +1,178 @@
+"""`repro campaign --engine slurm` on a real Slurm cluster: slurmctld and two slurmd nodes on this host
+(tests/ci/slurm.sh, started by `make slurm-cluster` and .ci/run).
+
+Skipped, with the reason, when no cluster answers; with REPRO_REQUIRE_SLURM=1 (CI) they fail instead.
+Each run is the tiny preset cut to a few steps, so the time goes to process start-up and scheduling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.campaign_helpers import QUICK, bundle_manifest, bundle_members, bundle_of, explain, repro
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _cluster_problem() -> str | None:
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+        nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no Slurm client here ({exc})"
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        return f"slurmctld does not answer: {ping.stdout.strip() or ping.stderr.strip()}"
+    usable = [line for line in nodes.stdout.splitlines() if line.split()[-1].rstrip("*") in
+              ("idle", "mixed", "allocated", "completing")]
+    if len(usable) < 2:
+        return f"fewer than two usable Slurm nodes: {nodes.stdout.strip()!r}"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_cluster():
+    problem = _cluster_problem()
+    if problem is None:
+        return
+    if os.environ.get("REPRO_REQUIRE_SLURM") == "1":
+        pytest.fail(f"REPRO_REQUIRE_SLURM=1 but {problem}")
+    pytest.skip(f"{problem}; `make slurm-cluster` starts a one-host cluster (as root)")
+
+
+def _status(root: Path, folder: Path) -> dict:
+    done = repro(root, "campaign", "status", str(folder), "--json")
+    assert done.returncode == 0, explain(done)
+    return json.loads(done.stdout)
+
+
+def _wait(root: Path, folder: Path) -> subprocess.CompletedProcess:
+    return repro(root, "campaign", "wait", str(folder), "--poll", "1", "--timeout", "400")
+
+
+def _task(folder: Path, index: int, timeout_s: float = 300, until=lambda task: True) -> dict:
+    """Task `index`'s record once `until(task)` holds (its run planned, say)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in (folder / "tasks").glob(f"{index}-*.json"):
+            try:
+                task = json.loads(path.read_text())
+            except ValueError:  # never: records are replaced atomically; kept so a failure names the file
+                raise AssertionError(f"{path} is not JSON") from None
+            if until(task):
+                return task
+        time.sleep(0.2)
+    raise AssertionError(f"task {index} of {folder} did not get there within {timeout_s} s")
+
+
+def _trainer_pid(run: Path, timeout_s: float = 300) -> int:
+    """The trainer process of a run (torchrun's worker: `python -m train ... --log-file RUN/log.txt`)."""
+    needle = f"{run}/log.txt".encode()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if needle in argv and not any(b"torchrun" in a for a in argv):
+                return int(proc.name)
+        time.sleep(0.2)
+    raise AssertionError(f"no trainer process for {run} within {timeout_s} s")
+
+
+def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is_completed_and_collected(tmp_path):
+    folder = tmp_path / "campaign"
+    submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "4", "--engine", "slurm",
+                      "--campaign", str(folder))
+    assert submitted.returncode == 0, explain(submitted)
+    assert "(0-3), after job" in submitted.stdout
+    array = yaml_submissions(folder)[0]["array_job"]
+
+    # task 3 is cancelled while it waits for the prepare job: it never starts
+    assert subprocess.run(["scancel", f"{array}_3"], timeout=30).returncode == 0
+    # task 0 is cancelled mid-run: Slurm's SIGTERM reaches the task, which ends its run as aborted
+    cancelled = _task(folder, 0, until=lambda t: t.get("run_dir") is not None)
+    assert subprocess.run(["scancel", cancelled["job"]], timeout=30).returncode == 0
+    # task 1 fails: its trainer is killed outright (as the OOM killer would)
+    failing = _task(folder, 1, until=lambda t: t.get("run_dir") is not None)
+    os.kill(_trainer_pid(folder / failing["run_dir"]), signal.SIGKILL)
+
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 1 and "3 run(s) did not succeed" in waited.stderr, explain(waited)
+    status = _status(tmp_path, folder)
+    assert status["missing"] == [0, 1, 3] and status["prepare_job"]["state"] == "COMPLETED"
+    states = [(t["scheduler"], t["outcome"]) for t in status["tasks"]]
+    # Slurm forgets an array element cancelled before it started (without accounting nothing records it):
+    # neither the scheduler nor the campaign has anything for task 3, which is simply missing.
+    assert states == [("CANCELLED", "aborted"), ("FAILED", "failed"), ("COMPLETED", "succeeded"),
+                      (None, None)], states
+    assert [len(t["runs"]) for t in status["tasks"]] == [1, 1, 1, 0]
+    aborted_run = folder / cancelled["run_dir"]
+    assert (aborted_run / "status").read_text().strip() == "aborted"
+    assert (folder / failing["run_dir"] / "status").read_text().strip() == "failed"
+    prepared = json.loads((folder / "prepare.json").read_text())
+    assert prepared["data_action"] == "generated"
+
+    # resubmitted: only the three missing tasks run
+    again = repro(tmp_path, "campaign", "submit", "--campaign", str(folder))
+    assert again.returncode == 0 and "run(s) 0, 1, 3 of 4" in again.stdout, explain(again)
+    assert "#SBATCH --array=0-1,3\n" in (folder / "slurm" / "submit-2" / "tasks.sbatch").read_text()
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 0, explain(waited)
+    status = _status(tmp_path, folder)
+    assert status["done"] == 4 and {t["node"] for t in status["tasks"]} == {"node1", "node2"}
+    nothing = repro(tmp_path, "campaign", "submit", "--campaign", str(folder))
+    assert "nothing to submit" in nothing.stdout, explain(nothing)
+    # every task found the prepared data and verified it rather than generating it again
+    for log in (folder / "logs").glob("task-*.out"):
+        assert "[data] verified on node" in log.read_text(), log
+
+    collected = repro(tmp_path, "campaign", "collect", str(folder))
+    assert "bundle verified" in collected.stdout, explain(collected)
+    assert "| node1 |" in collected.stdout and "| node2 |" in collected.stdout  # the per-node table
+    bundle = bundle_of(folder)
+    checked = repro(tmp_path, "bundle", "verify", str(bundle))
+    assert checked.returncode == 0 and "bundle verified" in checked.stdout, explain(checked)
+    manifest = bundle_manifest(bundle)
+    assert [r["status"] for r in manifest["runs"]] == ["succeeded"] * 4
+    assert sorted(a["status"] for a in manifest["attempts"]) == ["aborted", "failed"]
+    assert aborted_run.name in {a["id"] for a in manifest["attempts"]}
+    members = bundle_members(bundle)
+    nodes = [json.loads(v) for k, v in members.items() if k.endswith("/node.json")]
+    assert sorted(n["index"] for n in nodes) == [0, 0, 1, 1, 2, 3]
+    assert {n["node"] for n in nodes} == {"node1", "node2"} and {n["engine"] for n in nodes} == {"slurm"}
+    assert all(n["slurm_job_id"] and n["slurm_array_task_id"] == str(n["index"]) for n in nodes)
+    for run in manifest["runs"]:  # every run ran preflight on its node
+        assert f"runs/{run['id']}/preflight.json" in members
+
+
+def yaml_submissions(folder: Path) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((folder / "campaign.yaml").read_text())["submissions"]
+
+
+def test_cancelling_the_campaign_leaves_every_run_directory_with_a_status(tmp_path):
+    folder = tmp_path / "campaign"
+    submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "2", "--engine", "slurm",
+                      "--campaign", str(folder))
+    assert submitted.returncode == 0, explain(submitted)
+    runs = [folder / _task(folder, i, until=lambda t: t.get("run_dir") is not None)["run_dir"] for i in (0, 1)]
+    cancelled = repro(tmp_path, "campaign", "cancel", str(folder))  # scancel of every job of the campaign
+    assert cancelled.returncode == 0 and "scancel" in cancelled.stdout, explain(cancelled)
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 1, explain(waited)
+    assert [(run / "status").read_text().strip() for run in runs] == ["aborted", "aborted"]
+    status = _status(tmp_path, folder)
+    assert [(t["scheduler"], t["outcome"]) for t in status["tasks"]] == [("CANCELLED", "aborted")] * 2
+    nothing = repro(tmp_path, "campaign", "cancel", str(folder))
+    assert "nothing of the campaign is queued or running" in nothing.stdout, explain(nothing)
