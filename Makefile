@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 RECORD ?= 2025-09-23_MuonCustomSizing
 RUNS   ?= 4
 
-.PHONY: setup test lint demo reproduce docker-engine clean
+.PHONY: setup test lint demo reproduce docker-engine slurm-cluster clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,11 @@ test: lint
 # Install and start a Docker engine on this machine (root): what the docker tests need.
 docker-engine:
 	bash tests/ci/docker-engine.sh
+
+# Install Slurm from Debian and start a one-host cluster (munge, slurmctld, two slurmd nodes; root):
+# what the campaign tests on Slurm need (tests/test_campaign_slurm.py).
+slurm-cluster:
+	bash tests/ci/slurm.sh
 
 demo: setup
 	$(BIN)/repro reproduce --demo --runs 2
