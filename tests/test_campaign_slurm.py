@@ -176,3 +176,18 @@ def test_cancelling_the_campaign_leaves_every_run_directory_with_a_status(tmp_pa
     assert [(t["scheduler"], t["outcome"]) for t in status["tasks"]] == [("CANCELLED", "aborted")] * 2
     nothing = repro(tmp_path, "campaign", "cancel", str(folder))
     assert "nothing of the campaign is queued or running" in nothing.stdout, explain(nothing)
+
+
+def test_a_failed_prepare_job_cancels_the_tasks_and_wait_says_why(tmp_path):
+    folder = tmp_path / "campaign"
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the data's parent folder should be\n")
+    submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "2", "--engine", "slurm",
+                      "--campaign", str(folder), "--data-dir", str(blocked / "synth"))
+    assert submitted.returncode == 0, explain(submitted)
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 1 and "ended FAILED, so no task ran" in waited.stderr, explain(waited)
+    assert "cannot write beside the data folder" in next((folder / "logs").glob("prepare-*.out")).read_text()
+    status = _status(tmp_path, folder)
+    assert status["prepare_job"]["state"] == "FAILED" and status["missing"] == [0, 1] and not status["active"]
+    assert not (folder / "tasks").exists()  # --kill-on-invalid-dep: no task started

@@ -48,7 +48,9 @@ def compact(indices: list[int]) -> str:
 def _header(campaign: Campaign, number: int, what: str) -> list[str]:
     return ["#!/bin/bash",
             f"# repro campaign {campaign.folder}: submission {number}, {what}.",
-            "# Written by `repro campaign submit`; it can be submitted again by hand with `sbatch <this file>`."]
+            "# Written by `repro campaign submit`: exactly what Slurm runs. `repro campaign submit --campaign "
+            f"{campaign.folder}`",
+            "# submits what is still missing."]
 
 
 def prepare_script(campaign: Campaign, number: int, commands: Commands) -> str:
@@ -164,6 +166,11 @@ def _squeue(ids: list[str]) -> dict[str, JobState]:
     for batch in ([ids], [[j] for j in ids]):  # all at once; one by one when one id is no longer known
         for group in batch:
             done = _slurm(["squeue", "-h", "-r", "--states=all", "-j", ",".join(group), "-o", "%i|%T|%N|%r"])
+            if done.returncode != 0 and "Invalid job id" not in done.stderr:
+                # not "the controller forgot this job": the controller is unreachable, and an empty answer
+                # would read as "nothing queued" (and let a resubmission run tasks twice)
+                raise MissingDependency(f"squeue failed: {done.stderr.strip()[-300:]}",
+                                        "check that slurmctld answers (`scontrol ping`), then try again")
             if done.returncode != 0:
                 continue
             for line in done.stdout.splitlines():

@@ -25,6 +25,7 @@ from pipeline.campaign.model import (
 )
 from pipeline.campaign.status import campaign_view
 from pipeline.errors import InputError
+from pipeline.folderlock import FolderLock
 from pipeline.records.model import load_record
 from pipeline.reproduce.flow import DEMO_SYNTH
 from pipeline.workspace import Workspace
@@ -54,6 +55,12 @@ def existing_or_new(folder: Path, make: Callable[[], Campaign]) -> tuple[Campaig
 
 def submit(ws: Workspace, campaign: Campaign, say: Callable[[str], None]) -> Submission | None:
     """Submit every run index still missing; None when nothing is (the campaign is complete)."""
+    campaign.folder.mkdir(parents=True, exist_ok=True)
+    with FolderLock(campaign.folder, "repro campaign submit"):  # one submission at a time
+        return _submit(ws, campaign, say)
+
+
+def _submit(ws: Workspace, campaign: Campaign, say: Callable[[str], None]) -> Submission | None:
     engine = get_engine(campaign.engine)
     view = campaign_view(ws, campaign)
     if view.active:

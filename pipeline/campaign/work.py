@@ -77,8 +77,13 @@ def node_name() -> str:
 def data_lock(data_dir: Path) -> Iterator[None]:
     """One writer per data folder: two tasks on a node with a node-local folder must not both fetch into it."""
     lock = data_dir.parent / f".{data_dir.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as fh:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a")  # closed by the with below
+    except OSError as exc:
+        raise InputError(f"cannot write beside the data folder {data_dir} ({exc.strerror}: {lock})",
+                         "give the campaign a data folder this node can write (--data-dir)") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

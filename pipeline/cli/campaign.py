@@ -163,6 +163,10 @@ def wait(ws, folder, timeout_s, poll_s, as_json):
         emit_json(view.to_dict())
     else:
         click.echo(render(view))
+    if view.prepare is not None and view.prepare.state.startswith(("FAILED", "CANCELLED", "TIMEOUT")):
+        raise CheckFailed(f"the prepare job {view.prepare.job} ended {view.prepare.state}, so no task ran",
+                          f"read {view.campaign.logs_dir}/prepare-{view.prepare.job}.out, fix the cause and submit "
+                          f"again: `repro campaign submit --campaign {folder}`")
     if view.missing:
         raise CheckFailed(f"{len(view.missing)} run(s) did not succeed: task(s) {', '.join(map(str, view.missing))}",
                           f"collect what finished (`repro campaign collect {folder}`), or run the missing ones: "
