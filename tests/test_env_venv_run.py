@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from pipeline.env.venv import build_venv
+from pipeline.workspace import Workspace
 from tests.test_env_venv import _lock, local_index, setup  # noqa: F401  (the fixture and the lock helper)
 
 REPRO = [sys.executable, "-m", "pipeline"]
@@ -40,6 +42,8 @@ def test_a_host_run_records_the_venv_it_trained_in(setup, tmp_path):  # noqa: F8
         env, lock = _lock(ws, url)
         identity = build_venv(ws, env, lock, python=sys.executable)
     _give_it_torch(Path(identity.path))
+    for folder in ("records", "datasets"):  # the test registry holds the record the run is judged against
+        shutil.copytree(Workspace.resolve().registry / folder, ws.registry / folder)
     data = tmp_path / "synth"
     made = subprocess.run(REPRO + ["data", "synth", "--out", str(data), "--train-tokens", "100000",
                                    "--val-tokens", "20000"], capture_output=True, text=True, timeout=120)
