@@ -225,3 +225,16 @@ def test_a_cpu_record_needs_no_gpu(tmp_path):
     visible = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "gpus_visible")
     assert visible["status"] == "pass" and "none needed" in visible["reason"]
     assert done.returncode == 0, done.stderr
+
+
+def test_a_hostile_preflight_json_is_bad_input_not_a_crash(tmp_path):
+    """Too large, nested thousands deep, or not UTF-8: each a clear InputError naming the file."""
+    from pipeline.preflight.run import MAX_REPORT_BYTES
+
+    path = tmp_path / "preflight.json"
+    for data, words in ((b"[" * 100_000 + b"]" * 100_000, "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"),
+                        (b" " * (MAX_REPORT_BYTES + 1), "larger than")):
+        path.write_bytes(data)
+        with pytest.raises(InputError, match=words) as err:
+            read_report(path)
+        assert str(path) in str(err.value)

@@ -122,3 +122,13 @@ def test_a_bad_run_yaml_names_the_file_and_field(tmp_path, text, words):
     with pytest.raises(InputError) as err:
         RunMeta.load(path)
     assert str(path) in str(err.value) and words in str(err.value) and "fix:" in str(err.value)
+
+
+def test_a_status_file_is_read_in_a_few_bytes_and_unknown_words_are_unknown(tmp_path):
+    (tmp_path / "status").write_bytes(b"succeeded\n")
+    assert read_status(tmp_path) == "succeeded"
+    (tmp_path / "status").write_bytes(b"x" * (1 << 20))
+    assert read_status(tmp_path) == "unknown"
+    (tmp_path / "status").unlink()
+    (tmp_path / "status").mkdir()
+    assert read_status(tmp_path) == "unknown"

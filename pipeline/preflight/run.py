@@ -36,6 +36,7 @@ from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 
 SCHEMA_VERSION = 1
+MAX_REPORT_BYTES = 16 << 20  # a 512-GPU node's report is well under 1 MiB
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 RUNTIMES = ("docker", "host")
 NOT_IN_LOG = "a run log's header does not show it"
@@ -170,11 +171,20 @@ def read_report(path: Path) -> PreflightReport:
     """A preflight.json as written above, validated into PreflightReport (run directories, bundles, reproduce)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REPORT_BYTES + 1)  # a report is a few KB; a bundle's may be anyone's
     except OSError as exc:
         raise os_error(path, exc, "run `repro preflight` again") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise InputError(f"{path}: larger than {MAX_REPORT_BYTES >> 20} MiB, not a preflight report",
+                         "run `repro preflight` again")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc})", "run `repro preflight` again") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})", "run `repro preflight` again") from None
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested thousands deep
+        raise InputError(f"{path}: not valid JSON ({type(exc).__name__}: {exc})",
+                         "run `repro preflight` again") from None
     return PreflightReport.from_dict(data, path)

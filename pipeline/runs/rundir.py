@@ -215,5 +215,13 @@ class RunDir:
 
 
 def read_status(run_dir: Path) -> str:
+    """The run's status word; "unknown" when there is none. Read in a few bytes: the file may be anyone's."""
     path = Path(run_dir) / "status"
-    return path.read_text().strip() if path.is_file() else "unknown"
+    if not path.is_file():
+        return "unknown"
+    try:
+        with open(path, "rb") as f:
+            word = f.read(64).decode("utf-8", errors="replace").strip()
+    except OSError as exc:
+        raise os_error(path, exc, "give a run directory written by `repro train`") from None
+    return word if word in STATUSES else "unknown"
