@@ -220,35 +220,20 @@ def pip_freeze(python: str) -> tuple[str | None, str]:
     return done.stdout, f"{python} -m pip freeze"
 
 
-# The record image's venv is made --without-pip, so the listing comes from the installed distributions'
-# metadata: the same `name==version` lines pip freeze prints for them, sorted as pip sorts them.
-FREEZE_PROBE = ("import importlib.metadata as m\n"
-                "names = {(d.metadata['Name'] or '', d.version) for d in m.distributions()}\n"
-                "print(''.join(f'{n}=={v}\\n' for n, v in sorted(names, key=lambda x: x[0].lower()) if n), end='')")
-
-
 def image_freeze(image: str) -> tuple[str | None, str]:
-    """(`name==version` of every distribution installed in a docker image, how it was read or why not)."""
+    """(`name==version` of every distribution installed in a docker image, how it was read or why not).
+
+    The record image's venv is made --without-pip, so the list comes from the runtime probe's reading of
+    the installed distributions' metadata (pipeline/probe.py, in a container that is always removed),
+    sorted as pip freeze sorts them."""
     try:
-        import docker
+        from pipeline.probe import probe_image
 
-        client = docker.APIClient(timeout=300, **docker.utils.kwargs_from_env())
-        container = client.create_container(image, entrypoint=["python3", "-c", FREEZE_PROBE],
-                                            network_disabled=True, labels={"io.repro.role": "bundle-freeze"})
-        try:
-            client.start(container)
-            status = client.wait(container, timeout=300)
-            out = client.logs(container, stdout=True, stderr=False).decode("utf-8", errors="replace")
-            err = client.logs(container, stdout=False, stderr=True).decode("utf-8", errors="replace")
-        finally:
-            client.remove_container(container, force=True)
-    except Exception as exc:  # the SDK raises many types (no engine, no image, timeouts); the bundle says why
+        facts = probe_image(image, gpus=False, packages=True)
+    except Exception as exc:  # no engine, no image, no python in it: the bundle says why
         return None, f"could not list the packages inside image {image}: {type(exc).__name__}: {exc}"
-    if status.get("StatusCode") != 0:
-        return None, f"listing the packages inside image {image} failed: {err.strip()[-200:]}"
-    return out, f"installed distributions inside image {image} (python3 importlib.metadata; its venv has no pip)"
-
-
+    out = "".join(f"{n}=={v}\n" for n, v in sorted(facts.packages, key=lambda p: p[0].lower()))
+    return out, f"installed distributions inside image {image} (importlib.metadata; its venv has no pip)"
 
 
 def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, record: Record,
