@@ -101,7 +101,8 @@ def read_members(path: Path, max_member_bytes: int = MAX_MEMBER_BYTES,
 
         raise os_error(path, exc, "give the path of a .tar.gz written by `repro archive`") from None
     if not exists:
-        raise InputError(f"bundle {path} not found", "give the path of a .tar.gz written by `repro archive`")
+        what = "is a directory, not a bundle file" if path.is_dir() else "not found"
+        raise InputError(f"bundle {path} {what}", "give the path of a .tar.gz written by `repro archive`")
     return _read_members(path, max_member_bytes, max_total_bytes)
 
 
