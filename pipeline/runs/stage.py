@@ -277,7 +277,7 @@ def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
     from pipeline.env.image import LABEL_PREFIX, load_image_state
     from pipeline.runs.runtime_docker import docker_client, image_id
 
-    ref = req.image or load_image_state().image_id
+    ref = req.image or load_image_state(req.ws.state if req.ws else None).image_id
     client = docker_client()
     resolved = image_id(client, ref)
     labels = client.images.get(resolved).labels or {}
