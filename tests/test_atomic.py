@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -45,13 +47,21 @@ def test_directory_in_the_way_and_unwritable_folder_are_input_errors(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
-    try:
-        if os.geteuid() == 0:
-            pytest.skip("root writes through folder permissions")
-        with pytest.raises(InputError, match="permission denied"):
-            write_text(locked / "x", "x")
-    finally:
-        locked.chmod(0o700)
+    code = ("import sys\nfrom pipeline.atomic import write_text\nfrom pipeline.errors import InputError\n"
+            "try:\n    write_text(sys.argv[1], 'x')\nexcept InputError as exc:\n    print(exc)\n")
+    # as root, drop the capabilities that override file permissions (else the folder's mode is not enforced)
+    proc = subprocess.run([sys.executable, "-c", code, str(locked / "x")], capture_output=True, text=True,
+                          preexec_fn=_without_permission_override if os.geteuid() == 0 else None)
+    locked.chmod(0o700)
+    assert "permission denied" in proc.stdout and str(locked / "x") in proc.stdout, proc.stderr
+    assert list(locked.iterdir()) == []
+
+
+def _without_permission_override() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -70,32 +69,34 @@ def _without_permission_override() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
+# The CLI runs under a small launcher that reports its child's peak RSS: a child forked straight from pytest
+# would inherit pytest's own high-water mark (Linux keeps it across exec), so it is measured one level down.
+LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+sys.stderr.write(f"\\nmaxrss_kib={usage.ru_maxrss}\\n")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def repro(tmp_path: Path, *args, registry: Path | None = None, timeout: float = 120, permissions: bool = False):
-    """Run the CLI; returns (returncode, stdout, stderr, peak RSS of that process in MiB)."""
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    """Run the CLI; returns (returncode, stdout, stderr, peak RSS of the CLI process in MiB)."""
     cmd = [sys.executable, "-m", "pipeline", "--root", str(tmp_path / "ws"),
            "--registry", str(registry or tmp_path / "reg"), *map(str, args)]
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPRO_")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=out, stderr=err, env=env,
-                            preexec_fn=_without_permission_override if permissions and os.geteuid() == 0 else None)
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
-        time.sleep(0.02)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    out.seek(0)
-    err.seek(0)
-    stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    try:
+        proc = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], cwd=REPO_ROOT, capture_output=True, text=True,
+                              env=env, timeout=timeout, start_new_session=True,
+                              preexec_fn=_without_permission_override if permissions and os.geteuid() == 0 else None)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"repro {' '.join(map(str, args))} ran past {timeout} s")
+    stderr, _, rss_line = proc.stderr.rpartition("\nmaxrss_kib=")
+    assert rss_line, proc.stderr
     assert "Traceback" not in stderr, stderr
-    return proc.returncode, stdout, stderr, usage.ru_maxrss / 1024
+    return proc.returncode, proc.stdout, stderr, int(rss_line.strip()) / 1024
 
 
 def files_under(folder: Path) -> set[str]:
