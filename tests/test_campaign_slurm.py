@@ -191,3 +191,49 @@ def test_a_failed_prepare_job_cancels_the_tasks_and_wait_says_why(tmp_path):
     status = _status(tmp_path, folder)
     assert status["prepare_job"]["state"] == "FAILED" and status["missing"] == [0, 1] and not status["active"]
     assert not (folder / "tasks").exists()  # --kill-on-invalid-dep: no task started
+
+
+def test_a_task_killed_before_it_could_write_its_status_is_marked_aborted_once_slurm_says_its_job_is_over(tmp_path):
+    from pipeline.campaign.model import (
+        Campaign,
+        DataSettings,
+        SlurmSettings,
+        Submission,
+        TaskRecord,
+        TrainSettings,
+        load_campaign,
+    )
+
+    # a real array job that is over: the stand-in for a task SIGKILLed after KillWait, or on a lost node
+    job = subprocess.run(["sbatch", "--parsable", "--array=0", "-o", "/dev/null", "--wrap", "true"],
+                         capture_output=True, text=True, timeout=30)
+    assert job.returncode == 0, job.stderr
+    array = job.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while "COMPLETED" not in subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", array, "-o", "%T"],
+                                            capture_output=True, text=True, timeout=30).stdout:
+        assert time.monotonic() < deadline, f"job {array} did not complete"
+        time.sleep(0.5)
+    folder = tmp_path / "campaign"
+    train = TrainSettings("native", "host", "tiny", (), 1)
+    Campaign(folder, "demo-cpu-synth", 1, "slurm", train, DataSettings(str(folder / "data" / "synth")),
+             SlurmSettings(None, 1, 0), None, (Submission(1, "2026-01-01T00:00:00Z", "slurm", (0,), train,
+                                                          None, array),)).save()
+    run = folder / "runs" / "demo-cpu-synth" / "20260101T000000Z-dead"
+    run.mkdir(parents=True)
+    (run / "status").write_text("running\n")
+    (run / "stdout.txt").write_text("step:1/10 train_time:1ms step_avg:1ms\n")
+    task = TaskRecord(0, f"{array}_0", "slurm", "node1", "vm", array, array, "0", "2026-01-01T00:00:00Z",
+                      run_dir=str(run.relative_to(folder)))
+    task.save(load_campaign(folder))
+    long_ago = time.time() - 3600  # quiet for an hour: no process of the task is still writing
+    for path in (run / "stdout.txt", folder / "tasks" / task.file_name):
+        os.utime(path, (long_ago, long_ago))
+
+    status = _status(tmp_path, folder)
+    (view,) = status["tasks"]
+    assert view["outcome"] == "aborted" and "before the task wrote its status" in view["detail"]
+    assert view["scheduler"] == "COMPLETED" and not status["active"]
+    assert (run / "status").read_text().strip() == "aborted"
+    assert "marked aborted by `repro campaign status`" in (run / "stdout.txt").read_text()
+    assert json.loads((run / "node.json").read_text())["outcome"] == "aborted"
