@@ -1,4 +1,5 @@
-"""Issue 12, "one module per concern": YAML reading, HTTP and atomic replacement each live in one module.
+"""Issue 12, "one module per concern": YAML reading, HTTP, atomic replacement and the list of secret names
+each live in one module.
 
 A new copy elsewhere would again behave differently (no alias refusal, no retries, no fsync); this test
 names the file and line so the copy can be replaced by a call.
@@ -17,6 +18,8 @@ CONCERNS = {
     "yamlio.py": re.compile(r"\byaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\("),
     "http.py": re.compile(r"\burllib\.request\b|\burlopen\(|\bhttp\.client\b|^\s*import requests\b|\bhttpx\b"),
     "atomic.py": re.compile(r"\bos\.replace\("),
+    # a second list of secret names: a string literal naming one
+    "redact.py": re.compile(r"[\"'][^\"']*(SECRET|PASSWORD|PASSWD|CREDENTIAL)[^\"']*[\"']"),
 }
 
 
