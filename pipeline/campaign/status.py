@@ -129,7 +129,9 @@ def _mark_killed(campaign: Campaign, task: TaskRecord, state: JobState) -> TaskR
 
 
 def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
-    states = get_engine(campaign.engine).states(campaign) if campaign.submissions else {}
+    # Slurm's view of every Slurm submission, even when the campaign has since moved to the local engine
+    slurm_jobs = any(s.engine == "slurm" for s in campaign.submissions)
+    states = get_engine("slurm").states(campaign) if slurm_jobs else {}
     tasks = load_tasks(campaign)
     flow = campaign_flow(ws, campaign, lambda line: None)
     latest_prepare = next((s.prepare_job for s in reversed(campaign.submissions) if s.prepare_job), None)

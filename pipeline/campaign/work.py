@@ -205,6 +205,9 @@ def run_task(ws: Workspace, campaign: Campaign, index: int, submission: int, say
         except ReproError as exc:
             end("failed-before-run", str(exc))
             raise
+        except Exception as exc:  # a fault in repro itself: the record says so, the traceback goes to the job's log
+            end("failed-before-run", f"{type(exc).__name__}: {exc}")
+            raise
         task = replace(task, run_dir=str(plan.run_dir.relative_to(campaign.folder)))
         task.save(campaign)
         try:

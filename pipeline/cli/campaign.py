@@ -210,7 +210,8 @@ def cancel(folder):
     from pipeline.campaign.engines import get_engine
 
     current = _load(folder)
-    ids = get_engine(current.engine).cancel(current, click.echo)
+    slurm_jobs = any(s.engine == "slurm" for s in current.submissions)
+    ids = get_engine("slurm" if slurm_jobs else current.engine).cancel(current, click.echo)
     click.echo(f"cancelled job(s) {', '.join(ids)}" if ids else "nothing of the campaign is queued or running")
 
 
