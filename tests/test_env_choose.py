@@ -130,3 +130,35 @@ def test_nothing_usable_names_every_candidate_and_exits_4(world):
     with pytest.raises(MissingDependency) as off:
         choose_environment(ws, RECORD, work=tmp / "work", say=lambda line: None, resolve_on_node=False)
     assert "resolving on this node is off" in off.value.what
+
+
+def test_cli_venv_without_env_chooses_and_shows_the_deviations(world):
+    """`repro env venv` on a node: the record's environment is gone, the fallback is resolved here and built."""
+    import json
+    import subprocess
+    import sys
+
+    ws, tmp = world
+    record = (Workspace.resolve().records_dir / "2025-09-23_MuonCustomSizing.yaml").read_text()
+    (ws.registry / "records").mkdir()
+    (ws.registry / "records" / "2025-09-23_MuonCustomSizing.yaml").write_text(
+        record.replace("\nenvironment: record-2025-09\n", "\nenvironment: rec\n"))
+    with local_index(tmp / "index") as url:
+        _setup(ws, url)  # rec's files on this index, which goes away below
+    write_simple_index(tmp / "index2", sorted((tmp / "built").glob("*.whl")))
+    with local_index(tmp / "index2") as url2:
+        fb = _write(ws, "fb", url2, extra="deviation: the test's stand-in\n")
+        _placeholder_lock(fb)
+        done = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(ws.root), "--registry",
+                               str(ws.registry), "env", "venv", "--python", sys.executable],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        as_json = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(ws.root), "--registry",
+                                  str(ws.registry), "env", "venv", "--python", sys.executable, "--json"],
+                                 capture_output=True, text=True, timeout=300)
+    assert "passed over: rec" in done.stdout and "environment: fb (FALLBACK" in done.stdout
+    assert "DEVIATION: environment fb stands in for the record's rec" in done.stderr
+    assert "DEVIATION: lock of fb resolved on this node" in done.stderr
+    out = json.loads(as_json.stdout)
+    assert out["reused"] and out["environment"] == "fb" and out["choice"]["resolved_on_node"]
+    assert (ws.work / "2025-09-23_MuonCustomSizing" / "environments" / "fb.lock.yaml").is_file()

@@ -145,7 +145,11 @@ def verify(ws, env_name, image, as_json):
 
 
 @env.command()
-@ENV_OPTION
+@click.option("--env", "env_name", default=None, metavar="NAME",
+              help="Environment to build it from. Default: chosen for the record (its own, else its declared "
+                   "fallback; an unresolved lock is resolved on this node), every deviation shown.")
+@click.option("--record", "record_name", default=None, metavar="NAME", help="Record whose environment is chosen "
+              "when --env is not given [the newest record].")
 @WHEELHOUSE_OPTION
 @click.option("--index-url", default=None, metavar="URL",
               help="Install the locked files from this index (a mirror) instead of the lock's URLs; hashes decide.")
@@ -155,22 +159,40 @@ def verify(ws, env_name, image, as_json):
               help="Without a flash_attn wheel in --wheelhouse: compile FA3's pinned source once (needs nvcc).")
 @JSON_OPTION
 @pass_workspace
-def venv(ws, env_name, wheelhouse, index_url, python, build_fa3, as_json):
+def venv(ws, env_name, record_name, wheelhouse, index_url, python, build_fa3, as_json):
     """Build (or reuse) a virtualenv from the lock, hashes enforced, for `--runtime host`."""
     from pipeline.env.lock import load_lock
     from pipeline.env.manifest import load_environment
     from pipeline.env.venv import build_venv
 
-    environment = load_environment(ws, _env_name(ws, env_name))
-    identity = build_venv(ws, environment, load_lock(environment), wheelhouse=wheelhouse, index_url=index_url,
+    choice = None
+    if env_name is not None:
+        environment = load_environment(ws, env_name)
+        lock = load_lock(environment)
+    else:
+        from pipeline.env.choose import choose_environment
+        from pipeline.records.model import load_record, record_names
+
+        names = [record_name] if record_name else record_names(ws.records_dir)[-1:]
+        if not names:
+            raise InputError("no record manifests found", f"add one under {ws.records_dir}, or give --env NAME")
+        record = load_record(names[0], ws.records_dir)
+        say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+        choice = choose_environment(ws, record, ws.work / record.name, wheelhouse=wheelhouse, say=say)
+        environment, lock = choice.environment, choice.lock
+    identity = build_venv(ws, environment, lock, wheelhouse=wheelhouse, index_url=index_url,
                           python=python, log=_say(as_json), build_fa3_from_source=build_fa3)
     if as_json:
-        emit_json(identity.to_dict())
+        emit_json({**identity.to_dict(), "choice": choice.to_dict() if choice else None})
         return
+    if choice is not None:
+        from pipeline.verdict.render import render
+
+        _deviations(render(d) for d in choice.deviations)
     _deviations(identity.deviations)
     click.echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
                f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"
-               f"  use it: repro train --runtime host --python {identity.python}")
+               f"  use it: repro train --runtime host --venv {identity.path}")
 
 
 @env.command()
