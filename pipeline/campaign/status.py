@@ -168,12 +168,12 @@ def render(view: CampaignView) -> str:
         lines.append(f"  prepare job {view.prepare.job}: {view.prepare.state}"
                      + (f" on {view.prepare.node}" if view.prepare.node else "")
                      + (f" ({view.prepare.reason})" if view.prepare.reason else ""))
-    lines.append(f"  {'task':<5} {'job':<12} {'scheduler':<11} {'node':<10} {'outcome':<19} runs")
+    lines.append(f"  {'task':<5} {'job':<12} {'scheduler':<24} {'node':<10} {'outcome':<19} runs")
     for t in view.tasks:
         runs = "; ".join(f"{r.run_id} {r.status}" + (f" loss {r.final_val_loss:.4f}" if r.final_val_loss else "")
                          + (" (counts)" if r.counts else "") for r in t.runs) or "—"
         sched = (t.scheduler or "—") + (f" ({t.reason})" if t.reason and t.scheduler == "PENDING" else "")
-        lines.append(f"  {t.index:<5} {t.job or '—':<12} {sched:<11} {t.node or '—':<10} {t.outcome or '—':<19} {runs}")
+        lines.append(f"  {t.index:<5} {t.job or '—':<12} {sched:<24} {t.node or '—':<10} {t.outcome or '—':<19} {runs}")
         if t.detail and t.outcome in ("failed-before-run", "aborted-before-run"):
             lines.append(f"        {t.detail.splitlines()[0][:200]}")
     return "\n".join(lines)
