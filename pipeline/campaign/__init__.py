@@ -14,7 +14,8 @@ A campaign is a folder, on the filesystem every node shares:
       runs/<record>/<run-id>/    the run directories (`repro train`'s), each with node.json beside run.yaml
       bundles/*.tar.gz, report/  what `repro campaign collect` writes                          collect.py
 
-Modules: model.py (the on-disk records), work.py (the prepare step and one task: what a job runs),
-engines.py (the engine interface and the local engine), slurm.py (the Slurm engine), status.py
-(per-task state from the scheduler and the run directories; wait), collect.py (verdict, bundle, report).
+Modules: model.py (the on-disk records), submit.py (a new campaign, or what an existing one misses),
+work.py (the prepare step and one task: what a job runs), engines.py (the engine interface and the local
+engine), slurm.py (the Slurm engine), status.py (per-task state from the scheduler and the run
+directories; wait), collect.py (verdict, bundle, report and the per-node table).
 """

@@ -1,7 +1,7 @@
 """Engines: what runs a campaign's jobs. One small interface, two engines.
 
     engine = get_engine("slurm")                  # or "local"
-    submission = engine.submit(campaign, number, indices, commands, say)
+    submission = engine.submit(campaign, number, indices, commands, say, recorded)
     engine.states(campaign)                       # {job key: JobState} the scheduler still knows
     engine.cancel(campaign, say)
 
