@@ -31,7 +31,8 @@ from pipeline.yamlio import load_bytes, require_mapping
 
 SCHEMA_VERSION = 2
 KIND = "repro-record-bundle"
-OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid")
+from pipeline.verdict.judge import OUTCOMES  # noqa: E402  (one list of outcomes, smoke ones included)
+
 _REWRITE = "the manifest was not written by this tool or was edited; re-archive the runs with `repro archive`"
 _MAX_DEPTH = 32
 

@@ -94,6 +94,9 @@ class ProgramPin:
     fingerprint: str  # "" = not pinned yet
     separator: str
     trainer: str = "record"  # what made the published runs: "record" (a program file) or "native" (train/)
+    # Hyperparameters field -> the expression the record's program assigns it, for the fields a smoke cut may
+    # change: a smoke run's program with these lines restored must have the pinned fingerprint.
+    smoke_fields: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,12 @@ def load_record_file(path: Path) -> Record:
         raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
                        "name the file <name>.yaml or correct the name field")
     program = top.sub("program")
-    program.only("fingerprint", "separator", "trainer")
+    program.only("fingerprint", "separator", "trainer", "smoke_fields")
+    smoke_fields = program.opt("smoke_fields", dict, {})
+    for key, value in smoke_fields.items():
+        if not isinstance(key, str) or not isinstance(value, (str, int)):
+            raise program.fail(f"smoke_fields.{key}", "must map a field name to the expression the program assigns",
+                               'write e.g. `num_iterations: "1640"`')
     trainer = program.opt("trainer", str, "record")
     if trainer not in TRAINERS:
         raise program.fail("trainer", f"is {trainer!r}", f"use one of: {', '.join(TRAINERS)}")
@@ -336,7 +344,7 @@ def load_record_file(path: Path) -> Record:
         upstream=_upstream(top.sub("upstream")),
         logs=tuple(_log(f) for f in top.items("logs", required=False)),
         program=ProgramPin(fingerprint=program.opt("fingerprint", str, ""), separator=program.req("separator", str),
-                           trainer=trainer),
+                           trainer=trainer, smoke_fields={k: str(v) for k, v in smoke_fields.items()}),
         published=_published(top.sub("published")), hardware=_hardware(top.sub("hardware")),
         software=_software(top.sub("software", required=False)), environment=top.req("environment", str),
         dataset=_dataset(top.sub("dataset")), rules=_rules(top.sub("rules")), path=Path(path),

@@ -22,9 +22,14 @@ from pipeline.records.model import Record, load_parent
 from pipeline.runs.rundir import RunMeta, read_status
 from pipeline.verdict.findings import Finding, finite_or_none, of_severity
 from pipeline.verdict.render import render, render_reason
+from pipeline.verdict.smoke import OUTCOMES as SMOKE_OUTCOMES
+from pipeline.verdict.smoke import check_program as check_smoke_program
+from pipeline.verdict.smoke import learning as smoke_learning
+from pipeline.verdict.smoke import outcome as smoke_outcome
+from pipeline.verdict.smoke import smoke_patch_of
 from pipeline.verdict.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 
-OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid")
+OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid", *SMOKE_OUTCOMES)
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
             findings.append(Finding("run.time_not_positive", "problem", {"run": source,
                                                                          "train_time_ms": log.train_time_ms}))
     native_run, native_record = trainer == "native", record.program.trainer == "native"
-    if log.completed and log.scheduled_steps != record.published.steps and not native_run:
+    smoke = smoke_patch_of(meta)  # a declared smoke cut: judged as smoke (pipeline/verdict/smoke.py)
+    if log.completed and log.scheduled_steps != record.published.steps and not native_run and smoke is None:
         findings.append(Finding("run.schedule", "problem", {"run": source, "scheduled": log.scheduled_steps,
                                                             "record_steps": record.published.steps}))
     hardware, software, compared = _compare(record, log, cpu_model)
@@ -196,9 +202,15 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
                                       "trainer (train/), an independent implementation of the record's algorithm")
         if not native_record:
             findings.append(Finding("trainer.native", "deviation"))
-        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps:
+        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps and smoke is None:
             findings.append(Finding("schedule.differs", "deviation", {"scheduled": log.scheduled_steps,
                                                                       "record_steps": record.published.steps}))
+        if smoke is not None:
+            program, problems = check_smoke_program(record, source, log.program, smoke, trainer)
+            findings += problems
+    elif smoke is not None:
+        program, problems = check_smoke_program(record, source, log.program, smoke, trainer)
+        findings += problems
     else:
         if native_record and trainer == "record":
             findings.append(Finding("trainer.record", "deviation"))
@@ -215,6 +227,11 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
             # a log with its program text stripped proves nothing about the code that ran
             findings.append(Finding("program.absent", "deviation", {"runs": 1}))
     loss = log.final_val_loss
+    if smoke is not None:
+        first = log.vals[0].val_loss if log.vals else None
+        findings.append(smoke_learning(source, first if first is not None and math.isfinite(first) else None,
+                                       loss if loss is not None and math.isfinite(loss) else None,
+                                       log.scheduled_steps))
     seconds = log.train_time_ms / 1000 if log.train_time_ms is not None else None
     no_gpu = log.hardware is None
     return RunAssessment(
@@ -325,6 +342,19 @@ def judge_v1(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
     return Verdict(record.name, outcome, tuple(findings), runs, loss, time, time_comparable, record.rules.version)
 
 
+def is_smoke(run: RunAssessment) -> bool:
+    return any(f.code == "smoke.learning" for f in run.findings)
+
+
+def judge_smoke(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
+    """Smoke runs: every run valid, its declared cut verified, and learning; the record's claims are not judged."""
+    findings = [f for r in runs for f in r.findings if f.severity in ("problem", "failure")]
+    findings += [f for r in runs for f in of_severity(r.findings, "note") if f.code == "smoke.learning"]
+    findings += _merge_deviations(runs)
+    return Verdict(record.name, smoke_outcome(findings), tuple(findings), runs, None, None, False,
+                   record.rules.version)
+
+
 # rules.version -> the judge that implements it; a record asking for another version is refused
 JUDGES = {1: judge_v1}
 
@@ -338,4 +368,9 @@ def verify_runs(record: Record, paths: list[Path]) -> Verdict:
                          f"whose rules.version is {max(JUDGES)}")
     if not paths:
         raise InputError("no runs given", "pass run directories or log files: repro verify runs/<record>/*")
-    return judge(record, tuple(assess_run(record, Path(p)) for p in paths))
+    runs = tuple(assess_run(record, Path(p)) for p in paths)
+    smoke = [r for r in runs if is_smoke(r)]
+    if smoke and len(smoke) != len(runs):
+        raise InputError(f"{len(smoke)} of the {len(runs)} runs are smoke runs (a cut schedule)",
+                         "judge smoke runs and full runs separately")
+    return judge_smoke(record, runs) if smoke else judge(record, runs)

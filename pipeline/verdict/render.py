@@ -94,6 +94,12 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "loss.systems_only": lambda d: f"{d['record']} is a systems-only record whose ML was established by "
                                    f"{d.get('parent') or 'its parent'}; consistent losses are what it requires",
     "time.ratio": _time,
+    # smoke runs (pipeline/verdict/smoke.py)
+    "smoke.program": lambda d: _run(d, f"smoke cut: {d['issue']}"),
+    "smoke.learning": lambda d: _run(d, f"smoke: val loss {_num(d.get('first_val_loss'), '.4f')} -> "
+                                        f"{_num(d.get('final_val_loss'), '.4f')} over {d.get('steps')} steps"
+                                        + ("" if (d.get('final_val_loss') or 0) < (d.get('first_val_loss') or 0)
+                                           else ": the model did not learn")),
     "environment.fallback": lambda d: f"environment {d['environment']} stands in for the record's "
                                       f"{d['record_environment']}: {d['why']}",
     "environment.lock_resolved_on_node": lambda d: f"lock of {d['environment']} resolved on this node, {d['date']} "
