@@ -71,6 +71,11 @@ def _task(folder: Path, index: int, timeout_s: float = 300, until=lambda task: T
     raise AssertionError(f"task {index} of {folder} did not get there within {timeout_s} s")
 
 
+def _run_started(folder: Path, task: dict) -> bool:
+    """The task's run directory exists and is marked running (the run is under way)."""
+    return task.get("run_dir") is not None and (folder / task["run_dir"] / "status").is_file()
+
+
 def _trainer_pid(run: Path, timeout_s: float = 300) -> int:
     """The trainer process of a run (torchrun's worker: `python -m train ... --log-file RUN/log.txt`)."""
     needle = f"{run}/log.txt".encode()
@@ -100,7 +105,7 @@ def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is
     # task 3 is cancelled while it waits for the prepare job: it never starts
     assert subprocess.run(["scancel", f"{array}_3"], timeout=30).returncode == 0
     # task 0 is cancelled mid-run: Slurm's SIGTERM reaches the task, which ends its run as aborted
-    cancelled = _task(folder, 0, until=lambda t: t.get("run_dir") is not None)
+    cancelled = _task(folder, 0, until=lambda t: _run_started(folder, t))
     assert subprocess.run(["scancel", cancelled["job"]], timeout=30).returncode == 0
     # task 1 fails: its trainer is killed outright (as the OOM killer would)
     failing = _task(folder, 1, until=lambda t: t.get("run_dir") is not None)
@@ -166,7 +171,7 @@ def test_cancelling_the_campaign_leaves_every_run_directory_with_a_status(tmp_pa
     submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "2", "--engine", "slurm",
                       "--campaign", str(folder))
     assert submitted.returncode == 0, explain(submitted)
-    runs = [folder / _task(folder, i, until=lambda t: t.get("run_dir") is not None)["run_dir"] for i in (0, 1)]
+    runs = [folder / _task(folder, i, until=lambda t: _run_started(folder, t))["run_dir"] for i in (0, 1)]
     cancelled = repro(tmp_path, "campaign", "cancel", str(folder))  # scancel of every job of the campaign
     assert cancelled.returncode == 0 and "scancel" in cancelled.stdout, explain(cancelled)
     waited = _wait(tmp_path, folder)
