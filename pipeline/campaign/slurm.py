@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -160,12 +161,22 @@ class SlurmEngine:
         return ids
 
 
+def _squeue_once(ids: list[str], tries: int = 3, pause_s: float = 2.0) -> subprocess.CompletedProcess:
+    """One squeue call, retried when a busy controller times out (which is not an answer about the jobs)."""
+    for attempt in range(tries):
+        done = _slurm(["squeue", "-h", "-r", "--states=all", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"])
+        if done.returncode == 0 or "Invalid job id" in done.stderr or attempt == tries - 1:
+            return done
+        time.sleep(pause_s * (attempt + 1))
+    return done
+
+
 def _squeue(ids: list[str]) -> dict[str, JobState]:
     """Jobs slurmctld still holds (pending, running, and finished ones for MinJobAge), one line per array task."""
     found: dict[str, JobState] = {}
     for batch in ([ids], [[j] for j in ids]):  # all at once; one by one when one id is no longer known
         for group in batch:
-            done = _slurm(["squeue", "-h", "-r", "--states=all", "-j", ",".join(group), "-o", "%i|%T|%N|%r"])
+            done = _squeue_once(group)
             if done.returncode != 0 and "Invalid job id" not in done.stderr:
                 # not "the controller forgot this job": the controller is unreachable, and an empty answer
                 # would read as "nothing queued" (and let a resubmission run tasks twice)
