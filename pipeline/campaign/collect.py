@@ -22,7 +22,7 @@ from pipeline.errors import CheckFailed
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
-from pipeline.reproduce.flow import stage_archive, stage_bundle_check, stage_report
+from pipeline.reproduce.flow import judged_and_attempts, stage_archive, stage_bundle_check, stage_report
 from pipeline.runs.rundir import read_status
 from pipeline.workspace import Workspace
 
@@ -111,6 +111,12 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
         raise CheckFailed(f"{len(running)} run(s) are still running, e.g. {running[0]}",
                           f"collect once they end: `repro campaign wait {campaign.folder}`")
     flow = campaign_flow(ws, campaign, say, sign_key=sign_key)
+    finished = sum(len(t.runs) for t in view.tasks)
+    if finished and not judged_and_attempts(flow)[0]:
+        raise CheckFailed(f"none of the {finished} finished run(s) in {campaign.runs_dir} is of the campaign's "
+                          "configuration (trainer, runtime, preset, --set, and for the native trainer the code in "
+                          "train/, which may have changed since they ran)",
+                          f"run them again: `repro campaign submit --campaign {campaign.folder}`")
     prepared = load_prepare(campaign)
     if prepared is not None and prepared.image_id:
         flow.image_state = {"image_id": prepared.image_id}

@@ -171,7 +171,8 @@ def render(view: CampaignView) -> str:
     lines.append(f"  {'task':<5} {'job':<12} {'scheduler':<24} {'node':<10} {'outcome':<19} runs")
     for t in view.tasks:
         runs = "; ".join(f"{r.run_id} {r.status}" + (f" loss {r.final_val_loss:.4f}" if r.final_val_loss else "")
-                         + (" (counts)" if r.counts else "") for r in t.runs) or "—"
+                         + (" (counts)" if r.counts else " (another configuration or code)"
+                            if r.status == "succeeded" else "") for r in t.runs) or "—"
         sched = (t.scheduler or "—") + (f" ({t.reason})" if t.reason and t.scheduler == "PENDING" else "")
         lines.append(f"  {t.index:<5} {t.job or '—':<12} {sched:<24} {t.node or '—':<10} {t.outcome or '—':<19} {runs}")
         if t.detail and t.outcome in ("failed-before-run", "aborted-before-run"):
