@@ -49,3 +49,22 @@ def test_empty_and_garbage_logs():
     assert parse_text(b"").problems[0] == "the log is empty"
     garbage = parse_text(b"\x00\xff not a log at all\n")
     assert not garbage.completed and garbage.problems
+
+
+def test_a_hostile_nvidia_smi_table_in_a_header_is_parsed_in_linear_time():
+    """Unbounded `\\d+` before a literal made a 60,000-digit cell take 112 s; every repetition is bounded now."""
+    import time
+
+    text = make_log(None)
+    row = next(line for line in text.splitlines() if line.startswith("| N/A   31C"))
+    hostile = text.replace(row, "| " + "1" * 30000 + " | " + "2" * 30000 + " |  0%  Default |", 1)
+    hostile = hostile.replace("|   0  NVIDIA", "|   0  " + " " * 60000 + "NVIDIA", 1)
+    started = time.perf_counter()
+    log = parse_text(hostile.encode())
+    assert time.perf_counter() - started < 10
+    assert log.completed and log.problems == ()
+    gpu = log.hardware.gpus[0]  # what the cells hold is read; what they do not hold is None
+    assert gpu.name == "NVIDIA H100 80GB HBM3" and gpu.memory_total_mib is None and gpu.power_draw_w is None
+    broken = text.replace("|   0  ", "|   " + "9" * 30000 + "  ", 1)  # no GPU index: the table is unreadable
+    log = parse_text(broken.encode())
+    assert [i.code for i in log.issues] == ["smi_table"] and len(log.problems[0]) < 300

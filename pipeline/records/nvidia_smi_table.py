@@ -18,14 +18,16 @@ from dataclasses import dataclass
 
 from pipeline.errors import InputError
 
-_HEADER = re.compile(
-    r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>[\w.]+)")
-_GPU_FIRST = re.compile(r"^\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persistence>On|Off|N/A)\s*$")
-_POWER = re.compile(r"(?P<draw>[\d.]+|N/A)\s*W?\s*/\s*(?P<cap>[\d.]+|N/A)\s*W?")
-_MEMORY = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
-_PERF = re.compile(r"\bP\d+\b")
-_TEMP = re.compile(r"\b(\d+)C\b")
-_PERCENT = re.compile(r"(\d+)%")
+# Every repetition is bounded: a log is untrusted, and an unbounded `\d+` before a literal that never comes
+# makes a search quadratic (a 60,000-digit cell took 112 s). Real cells have a few digits and spaces.
+_HEADER = re.compile(r"NVIDIA-SMI\s{1,64}(?P<smi>\S{1,64})\s{1,64}Driver Version:\s{0,64}(?P<driver>\S{1,64})"
+                     r"\s{1,64}CUDA Version:\s{0,64}(?P<cuda>[\w.]{1,32})")
+PERSISTENCE = ("On", "Off", "N/A")
+_POWER = re.compile(r"(?P<draw>[\d.]{1,16}|N/A)\s{0,32}W?\s{0,32}/\s{0,32}(?P<cap>[\d.]{1,16}|N/A)\s{0,32}W?")
+_MEMORY = re.compile(r"(?P<used>\d{1,12})\s{0,32}MiB\s{0,32}/\s{0,32}(?P<total>\d{1,12})\s{0,32}MiB")
+_PERF = re.compile(r"\bP\d{1,3}\b")
+_TEMP = re.compile(r"\b(\d{1,6})C\b")
+_PERCENT = re.compile(r"(\d{1,3})%")
 
 
 @dataclass(frozen=True)
@@ -80,12 +82,24 @@ def _float_or_none(text: str | None) -> float | None:
         return None
 
 
+def _gpu_head(cell: str) -> tuple[int, str, str] | None:
+    """'0  NVIDIA H100 80GB HBM3   On' -> (0, name, 'On'). Split by words, not by a backtracking regex:
+    a hostile cell of 60,000 spaces must take microseconds, not hours."""
+    words = cell.split(maxsplit=1)
+    if len(words) < 2 or not words[0].isdigit() or len(words[0]) > 6:
+        return None
+    name, _, persistence = words[1].rstrip().rpartition(" ")
+    if persistence not in PERSISTENCE or not name.strip():
+        return None
+    return int(words[0]), name.strip(), persistence
+
+
 def _gpu_from_rows(rows: list[list[str]]) -> TableGpu:
     """One GPU's rows (2 on old drivers, 3 since MIG): cells [name/persistence, bus/display, ecc]..."""
     first = rows[0]
-    head = _GPU_FIRST.match(first[0])
+    head = _gpu_head(first[0])
     if head is None or len(first) < 3:
-        raise ValueError(f"unrecognised GPU row: {' | '.join(first)}")
+        raise ValueError(f"unrecognised GPU row: {' | '.join(first)[:120]!r}")
     bus = first[1].split()
     second = rows[1] if len(rows) > 1 else ["", "", ""]
     second += [""] * (3 - len(second))
@@ -98,9 +112,9 @@ def _gpu_from_rows(rows: list[list[str]]) -> TableGpu:
     compute = util_and_compute[1] if len(util_and_compute) > 1 else ""
     third = rows[2] if len(rows) > 2 else []
     mig = third[2] if len(third) > 2 else ""
-    persistence = head["persistence"]
+    index, name, persistence = head
     return TableGpu(
-        index=int(head["index"]), name=head["name"].strip(), bus_id=bus[0] if bus else "",
+        index=index, name=name, bus_id=bus[0] if bus else "",
         persistence=None if persistence == "N/A" else persistence == "On",
         display_active=bus[1] if len(bus) > 1 else "",
         ecc_volatile_uncorrected=_int_or_none(first[2]),
