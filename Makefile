@@ -12,10 +12,14 @@ RUNS   ?= 4
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The orchestrator's dependencies come from requirements.lock (every file's sha256 enforced; regenerate with
+# `uv pip compile pyproject.toml --extra dev --universal --python-version 3.10 --generate-hashes -o requirements.lock`).
+# torch is the CPU trainer's, installed beside it; GPU nodes train in the pinned image or `repro env venv`.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check "$(TORCH_SPEC)"
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[train,dev]'
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 lint: setup

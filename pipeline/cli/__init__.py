@@ -7,6 +7,7 @@ so `repro records list` never pays for torch, docker or matplotlib imports.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from pathlib import Path
 
@@ -66,7 +67,12 @@ def cli(ctx, root, registry):
     ctx.obj = Workspace.resolve(root=root, registry=registry)
 
 
+def _sigterm_as_ctrl_c(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (a scheduler, `kill`) ends like Ctrl-C: staging removed, exit 130
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
     try:
         cli.main(args=argv, prog_name="repro", standalone_mode=False)
     except ReproError as exc:

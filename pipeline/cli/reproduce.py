@@ -67,13 +67,18 @@ PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
                    "Verdict smoke-passed/smoke-failed, never reproduced.")
 @click.option("--smoke-val-tokens", type=click.IntRange(min=1024), default=None, metavar="N",
               help="Smoke only: validate on N tokens (small data; a multiple of 1024).")
+@click.option("--python-env", type=click.Choice(["venv", "system"]), default=None,
+              help="Host runtime: venv builds a virtualenv from the environment's lock (hashes enforced, cached); "
+                   "system trains with the Python found here, recorded as unpinned. [venv; demo: system]")
+@click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder holding the environment's locked files (offline nodes, pruned nightlies).")
 @click.option("--stream", is_flag=True, help="Show the trainer's output live (it always goes to each run's "
               "stdout.txt).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
 @pass_workspace
 def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
               bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
-              smoke_val_tokens, stream, as_json):
+              smoke_val_tokens, python_env, wheelhouse, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
@@ -82,7 +87,8 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     changes = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "work_dir": work_dir,
                "bundle_dir": bundle_dir, "data_dir": data_dir, "image_tarball": image_tarball,
                "sign_key": sign_key, "dataset": dataset, "program_source": program_source,
-               "smoke_steps": smoke_steps, "smoke_val_tokens": smoke_val_tokens}
+               "smoke_steps": smoke_steps, "smoke_val_tokens": smoke_val_tokens, "python_env": python_env,
+               "wheelhouse": wheelhouse}
     if overrides:
         changes["overrides"] = tuple(overrides)
     request = replace(request, keep_going=keep_going, data_source=data_source,

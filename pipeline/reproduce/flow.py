@@ -63,6 +63,8 @@ class ReproduceRequest:
     program_source: str | None = None  # record trainer: URL, log/program file, or a clone
     smoke_steps: int | None = None  # a smoke run: the step count cut to this (a declared patch)
     smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens
+    python_env: str = "venv"  # host runtime: "venv" (built from the chosen lock) or "system" (the Python found)
+    wheelhouse: Path | None = None  # locked files from this folder instead of their URLs
 
     def work(self, ws: Workspace) -> Path:
         return Path(self.work_dir or ws.work / self.record).resolve()
@@ -71,7 +73,7 @@ class ReproduceRequest:
 def demo_request(runs: int = 2, **changes) -> ReproduceRequest:
     """`make demo`: the demo record, on this machine's Python, with the native trainer on generated data."""
     base = ReproduceRequest(record=DEMO_RECORD, runs=runs, trainer="native", runtime="host", preset="demo", nproc=1,
-                            synth=dict(DEMO_SYNTH))
+                            synth=dict(DEMO_SYNTH), python_env="system")
     return replace(base, **changes)
 
 
@@ -138,6 +140,8 @@ class Flow:
     terminal: object = None
     data_dir: Path | None = None
     image_state: dict | None = None
+    choice: object = None  # the EnvironmentChoice (pipeline/env/choose.py), when one was made
+    venv: dict | None = None  # host runtime: the venv's identity, recorded by every run
     stopped: RunEnd | None = None
     judged: list[Path] = field(default_factory=list)
     attempts: list[Path] = field(default_factory=list)
@@ -189,18 +193,39 @@ def stage_preflight(flow: Flow) -> StageOutcome:
 
 
 def stage_environment(flow: Flow) -> StageOutcome:
-    """The docker runtime needs the pinned image: reuse the recorded one if the engine still has it and
-    its lock label matches today's lock, else load the given tarball or build it. The host runtime trains
-    with the Python it finds, which each run records (and the verdict compares with the record's)."""
+    """The software that trains, chosen in a fixed order and never silently (pipeline/env/choose.py): the
+    record's own environment when its lock is usable here, else its declared fallback. The docker runtime
+    builds (or reuses, or loads) the image of that lock; the host runtime builds (or reuses) a virtualenv
+    from the same lock with every hash enforced, unless --python-env system asks for the Python found here,
+    which each run then records as an unpinned environment."""
     req, record, say = flow.req, flow.record, flow.say
-    if req.runtime != "docker":
-        return StageOutcome("environment", "not needed", "host runtime: each run records the Python it trains with")
+    if req.runtime == "host" and req.python_env == "system":
+        return StageOutcome("environment", "not needed", "host runtime with --python-env system: each run records "
+                                                         "the Python it trains with")
+    from pipeline.env.choose import choose_environment
+
+    choice = choose_environment(flow.ws, record, flow.work, wheelhouse=req.wheelhouse, say=say)
+    flow.choice = choice
+    flow.state.set("environment", **choice.to_dict())
+    chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
+                                                                choice.resolved_on_node else "") + ")"
+    if req.runtime == "host":
+        from pipeline.env.venv import build_venv
+
+        identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
+        flow.venv = identity.to_dict()
+        return StageOutcome("environment", "skipped" if identity.reused else "done",
+                            f"{chosen}: venv {identity.key} at {identity.path}")
+    return _image_stage(flow, choice, chosen)
+
+
+def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
+    """Reuse the recorded image if the engine still has it and its lock matches, else load the tarball or build."""
+    req, say = flow.req, flow.say
     from pipeline.env.build import build_image
     from pipeline.env.image import connect, load_image, load_image_state
-    from pipeline.env.lock import load_lock
-    from pipeline.env.manifest import load_environment
 
-    lock_sha = load_lock(load_environment(flow.ws, record.environment)).sha256
+    lock_sha = choice.lock.sha256
     client = connect()
     try:
         current = load_image_state(flow.ws.state)
@@ -214,23 +239,24 @@ def stage_environment(flow: Flow) -> StageOutcome:
         if info is not None:
             flow.state.set("image", image_id=current.image_id, lock_sha256=lock_sha)
             flow.image_state = asdict(current)
-            return StageOutcome("environment", "skipped", f"{current.image_id[:19]}… is on the engine with lock "
-                                                          f"{lock_sha[:12]}…")
+            return StageOutcome("environment", "skipped", f"{chosen}: image {current.image_id[:19]}… is on the "
+                                                          f"engine with lock {lock_sha[:12]}…")
     if req.image_tarball is not None:
         say(f"loading image tarball {req.image_tarball}")
         loaded = load_image(req.image_tarball, client=client, state_directory=flow.ws.state)
         if loaded.lock_sha256 != lock_sha:
             raise CheckFailed(f"the image in {req.image_tarball} was built from lock {loaded.lock_sha256[:12]}…, "
-                              f"not {record.environment}'s current lock {lock_sha[:12]}…",
+                              f"not {choice.environment.name}'s lock {lock_sha[:12]}…",
                               "save the image built from this checkout's lock, or build it here (drop --image)")
         flow.state.set("image", image_id=loaded.image_id, lock_sha256=lock_sha, source=str(req.image_tarball))
         flow.image_state = asdict(loaded)
-        return StageOutcome("environment", "done", f"loaded {loaded.image_id[:19]}…")
-    say(f"building the {record.environment} image (the first build takes a while; later builds reuse layers)")
-    built = build_image(flow.ws, record.environment, log=say)
+        return StageOutcome("environment", "done", f"{chosen}: loaded {loaded.image_id[:19]}…")
+    say(f"building the {choice.environment.name} image (the first build takes a while; later builds reuse layers)")
+    built = build_image(flow.ws, choice.environment.name, wheelhouse=req.wheelhouse, log=say,
+                        lock_file=choice.lock_path)
     flow.state.set("image", image_id=built.image_id, lock_sha256=built.lock_sha256)
     flow.image_state = asdict(load_image_state(flow.ws.state))
-    return StageOutcome("environment", "done", f"built {built.image_id[:19]}… in {built.seconds:.0f} s")
+    return StageOutcome("environment", "done", f"{chosen}: built {built.image_id[:19]}… in {built.seconds:.0f} s")
 
 
 def _data_dir(flow: Flow) -> Path:
@@ -343,7 +369,7 @@ def train_request(flow: Flow):
     return TrainRequest(record=flow.record.name, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
                         preset=req.preset, overrides=req.overrides, data_dir=flow.data_dir,
                         runs_dir=flow.work / "runs", program_source=req.program_source,
-                        smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens, ws=flow.ws,
+                        smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens, ws=flow.ws, venv=flow.venv,
                         cache_dir=flow.ws.cache)
 
 
@@ -467,8 +493,9 @@ def stage_archive(flow: Flow) -> StageOutcome:
             flow.reasons = manifest.verdict.reasons
             return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
     preflight = flow.work / "preflight.json"
+    lock = flow.choice.lock_path if flow.choice is not None else None  # the committed or node-resolved lock
     sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
-                             data_dir=flow.data_dir)
+                             data_dir=flow.data_dir, env_lock=lock)
     result = archive(record, judged, out_dir, work_dir=flow.work, sources=sources, sign_key=req.sign_key,
                      attempts=attempts)
     flow.state.set("archive", path=str(result.path), sha256=result.sha256)

@@ -163,6 +163,19 @@ def _log_findings(source: str, log: ParsedLog) -> list[Finding]:
             for issue in log.issues]
 
 
+def _environment_findings(record: Record, meta: RunMeta | None) -> list[Finding]:
+    """Which software trained, from run.yaml: a declared fallback, or an unpinned host Python."""
+    if meta is None or record.environment in ("", "host"):
+        return []
+    if meta.runtime == "host" and meta.environment in ("", "host"):
+        return [Finding("environment.unpinned", "deviation", {"record_environment": record.environment})]
+    if meta.environment and meta.environment != record.environment:
+        return [Finding("environment.fallback", "deviation", {
+            "environment": meta.environment, "record_environment": record.environment,
+            "why": "the record's own environment is not available here; this is its declared fallback"})]
+    return []
+
+
 def assess_run(record: Record, path: Path) -> RunAssessment:
     path = Path(path)
     meta, status, cpu_model = None, "log", None
@@ -196,7 +209,7 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
         findings.append(Finding("run.schedule", "problem", {"run": source, "scheduled": log.scheduled_steps,
                                                             "record_steps": record.published.steps}))
     hardware, software, compared = _compare(record, log, cpu_model)
-    findings += compared
+    findings += compared + _environment_findings(record, meta)
     if native_run:
         program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
                                       "trainer (train/), an independent implementation of the record's algorithm")
