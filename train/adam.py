@@ -11,6 +11,11 @@ on its slice with bf16 moments, and the slices are all-gathered back. Dim 0 that
 world size is padded with zero rows (zero gradient keeps their moments and update at zero). Without a
 process group, or at world size 1, the same arithmetic runs on the whole tensor.
 
+With compile=True (the loop passes cfg.compile) the per-slice update runs as one torch.compile'd function, as
+the record compiles its whole step: the moment updates and the parameter update fuse into one kernel per shape
+instead of about eight passes over each bf16 tensor. The step size then enters as a 0-dim float32 tensor so that
+the changing lr does not recompile.
+
 The small collective helpers at the top are shared with train/muon.py.
 """
 
@@ -43,6 +48,27 @@ def all_gather(out: Tensor, inp: Tensor):
     return fn(out, inp, async_op=True)
 
 
+def adam_update_(p_slice: Tensor, g_slice: Tensor, m: Tensor, v: Tensor, step_size, beta1: float, beta2: float,
+                 eps: float) -> None:
+    """In place on one (k, ...) slice: bf16 moments m, v of g, then p <- p - step_size · m / (√v + eps).
+    step_size: float, or a 0-dim float32 tensor (compiled)."""
+    m.mul_(beta1).add_(g_slice, alpha=1 - beta1)
+    v.mul_(beta2).addcmul_(g_slice, g_slice, value=1 - beta2)
+    update = m.div(v.sqrt().add_(eps)).mul_(step_size)  # (k, ...) bf16
+    p_slice.sub_(update)
+
+
+_compiled_update = None
+
+
+def compiled_adam_update():
+    """adam_update_ under torch.compile (created once per process; one graph per slice shape and dtype)."""
+    global _compiled_update
+    if _compiled_update is None:
+        _compiled_update = torch.compile(adam_update_, dynamic=False)
+    return _compiled_update
+
+
 class DistAdam(torch.optim.Optimizer):
     """Adam without weight decay, sharded along dim 0 across ranks, moments in bf16.
 
@@ -51,11 +77,12 @@ class DistAdam(torch.optim.Optimizer):
     """
 
     def __init__(self, params_or_groups, lr: float = 0.008, betas: tuple[float, float] = (0.8, 0.95),
-                 eps: float = 1e-8):
+                 eps: float = 1e-8, compile: bool = False):
         if lr < 0 or eps < 0 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"DistAdam: need lr >= 0, eps >= 0 and betas in [0, 1); got lr={lr}, "
                              f"betas={betas}, eps={eps}")
         super().__init__(params_or_groups, dict(lr=lr, betas=tuple(betas), eps=eps))
+        self._update = compiled_adam_update() if compile else adam_update_
         for group in self.param_groups:
             for p in group["params"]:
                 if p.ndim == 0:
@@ -131,8 +158,7 @@ class DistAdam(torch.optim.Optimizer):
         state, m, v = self._moments(p, p_slice.shape)
         state["step"] += 1
         t = state["step"]
-        m.mul_(beta1).add_(g_slice, alpha=1 - beta1)  # (k, ...) bf16
-        v.mul_(beta2).addcmul_(g_slice, g_slice, value=1 - beta2)  # (k, ...) bf16
         step_size = lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-        update = m.div(v.sqrt().add_(group["eps"])).mul_(step_size)  # (k, ...) bf16
-        p_slice.sub_(update)
+        if self._update is not adam_update_:  # compiled: a tensor, so a new lr is not a new graph
+            step_size = torch.full((), step_size, dtype=torch.float32, device=p.device)
+        self._update(p_slice, g_slice, m, v, step_size, beta1, beta2, group["eps"])

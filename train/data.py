@@ -11,11 +11,13 @@ Training batches are BOS-aligned. A step's batch is `slots` buffers of tokens_pe
 ends at the next BOS, after max_seq_len tokens, or when its buffer is full; the rest of a cut document is skipped.
 When a shard has too few documents left for a whole step, the next shard starts. Rank r's micro-step m takes slot
 m·world_size + r, so every world size that divides `slots` sees the record's 8-rank data at the same positions,
-shard switches included. Running out of files is an error unless `cycle` is set.
+shard switches included. Running out of files is an error unless `cycle` is set. While a shard is in use the next
+one is read in a background thread (ShardPrefetch), as the record's DataPreloader does.
 Validation takes contiguous slices from the start of the val files, not BOS-aligned.
 """
 
 import glob
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,8 +139,44 @@ def pick_sequences(bos: list[int], shard_len: int, start: int, tokens_per_slot: 
     return spans, idx
 
 
+def read_shard_with_bos(path: Path) -> tuple[Tensor, list[int]]:
+    """(n,) uint16 tokens of a checked shard and the positions of its BOS tokens."""
+    tokens = read_shard(path)
+    return tokens, (tokens == BOS_ID).nonzero().flatten().tolist()
+
+
+class ShardPrefetch:
+    """Reads one training shard and its BOS positions in a background thread, as the record's DataPreloader does,
+    so the timed loop does not wait for the disk when it moves to the next shard. get() waits for the thread and
+    re-raises its error (a DataError naming the file) in the caller's thread, where a synchronous read would have
+    raised it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._result: tuple[Tensor, list[int]] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name=f"prefetch {Path(path).name}", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._result = read_shard_with_bos(self.path)
+        except BaseException as exc:  # handed over by get()
+            self._error = exc
+
+    def get(self) -> tuple[Tensor, list[int]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
 class TrainLoader:
-    """BOS-aligned micro-batches for one rank; every rank walks the same shard positions."""
+    """BOS-aligned micro-batches for one rank; every rank walks the same shard positions.
+
+    Once the first step is served, the file after the current one is read in the background (ShardPrefetch);
+    with a single file and `cycle`, the shard in memory is reused instead of read again.
+    """
 
     def __init__(self, pattern: str, tokens_per_slot: int, max_seq_len: int, slots: int, world_size: int,
                  rank: int, cycle: bool = False):
@@ -149,21 +187,35 @@ class TrainLoader:
         self.world_size, self.rank, self.cycle = world_size, rank, cycle
         self.steps_served = 0
         self._queue: list[Batch] = []  # this rank's micro-batches of the current step
-        self._file_idx = -1
+        self._file_idx, self.path = -1, None
+        self._prefetch: ShardPrefetch | None = None
         self._load_next_shard()
 
+    def _following(self) -> int | None:
+        """Index of the file after the current one; None when the files end there and `cycle` is off."""
+        idx = self._file_idx + 1
+        if idx == len(self.files):
+            return 0 if self.cycle else None
+        return idx
+
     def _load_next_shard(self) -> None:
-        self._file_idx += 1
-        if self._file_idx == len(self.files):
-            if not self.cycle:
-                raise DataError(f"the training data ran out after {self.steps_served} steps' batches "
-                                f"({len(self.files)} files, first {self.files[0]}): add shards, run fewer "
-                                "steps, or opt in to reuse with --set data_cycle=true")
-            self._file_idx = 0
-        self.path = self.files[self._file_idx]
-        self.tokens = read_shard(self.path)  # (n,) uint16
-        self.bos = (self.tokens == BOS_ID).nonzero().flatten().tolist()
-        self._next = 0
+        idx = self._following()
+        if idx is None:
+            raise DataError(f"the training data ran out after {self.steps_served} steps' batches "
+                            f"({len(self.files)} files, first {self.files[0]}): add shards, run fewer "
+                            "steps, or opt in to reuse with --set data_cycle=true")
+        path = self.files[idx]
+        if self._prefetch is not None and self._prefetch.path == path:
+            self.tokens, self.bos = self._prefetch.get()  # (n,) uint16, BOS positions
+        elif path != self.path:  # (the same single file again when cycling: already in memory)
+            self.tokens, self.bos = read_shard_with_bos(path)
+        self._prefetch = None
+        self._file_idx, self.path, self._next = idx, path, 0
+
+    def _start_prefetch(self) -> None:
+        idx = self._following()
+        if self._prefetch is None and idx is not None and self.files[idx] != self.path:
+            self._prefetch = ShardPrefetch(self.files[idx])
 
     def _next_step(self) -> list[list[tuple[int, int]]]:
         """The spans of all slots of the next step, moving to the next shard when this one is too short."""
@@ -193,6 +245,7 @@ class TrainLoader:
             spans = self._next_step()
             self._queue = [self._batch(spans[m * self.world_size + self.rank])
                            for m in range(self.slots // self.world_size)]
+            self._start_prefetch()  # not in __init__: loaders built only to check the files read nothing more
         return self._queue.pop(0)
 
 

@@ -115,7 +115,7 @@ class AttnArgs:
 
 
 def build_optimizers(model: GPT, cfg: TrainConfig) -> tuple[DistAdam, Muon]:
-    adam = DistAdam(model.adam_groups(), lr=cfg.adam_lr, betas=(0.8, 0.95), eps=1e-8)
+    adam = DistAdam(model.adam_groups(), lr=cfg.adam_lr, betas=(0.8, 0.95), eps=1e-8, compile=cfg.compile)
     params, kinds = model.muon_params()
     muon = Muon(params, kinds, lr=cfg.muon_lr, momentum=0.95)
     return adam, muon

@@ -24,7 +24,12 @@ NORM_EPS = 1e-7
 
 
 def orthogonalize_torch(G: Tensor, steps: int = 5) -> Tensor:
-    """The reference path: plain bf16 matmuls. G: (..., rows, cols); returns bf16 (..., rows, cols)."""
+    """The reference path: bf16 matmuls. G: (..., rows, cols); returns bf16 (..., rows, cols).
+
+    Each line rounds to bf16 once, as the record's kernels do (float32 accumulation, scaling and sum inside the
+    matmul): B = bA + cA² and X <- aX + BX are single baddbmm calls (the record's own third line), not separate
+    bf16 ops, whose extra roundings put the result ~3x farther from the record's (tests/test_train_vs_record.py).
+    """
     if G.ndim < 2:
         raise ValueError(f"orthogonalize needs a matrix or a batch of matrices, got shape {tuple(G.shape)}")
     a, b, c = NS_COEFFS
@@ -34,10 +39,13 @@ def orthogonalize_torch(G: Tensor, steps: int = 5) -> Tensor:
         X = X.mT
     # ‖X‖_F >= spectral norm, so every singular value starts in [0, 1]
     X = X / (X.norm(dim=(-2, -1), keepdim=True) + NORM_EPS)  # (..., m, n), m <= n
+    shape = X.shape
+    X = X.reshape(-1, *shape[-2:])  # (B, m, n): baddbmm takes one batch dimension
     for _ in range(steps):
-        A = X @ X.mT  # (..., m, m), symmetric
-        B = b * A + c * (A @ A)  # (..., m, m)
-        X = a * X + B @ X  # (..., m, n)
+        A = X @ X.mT  # (B, m, m), symmetric
+        B = torch.baddbmm(A, A, A.mT, beta=b, alpha=c)  # (B, m, m) = bA + cA² (A Aᵀ = A²)
+        X = torch.baddbmm(X, B, X, beta=a)  # (B, m, n) = aX + BX
+    X = X.reshape(shape)
     return X.mT if tall else X
 
 

@@ -1,0 +1,191 @@
+"""The CPU-testable parts of benchmarks/sidebyside.py: the patch to the record's program, the FA3 stand-in's
+numerics, log parsing and phase statistics, and the commands of a dry run.
+
+    .venv/bin/python -m pytest -q tests/test_sidebyside.py
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from benchmarks import sidebyside
+from benchmarks.record_program import FIXTURE, STANDIN_DIR, PatchError, program_text, sidebyside_patch, split_program
+from train.config import apply_overrides, preset
+from train.data import BOS_ID, write_shard
+from train.schedule import window_blocks
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # FlexAttention's CPU reference path warns
+
+
+def hyperparameter_defaults(text: str) -> dict:
+    """The Hyperparameters class's default values, read from the program text."""
+    tree = ast.parse(text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Hyperparameters")
+    out = {}
+    for stmt in cls.body:
+        target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0]
+        try:
+            out[target.id] = ast.literal_eval(stmt.value)
+        except ValueError:
+            out[target.id] = ast.unparse(stmt.value)
+    return out
+
+
+# ---- the patch -------------------------------------------------------------------------------------------------------
+
+def test_patch_changes_exactly_the_listed_lines():
+    text = program_text()
+    patched, changes = sidebyside_patch(text, train_files="/d/fineweb_train_*.bin", val_files="/d/fineweb_val_*.bin",
+                                        steps=80, val_tokens=524_288, cycle_train=True, warmup_steps=10)
+    assert len(changes) == 8 and all(c["why"] for c in changes)
+    changed = [line for line in difflib.unified_diff(text.splitlines(), patched.splitlines(), lineterm="", n=0)
+               if line.startswith("-") and not line.startswith("---")]
+    assert len(changed) == len(changes)  # one whole line per change, nothing else
+    hp = hyperparameter_defaults(patched)
+    assert (hp["train_files"], hp["val_files"]) == ("/d/fineweb_train_*.bin", "/d/fineweb_val_*.bin")
+    assert (hp["num_iterations"], hp["iteration_extension"]) == (80, 0)
+    assert hp["val_tokens"] == hp["val_batch_size"] == 524_288
+    assert (hp["ws_schedule"], hp["block_size"], hp["val_loss_every"]) == ((3, 7, 11), 128, 125)  # untouched
+    assert "itertools').cycle(files)" in patched and "warmup_steps = 10\n" in patched
+    _, main = split_program(patched)
+    assert "train_steps = args.num_iterations + args.iteration_extension" in main
+
+
+def test_patch_without_cycling_or_warmup_changes_six_lines():
+    _, changes = sidebyside_patch(program_text(), train_files="a", val_files="b", steps=40, val_tokens=1024,
+                                  cycle_train=False)
+    assert [c["why"] for c in changes][-1] == "no extension steps" and len(changes) == 6
+
+
+def test_patch_refuses_a_program_without_its_targets():
+    text = program_text().replace("    num_iterations: int = 1640", "    num_iterations: int = 1700")
+    with pytest.raises(PatchError, match="num_iterations"):
+        sidebyside_patch(text, train_files="a", val_files="b", steps=40, val_tokens=1024)
+
+
+# ---- the FA3 stand-in ------------------------------------------------------------------------------------------------
+
+def load_standin():
+    spec = importlib.util.spec_from_file_location("fa3_standin_under_test", STANDIN_DIR / "flash_attn_interface.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def packed(bounds: list[int], T: int = 384, H: int = 2, hd: int = 16, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(T, H, hd, generator=gen) for _ in range(3))
+    cu = torch.full((16,), T, dtype=torch.int32)
+    cu[: len(bounds)] = torch.tensor(bounds)
+    return q, k, v, cu
+
+
+@pytest.mark.parametrize("window", [0, 1, 16, 100, 1000, -1])
+@pytest.mark.parametrize("bounds", [[0, 37, 128, 129, 300], [0, 0, 200, 201]], ids=["train", "val-bos-first"])
+def test_standin_flex_path_matches_its_dense_path(window, bounds):
+    """The CUDA path (train/'s FlexAttention) run on CPU against the stand-in's own dense reading of FA3: both
+    float32, so they agree to summation order (measured <= 5e-7; bound 1e-5)."""
+    fa3 = load_standin()
+    q, k, v, cu = packed(bounds)
+    kwargs = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=384, max_seqlen_k=384, causal=True,
+                  softmax_scale=0.12, window_size=(window, 0))
+    fa3.BACKEND = "dense"
+    want = fa3.flash_attn_varlen_func(q, k, v, **kwargs)
+    fa3.BACKEND = "flex"
+    got = fa3.flash_attn_varlen_func(q, k, v, **kwargs)
+    assert got.shape == want.shape == (384, 2, 16)
+    assert (got - want).abs().max().item() < 1e-5
+
+
+def test_standin_dense_path_is_fa3s_definition():
+    """One query by hand: t = 150 in the document [129, 300) with window 16 sees keys 134..150 only."""
+    fa3 = load_standin()
+    fa3.BACKEND = "dense"
+    q, k, v, cu = packed([0, 37, 128, 129, 300])
+    out = fa3.flash_attn_varlen_func(q, k, v, cu, cu, causal=True, softmax_scale=0.5, window_size=(16, 0))
+    keys = torch.arange(134, 151)
+    w = torch.softmax(torch.einsum("hd,khd->hk", q[150], k[keys]) * 0.5, dim=-1)  # (H, 17)
+    assert torch.allclose(out[150], torch.einsum("hk,khd->hd", w, v[keys]), atol=1e-6)
+    assert torch.allclose(out[129], v[129], atol=1e-6)  # a document's first token sees only itself
+
+
+def test_standin_refuses_what_it_does_not_implement():
+    fa3 = load_standin()
+    q, k, v, cu = packed([0, 100])
+    with pytest.raises(NotImplementedError, match="causal"):
+        fa3.flash_attn_varlen_func(q, k, v, cu, cu, causal=False)
+    with pytest.raises(NotImplementedError, match="right window"):
+        fa3.flash_attn_varlen_func(q, k, v, cu, cu, causal=True, window_size=(8, 8))
+    with pytest.raises(NotImplementedError, match="softcap"):
+        fa3.flash_attn_varlen_func(q, k, v, cu, cu, causal=True, softcap=1.0)
+    with pytest.raises(NotImplementedError, match="same sequence bounds"):
+        fa3.flash_attn_varlen_func(q, k, v, cu, cu.flip(0).contiguous(), causal=True)
+
+
+# ---- logs, phases, FLOPs ---------------------------------------------------------------------------------------------
+
+def synthetic_log(steps: int, ms_by_phase: dict[int, float]) -> str:
+    lines = ["import torch", "=" * 100, f"step:0/{steps} val_loss:10.8258 train_time:0ms step_avg:0.05ms"]
+    clock = 0.0
+    for s in range(steps):
+        clock += ms_by_phase[sidebyside.phase_of(s, steps)] + (50 if s == 0 else 0)  # a slow first step
+        lines.append(f"step:{s + 1}/{steps} train_time:{clock:.0f}ms step_avg:{clock / (s + 1):.2f}ms")
+    lines += [f"step:{steps}/{steps} val_loss:4.1234 train_time:{clock:.0f}ms step_avg:{clock / steps:.2f}ms",
+              "peak memory allocated: 28432 MiB reserved: 30360 MiB"]
+    return "\n".join(lines) + "\n"
+
+
+def test_phase_of_is_the_trainers_window_rule():
+    cfg = apply_overrides(preset("record"), ["scheduled_steps=80", "extension_steps=0"])
+    assert [sidebyside.phase_of(s, 80) for s in range(80)] == [window_blocks(s, cfg)[1] for s in range(80)]
+
+
+def test_log_parsing_and_phase_statistics():
+    text = synthetic_log(80, {3: 640.0, 7: 666.0, 11: 684.0})
+    parsed = sidebyside.parse_log(text)
+    assert parsed["peak_mib"] == (28432, 30360) and parsed["vals"] == [(0, 10.8258), (80, 4.1234)]
+    stats = sidebyside.phase_stats(sidebyside.step_times(parsed["clock"]), 80)
+    for ws, ms in ((3, 640.0), (7, 666.0), (11, 684.0)):
+        assert stats[str(ws)]["median_ms"] == pytest.approx(ms, abs=0.5)  # step_avg's 2 decimals x step
+    assert stats["3"]["n"] == 26 and stats["all"]["n"] == 80  # steps 0..26, the phase's first left out
+    flops = {"3": 2.8e14, "7": 2.85e14, "11": 2.9e14}
+    result = sidebyside.run_result(text, 80, flops, 760.0, 1)
+    assert result["phases"]["7"]["mfu"] == pytest.approx(2.85e14 / 0.666 / 760e12, rel=1e-3)
+    assert 0.5 < result["phases"]["all"]["mfu"] < 0.6
+    assert "| 1 | 7 |" in sidebyside.table(dict(steps=80, val_tokens=1, attention="flex", tflops=760.0,
+                                                 runs={"1": {"record": result, "native": result}}))
+
+
+# ---- a dry run: the commands -----------------------------------------------------------------------------------------
+
+def test_dry_run_gives_both_programs_the_same_schedule_and_data(tmp_path, capsys):
+    gen = torch.Generator().manual_seed(0)
+    docs = []
+    while len(docs) < 1_200_000:  # one step takes 8 x 49,153 tokens and BOS alignment skips document tails
+        docs += [BOS_ID] + torch.randint(0, 50000, (int(torch.randint(100, 1500, (1,), generator=gen)),),
+                                         generator=gen).tolist()
+    write_shard(tmp_path / "fineweb_train_000001.bin", docs)
+    write_shard(tmp_path / "fineweb_val_000000.bin", docs[:600_000])
+    out = tmp_path / "sbs"
+    assert sidebyside.main(["--data", str(tmp_path), "--steps", "60", "--warmup-steps", "5", "--dry-run",
+                            "--out", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert len(lines) == 4  # record and native at world sizes 1 and 2
+    native = next(line for line in lines if line.startswith("[native ws2]"))
+    for flag in ("--nproc_per_node=2", "scheduled_steps=60", "extension_steps=0", "val_tokens=524288",
+                 "val_batch_tokens=524288", "attention=flex", "data_cycle=true", "warmup_steps=5",
+                 str(tmp_path / "fineweb_train_*.bin")):
+        assert flag in native, flag
+    record = next(line for line in lines if line.startswith("[record ws2]"))
+    assert str(STANDIN_DIR) in record and "--nproc_per_node=2 train_gpt.py" in record
+    hp = hyperparameter_defaults((out / "record-ws2" / "train_gpt.py").read_text())
+    assert (hp["num_iterations"], hp["iteration_extension"], hp["val_tokens"]) == (60, 0, 524_288)
+    assert hp["train_files"] == str(tmp_path / "fineweb_train_*.bin")
+    assert len(json.loads((out / "record-ws2" / "patch.json").read_text())) == 8
+    assert FIXTURE.read_text() == program_text()  # the fixture itself is never touched
