@@ -37,12 +37,16 @@ class TrainSettings:
     preset: str | None = None
     overrides: tuple[str, ...] = ()  # --set KEY=VALUE (the native trainer)
     nproc: int | None = None
+    python_env: str = "venv"  # host runtime: venv (built from the environment's lock) or system (the Python found)
 
     @classmethod
     def read(cls, f: Fields) -> TrainSettings:
-        f.only("trainer", "runtime", "preset", "overrides", "nproc")
+        f.only("trainer", "runtime", "preset", "overrides", "nproc", "python_env")
+        python_env = f.opt("python_env", str, "venv")
+        if python_env not in ("venv", "system"):
+            raise f.fail("python_env", f"is {python_env!r}", "use venv or system")
         return cls(f.req("trainer", str), f.req("runtime", str), f.opt("preset", str),
-                   f.list_of("overrides", str, False), f.opt("nproc", int))
+                   f.list_of("overrides", str, False), f.opt("nproc", int), python_env)
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "overrides": list(self.overrides)}

@@ -39,7 +39,8 @@ def reproduce_request(campaign: Campaign, train: TrainSettings | None = None) ->
     being the campaign folder (so runs live in CAMPAIGN/runs/<record>/ and the bundle in CAMPAIGN/bundles/)."""
     t = train or campaign.train
     return ReproduceRequest(record=campaign.record, runs=campaign.runs, trainer=t.trainer, runtime=t.runtime,
-                            preset=t.preset, overrides=tuple(t.overrides), nproc=t.nproc, keep_going=True,
+                            preset=t.preset, overrides=tuple(t.overrides), nproc=t.nproc, python_env=t.python_env,
+                            keep_going=True,
                             work_dir=campaign.folder, bundle_dir=campaign.folder / "bundles",
                             data_dir=campaign.data_dir, data_source=campaign.data.source,
                             synth=dict(campaign.data.synth) if campaign.data.synth else None,
@@ -107,11 +108,11 @@ def prepare(ws: Workspace, campaign: Campaign, say: Say) -> PrepareRecord:
     """Once per submission, before any task: the image (docker) saved for other nodes, and the data."""
     flow = campaign_flow(ws, campaign, say)
     image_id = tarball = None
+    outcome = stage_environment(flow)  # the image (docker), the venv (host), or nothing (host, system Python)
+    say(f"[environment] {outcome.action}: {outcome.detail}")
     if campaign.train.runtime == "docker":
         from pipeline.env.image import save_image
 
-        outcome = stage_environment(flow)
-        say(f"[image] {outcome.action}: {outcome.detail}")
         image_id = flow.image_state["image_id"]
         target = image_tarball_path(campaign, flow.record.environment)
         previous = load_prepare(campaign)
@@ -195,7 +196,11 @@ def run_task(ws: Workspace, campaign: Campaign, index: int, submission: int, say
                                   "resubmit: the task fetches it again")
             say(f"[data] {action} on {task.node}: {data_dir}")
             image = _ensure_image(campaign, prepared, say) if train.runtime == "docker" else None
-            # the run the reproduce flow would make, with the image this node was given
+            if train.runtime == "host" and train.python_env == "venv":
+                # the venv the prepare job built: reused where this node sees it, built from the same lock if not
+                built = stage_environment(flow)
+                say(f"[environment] {built.action} on {task.node}: {built.detail}")
+            # the run the reproduce flow would make, with the image (or venv) this node was given
             request = replace(train_request(flow), image=image)
             if train.runtime == "docker" and campaign.slurm.gpus_per_node == 0:
                 request = replace(request, gpus=0)

@@ -50,6 +50,9 @@ def campaign():
 @click.option("--preset", type=click.Choice(["record", "tiny", "demo"]), default=None, help="Native trainer preset.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Native trainer config override.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None, help="Processes per run [every GPU; demo: 1].")
+@click.option("--python-env", type=click.Choice(["venv", "system"]), default=None,
+              help="Host runtime: venv (built once from the environment's lock, hashes enforced) or system (the "
+                   "Python found, recorded as unpinned). [venv; demo: system]")
 @click.option("--data-dir", type=FOLDER, default=None,
               help="Shard folder [CAMPAIGN/data/<dataset>]; on a node-local path each node verifies (or fetches) "
                    "its own copy.")
@@ -63,8 +66,8 @@ def campaign():
 @click.option("--time", "time_limit", default=None, help="Each task's time limit [00:30:00].")
 @click.option("--json", "as_json", is_flag=True, help="Print the submission as JSON.")
 @pass_workspace
-def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, data_dir,
-           data_source, image_tarball, partition, nodes_per_run, gpus_per_node, time_limit, as_json):
+def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, python_env,
+           data_dir, data_source, image_tarball, partition, nodes_per_run, gpus_per_node, time_limit, as_json):
     """Submit a campaign, or the runs an existing campaign is still missing."""
     from dataclasses import replace
 
@@ -81,8 +84,9 @@ def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset
     folder = folder.resolve()
 
     def train_settings(base: TrainSettings | None) -> TrainSettings:
-        base = base or (TrainSettings("native", "host", "demo", (), 1) if demo else TrainSettings("record", "docker"))
-        given = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc}
+        base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if demo
+                        else TrainSettings("record", "docker"))
+        given = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "python_env": python_env}
         out = replace(base, **{k: v for k, v in given.items() if v is not None})
         return replace(out, overrides=tuple(overrides)) if overrides else out
 
