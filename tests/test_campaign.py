@@ -73,6 +73,9 @@ def test_bad_input_is_refused_with_a_fix(tmp_path):
     done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", "--nodes-per-run", "2",
                  "--campaign", str(tmp_path / "c"))
     assert done.returncode == 3 and "--nodes-per-run 2" in done.stderr and "fix:" in done.stderr, explain(done)
+    done = repro(tmp_path, "campaign", "submit", "--demo", "--time", "30min", "--campaign", str(tmp_path / "e"))
+    assert done.returncode == 2 and "not a Slurm time limit" in done.stderr, explain(done)
+    assert not (tmp_path / "e").exists()
     done = repro(tmp_path, "campaign", "submit", "--record", "no-such-record", "--engine", "local",
                  "--campaign", str(tmp_path / "d"))
     assert done.returncode == 3 and "Traceback" not in done.stderr, explain(done)

@@ -14,6 +14,7 @@ check said no (runs missing after wait, a verdict that does not pass, a bundle t
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,12 @@ from .output import emit_json, pass_workspace
 PASSING = ("reproduced", "reproduced-with-deviations")
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 FOLDER = click.Path(file_okay=False, path_type=Path)
+
+
+def _slurm_time(value: str | None) -> str | None:
+    if value is None or re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", value):
+        return value
+    raise click.BadParameter(f"{value!r} is not a Slurm time limit; write e.g. 30, 00:30:00 or 1-00:00:00")
 
 
 @click.group()
@@ -63,7 +70,8 @@ def campaign():
 @click.option("--nodes-per-run", type=click.IntRange(min=1), default=None, help="Nodes per run [1].")
 @click.option("--gpus-per-node", type=click.IntRange(min=0), default=None,
               help="GPUs per run's node [the record's GPU count: 8 for the H100 record, 0 for CPU records].")
-@click.option("--time", "time_limit", default=None, help="Each task's time limit [00:30:00].")
+@click.option("--time", "time_limit", default=None, callback=lambda ctx, param, value: _slurm_time(value),
+              help="Each task's time limit, in Slurm's format (MM, HH:MM:SS, D-HH:MM) [00:30:00].")
 @click.option("--json", "as_json", is_flag=True, help="Print the submission as JSON.")
 @pass_workspace
 def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, python_env,
