@@ -111,4 +111,8 @@ def test_local_engine_failed_run_then_corrected_resubmission_into_one_bundle(tmp
     assert sorted(n["outcome"] for n in nodes) == ["failed", "succeeded"]
     assert {n["engine"] for n in nodes} == {"local"}
     assert "| judged |" in collected.stdout and "| attempt |" in collected.stdout  # the per-run table
-    assert (folder / "report" / "nodes.md").is_file() and (folder / "report" / "report.md").is_file()
+    # the per-node table is a member of the bundle (hashed, verified), and the report folder has the same bytes
+    assert members["campaign/nodes.md"] == (folder / "report" / "nodes.md").read_bytes()
+    assert b"| judged |" in members["campaign/nodes.md"] and b"campaign.yaml" not in members["campaign/nodes.md"]
+    assert yaml.safe_load(members["campaign/campaign.yaml"])["record"] == "demo-cpu-synth"
+    assert (folder / "report" / "report.md").is_file()

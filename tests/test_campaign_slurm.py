@@ -158,12 +158,19 @@ def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is
     assert all(n["slurm_job_id"] and n["slurm_array_task_id"] == str(n["index"]) for n in nodes)
     for run in manifest["runs"]:  # every run ran preflight on its node
         assert f"runs/{run['id']}/preflight.json" in members
+    table = members["campaign/nodes.md"].decode()  # the per-node table, inside the bundle
+    assert table.count("| node1 |") >= 1 and table.count("| node2 |") >= 1
+    assert len(yaml_submissions_of(members["campaign/campaign.yaml"])) == 2
 
 
 def yaml_submissions(folder: Path) -> list[dict]:
+    return yaml_submissions_of((folder / "campaign.yaml").read_bytes())
+
+
+def yaml_submissions_of(text: bytes) -> list[dict]:
     import yaml
 
-    return yaml.safe_load((folder / "campaign.yaml").read_text())["submissions"]
+    return yaml.safe_load(text)["submissions"]
 
 
 def test_cancelling_the_campaign_leaves_every_run_directory_with_a_status(tmp_path):

@@ -90,6 +90,7 @@ class ArchiveSources:
     image_state: Mapping | None = None  # state/image.json of the docker runtime
     pip_freeze: str | None = None
     data_dir: Path | None = None
+    extra: Mapping[str, bytes] | None = None  # more members by name, e.g. a campaign's per-node table
 
 
 @dataclass(frozen=True)
@@ -430,6 +431,8 @@ def _assemble(record: Record, run_dirs: list[Path], all_dirs: list[Path], attemp
                                           None)
     if preflight is not None:
         stage.put("preflight.json", Path(preflight).read_bytes())
+    for rel, data in sorted((sources.extra or {}).items()):
+        stage.put(rel, data)
     hardware = hardware_section(stage.files)
 
     with judge_members(stage.files, record, run_ids, attempt_ids) as judged:

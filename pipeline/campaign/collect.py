@@ -5,7 +5,8 @@ own stages (pipeline/reproduce/flow.py: stage_archive, stage_report, stage_bundl
 campaign folder: with enough runs that count, the verdict is on them and every failed or aborted run goes into
 the bundle as an attempt; with too few, the verdict is on every run of the configuration, so the bundle
 says why. Each run carries its node.json (the bundle keeps it beside run.yaml), from which the
-per-node table is drawn: CAMPAIGN/report/nodes.md, printed by the command too.
+per-node table is drawn: campaign/nodes.md in the bundle (with campaign/campaign.yaml, the request and
+its job ids), copied to CAMPAIGN/report/nodes.md and printed by the command.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.atomic import write_text
-from pipeline.campaign.model import NODE_FILE, Campaign, load_prepare, read_task
+from pipeline.campaign.model import CAMPAIGN_FILE, NODE_FILE, Campaign, load_prepare, read_task
 from pipeline.campaign.status import campaign_view
 from pipeline.campaign.work import campaign_flow
 from pipeline.errors import CheckFailed
@@ -25,6 +26,9 @@ from pipeline.records.logparse import parse_log
 from pipeline.reproduce.flow import judged_and_attempts, stage_archive, stage_bundle_check, stage_report
 from pipeline.runs.rundir import read_status
 from pipeline.workspace import Workspace
+
+NODES_MEMBER = "campaign/nodes.md"  # bundle members a campaign adds
+CAMPAIGN_MEMBER = "campaign/campaign.yaml"
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
                           f"collect once they end: `repro campaign wait {campaign.folder}`")
     flow = campaign_flow(ws, campaign, say, sign_key=sign_key)
     finished = sum(len(t.runs) for t in view.tasks)
-    if finished and not judged_and_attempts(flow)[0]:
+    judged, attempts = judged_and_attempts(flow)  # what stage_archive will pick, by the same rule
+    if finished and not judged:
         raise CheckFailed(f"none of the {finished} finished run(s) in {campaign.runs_dir} is of the campaign's "
                           "configuration (trainer, runtime, preset, --set, and for the native trainer the code in "
                           "train/, which may have changed since they ran)",
@@ -120,14 +125,17 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
     prepared = load_prepare(campaign)
     if prepared is not None and prepared.image_id:
         flow.image_state = {"image_id": prepared.image_id}
+    rows = node_rows(judged, attempts)
+    table = render_nodes(rows)
+    nodes_md = f"# Campaign {campaign.folder.name}: where the runs ran\n\n" + table
+    # inside the bundle, beside the runs (whose node.json files it is drawn from) and the campaign's own file
+    flow.extra_members = {NODES_MEMBER: nodes_md.encode(),
+                          CAMPAIGN_MEMBER: (campaign.folder / CAMPAIGN_FILE).read_bytes()}
     with FolderLock(campaign.folder, "repro campaign collect"):
         for stage in (stage_archive, stage_report, stage_bundle_check):
             outcome = stage(flow)
             say(f"[{outcome.stage}] {outcome.action}: {outcome.detail}")
-    rows = node_rows(flow.judged, flow.attempts)
-    table = render_nodes(rows)
-    write_text(campaign.folder / "report" / "nodes.md",
-               f"# Campaign {campaign.folder.name}: where the runs ran\n\nBundle: {flow.bundle.name}\n\n" + table)
+    write_text(campaign.folder / "report" / "nodes.md", nodes_md)
     return CollectResult(str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok,
                          tuple(flow.state.values.get("bundle_verify", {}).get("problems") or ()), flow.outcome,
                          tuple(str(r) for r in flow.reasons), tuple(p.name for p in flow.judged),

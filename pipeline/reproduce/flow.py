@@ -142,6 +142,7 @@ class Flow:
     image_state: dict | None = None
     choice: object = None  # the EnvironmentChoice (pipeline/env/choose.py), when one was made
     venv: dict | None = None  # host runtime: the venv's identity, recorded by every run
+    extra_members: dict | None = None  # more bundle members (a campaign's per-node table, pipeline/campaign)
     stopped: RunEnd | None = None
     judged: list[Path] = field(default_factory=list)
     attempts: list[Path] = field(default_factory=list)
@@ -495,7 +496,7 @@ def stage_archive(flow: Flow) -> StageOutcome:
     preflight = flow.work / "preflight.json"
     lock = flow.choice.lock_path if flow.choice is not None else None  # the committed or node-resolved lock
     sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
-                             data_dir=flow.data_dir, env_lock=lock)
+                             data_dir=flow.data_dir, env_lock=lock, extra=flow.extra_members)
     result = archive(record, judged, out_dir, work_dir=flow.work, sources=sources, sign_key=req.sign_key,
                      attempts=attempts)
     flow.state.set("archive", path=str(result.path), sha256=result.sha256)
