@@ -42,7 +42,9 @@ def record_node() -> HostFacts:
 
 def test_the_records_kind_of_node_passes_everything(record_node):
     checks = run_checks(record_node, RECORD, "docker")
-    assert statuses(checks) == {c.name: "pass" for c in checks}, [c for c in checks if c.status != "pass"]
+    # the CPU model is asked only of CPU records (a GPU record times its GPUs)
+    assert statuses(checks) == {c.name: "skip" if c.name == "cpu" else "pass" for c in checks}, \
+        [c for c in checks if c.status != "pass"]
     assert outcome(checks, strict=True) == "pass"
     assert by_name(checks)["interconnect"].reason == "all 28 GPU pairs NVLink (NV18)"
 
@@ -192,3 +194,17 @@ def test_missing_runtime_is_a_warning_with_its_reason(record_node):
     check = by_name(run_checks(facts, RECORD, "docker"))["runtime"]
     assert check.status == "warn" and "no image recorded" in check.reason
     assert isinstance(record_node.runtime, RuntimeFacts)
+
+
+def test_a_cpu_record_checks_the_cpu_model_and_a_gpu_record_does_not(record_node):
+    demo = load_record("demo-cpu-synth")
+    cpu = record_node.cpu
+    same = dataclasses.replace(record_node, cpu=dataclasses.replace(cpu, model=demo.hardware.cpu_model))
+    other = dataclasses.replace(record_node, cpu=dataclasses.replace(cpu, model="AMD EPYC"))
+    assert by_name(run_checks(same, demo, "host"))["cpu"].status == "pass"
+    check = by_name(run_checks(other, demo, "host"))["cpu"]
+    assert check.status == "warn" and "AMD EPYC, the record's is Intel Xeon" in check.reason
+    assert "reported, not judged" in check.timing_impact
+    unknown = by_name(run_checks(dataclasses.replace(record_node, cpu=None), demo, "host"))["cpu"]
+    assert unknown.status == "warn" and "CPU model unknown" in unknown.reason
+    assert by_name(run_checks(record_node, RECORD, "host"))["cpu"].status == "skip"

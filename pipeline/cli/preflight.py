@@ -31,8 +31,9 @@ def _gib(kib_or_bytes: int, unit: int) -> str:
 
 def _summary(report: PreflightReport) -> list[str]:
     f, hw = report.facts, report.record_hardware
-    lines = [f"preflight: {report.facts_from} against {report.record} ({hw['gpu_count']} x {hw['gpu_model']}, "
-             f"{hw['gpu_form_factor']}, {hw['interconnect']}), runtime {report.runtime}"]
+    node = (f"{hw['gpu_count']} x {hw['gpu_model']}, {hw['gpu_form_factor']}, {hw['interconnect']}"
+            if hw.get("gpu_count") else f"CPU {hw.get('cpu_model') or '(model not pinned)'}")
+    lines = [f"preflight: {report.facts_from} against {report.record} ({node}), runtime {report.runtime}"]
     if f.gpus:
         names = sorted({f"{g.name} ({g.memory_total_mib} MiB)" for g in f.gpus})
         lines.append(f"  GPUs     {len(f.gpus)} x {', '.join(names)}; driver {f.driver}, CUDA {f.cuda_driver}")

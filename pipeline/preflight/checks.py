@@ -21,7 +21,7 @@ STATUSES = ("pass", "warn", "fail", "skip")
 
 
 # What a run log's header cannot answer: judged only on a live node or saved outputs.
-NODE_ONLY = ("disk_data", "disk_runs", "disk_image", "shm", "docker")
+NODE_ONLY = ("cpu", "disk_data", "disk_runs", "disk_image", "shm", "docker")
 
 
 def run_checks(facts: HostFacts, record: Record, runtime: str, from_log: bool = False) -> tuple[Check, ...]:

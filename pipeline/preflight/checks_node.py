@@ -1,4 +1,5 @@
-"""The node checks of preflight (pipeline/preflight/checks.py runs them): runtime, software, disk, /dev/shm, Docker.
+"""The node checks of preflight (pipeline/preflight/checks.py runs them): runtime, software, CPU model (CPU
+records), disk, /dev/shm, Docker.
 
 Each is a pure function (HostFacts, Record, runtime) -> Check; runtime is "docker" or "host".
 """
@@ -62,6 +63,21 @@ def check_software(facts: HostFacts, record: Record, runtime: str) -> Check:
                      "either way; a recorded software deviation")
     return Check("software", "pass", f"python {rt.python}, torch {rt.torch}, triton {rt.triton} as the record",
                  SAME)
+
+
+def check_cpu(facts: HostFacts, record: Record, runtime: str) -> Check:
+    """A CPU record's time is judged only on its CPU model (GPU records time the GPUs; the CPU is not asked)."""
+    want = record.hardware.cpu_model
+    if not want:
+        return Check("cpu", "skip", "the record pins no CPU model", NO_TIME)
+    got = facts.cpu.model if facts.cpu else None
+    if got is None:
+        return Check("cpu", "warn", f"CPU model unknown ({facts.missing_reason('lscpu') or 'not read'}); "
+                     f"the record's is {want}", "the time is reported, not judged, unless the CPU model matches")
+    if got != want:
+        return Check("cpu", "warn", f"{got}, the record's is {want}",
+                     "not comparable: the time is reported, not judged, on another CPU model")
+    return Check("cpu", "pass", f"{got}, as the record's", SAME)
 
 
 def check_disk_data(facts: HostFacts, record: Record, runtime: str) -> Check:
@@ -139,5 +155,5 @@ def check_docker(facts: HostFacts, record: Record, runtime: str) -> Check:
                  "containers may get no GPU unless the NVIDIA container toolkit's hook is installed")
 
 
-NODE_CHECKS = (check_runtime, check_software, check_disk_data, check_disk_runs, check_disk_image, check_shm,
+NODE_CHECKS = (check_runtime, check_software, check_cpu, check_disk_data, check_disk_runs, check_disk_image, check_shm,
                check_docker)
