@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline import REPO_ROOT  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 from pipeline.data.shards import BOS, read_tokens, write_shard  # noqa: E402
 from pipeline.data.tokenize import load_gpt2, tokenize  # noqa: E402
 from pipeline.data.verify import verify_dir  # noqa: E402

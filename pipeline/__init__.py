@@ -1,8 +1,6 @@
-"""repro: reproduce GPU training speed records and archive verified record bundles."""
+"""repro: reproduce GPU training speed records and archive verified record bundles.
 
-from pathlib import Path
+Paths are not global: the CLI resolves one Workspace (pipeline/workspace.py) and passes it down.
+"""
 
 __version__ = "0.1.0"
-
-# The repository root: manifests/ and the default work folders live beside the package.
-REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -50,8 +50,7 @@ class Workspace:
     @classmethod
     def resolve(cls, root: str | Path | None = None, registry: str | Path | None = None) -> Workspace:
         root = Path(root or os.environ.get("REPRO_HOME") or Path.cwd()).expanduser().resolve()
-        # REPRO_MANIFESTS: the old name of REPRO_REGISTRY, still set by scripts and tests written before it
-        reg = registry or os.environ.get("REPRO_REGISTRY") or os.environ.get("REPRO_MANIFESTS")
+        reg = registry or os.environ.get("REPRO_REGISTRY")
         reg_path = Path(reg).expanduser().resolve() if reg else _shipped("manifests")
         if not reg_path.is_dir():
             raise InputError(f"registry folder {reg_path} does not exist",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 SHARED = REPO_ROOT.parent / "shared"
 RECORD_LOGS = SHARED / "fixtures" / "record-logs" / "2025-09-23_MuonCustomSizing"

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.bundle.archive import ArchiveSources, archive
 from pipeline.bundle.verify import verify_bundle as _verify_bundle
 from pipeline.data.verify import LockEntry, write_local_lock
@@ -23,6 +22,7 @@ from pipeline.preflight.run import preflight_log, write_report
 from pipeline.records.model import load_record
 from pipeline.workspace import CHECKOUT_ROOT
 from tests.logfactory import make_log
+from tests.paths import REPO_ROOT
 
 RECORD = "2025-09-23_MuonCustomSizing"
 RECORDS = CHECKOUT_ROOT / "manifests" / "records"  # the verifier's registry in these tests: the checkout's

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.data.fetch import Options, fetch, plan
 from pipeline.data.manifest import load_dataset
 from pipeline.data.shards import shard_bytes, write_shard
 from pipeline.data.verify import read_local_lock, verify_dir
 from tests.helpers_http import Fault, FileServer, HubServer
+from tests.paths import REPO_ROOT
 
 REPO = "someone/toy-shards"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.data.shards import BOS, read_tokens
 from pipeline.data.synth import synth
 from pipeline.data.verify import read_local_lock, verify_dir
 from pipeline.errors import InputError
+from tests.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

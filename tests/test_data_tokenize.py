@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.data.shards import BOS, read_tokens
 from pipeline.data.tokenize import load_gpt2, tokenize
 from pipeline.data.verify import read_local_lock, verify_dir
 from pipeline.errors import InputError
 from tests.conftest import shared_path
+from tests.paths import REPO_ROOT
 
 DOCS = ["Hello world", "The quick brown fox jumps over the lazy dog.\n" * 30,
         "Text that spells <|endoftext|> is text, not a document boundary.", "ünïcödé — 日本語 🙂"]

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.data.manifest import load_dataset, parse_dataset, record_lock
 from pipeline.data.shards import BOS, HEADER_BYTES, header_problems, read_header, read_tokens, shard_bytes, write_shard
 from pipeline.data.verify import (
@@ -24,6 +23,7 @@ from pipeline.data.verify import (
 from pipeline.errors import InputError, ManifestError
 from pipeline.hashing import sha256_file, sha256_files
 from tests.conftest import shared_path
+from tests.paths import REPO_ROOT
 
 
 def test_shard_roundtrip_and_header(tmp_path):

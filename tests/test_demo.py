@@ -15,8 +15,8 @@ import time
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.bundle.verify import show_bundle
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

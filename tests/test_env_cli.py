@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("args", [["verify", "--image", "x"], ["save", "out.tar", "--image", "x"]])

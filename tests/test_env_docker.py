@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import REPO_ROOT
 from tests.conftest import docker_client_or_skip
 from tests.docker_base import BASE_PYTHON, ROOTFS_LABEL, ensure_test_base, local_index, make_wheel, write_simple_index
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.docker
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from pipeline import REPO_ROOT
 from pipeline.env.dockerfile_policy import check_dockerfile
+from tests.paths import REPO_ROOT
 
 DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
 TEST_DOCKERFILE = REPO_ROOT / "docker" / "test.Dockerfile"

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.env.lock import load_lock, resolve_lock
 from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
 from pipeline.workspace import Workspace
 from tests.docker_base import local_index, make_wheel, write_simple_index
+from tests.paths import REPO_ROOT
 
 MANIFEST = """schema_version: 1
 name: {name}
@@ -40,7 +40,7 @@ def wheels(tmp_path):
 def manifests(tmp_path, monkeypatch):
     root = tmp_path / "manifests"
     (root / "environments").mkdir(parents=True)
-    monkeypatch.setenv("REPRO_MANIFESTS", str(root))
+    monkeypatch.setenv("REPRO_REGISTRY", str(root))
     return root
 
 

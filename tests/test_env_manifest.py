@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.env.lock import load_lock
 from pipeline.env.manifest import environment_names, load_environment, load_environment_file
 from pipeline.errors import InputError, ManifestError
 from pipeline.records.model import load_record
 from pipeline.workspace import Workspace
+from tests.paths import REPO_ROOT
 
 WS = Workspace.resolve(root=REPO_ROOT, registry=REPO_ROOT / "manifests")
 

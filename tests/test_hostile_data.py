@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import REPO_ROOT
 from pipeline.data.shards import write_shard
 from tests.helpers_http import Fault, FileServer
+from tests.paths import REPO_ROOT
 
 SHARDS = {"fineweb_val_000000.bin": 1024, "fineweb_train_000001.bin": 1024}  # tokens: 3,072-byte shards
 BOMB = ('l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n'

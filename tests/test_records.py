@@ -4,10 +4,10 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from pipeline import REPO_ROOT
 from pipeline.cli import cli
 from pipeline.errors import InputError, ManifestError
 from pipeline.records.model import load_record, load_record_file
+from tests.paths import REPO_ROOT
 
 RECORD = "2025-09-23_MuonCustomSizing"
 

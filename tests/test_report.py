@@ -27,7 +27,7 @@ def png_pixels(path):
 
 
 def test_report_in_the_speedruns_terms(runs, tmp_path, monkeypatch):
-    monkeypatch.setenv("REPRO_RECORD_LOGS", str(tmp_path / "no-published-logs"))
+    # published logs come only from --record-logs or the verified cache (none here)
     verdict, files = report_runs(load_record(RECORD), runs, tmp_path / "out")
     text = (tmp_path / "out" / "report.md").read_text()
     assert verdict.outcome == "invalid" and "## Verdict: **invalid**" in text

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.bundle.verify import show_bundle, verify_bundle
 from pipeline.reproduce.flow import STATE_FILE, demo_request, reproduce
 from pipeline.workspace import Workspace
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 RECORD = "test-cpu-tiny"
@@ -41,7 +41,7 @@ def cpu_record(tmp_path, monkeypatch) -> Path:
     data["published"].update(steps=5, losses=[9.5, 9.6], times_s=[20.0, 22.0], mean_time_s=21.0)
     data["rules"].update(target_val_loss=10.0, consistency_required=[], time_tolerance=50.0)
     (root / "records" / f"{RECORD}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    monkeypatch.setenv("REPRO_MANIFESTS", str(root))
+    monkeypatch.setenv("REPRO_REGISTRY", str(root))
     global WS
     WS = Workspace.resolve(root=tmp_path, registry=root)
     return root

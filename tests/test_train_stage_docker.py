@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.records.program import cut_program
 from pipeline.runs.launch import Launch, Mount
 from pipeline.runs.runtime_docker import STACK_BYTES, cache_volume_name, container_spec
 from tests.conftest import docker_client_or_skip
 from tests.helpers_http import FileServer
+from tests.paths import REPO_ROOT
 from tests.standin.record import NAME, program_bytes, repro_env, standin_log, standin_manifests, url_path, write_data
 
 pytestmark = pytest.mark.docker

@@ -12,10 +12,10 @@ import sys
 import pytest
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.data.verify import data_lock_digest
 from pipeline.records.program import cut_program
 from pipeline.runs.stage import native_program_text
+from tests.paths import REPO_ROOT
 
 REPRO = [sys.executable, "-m", "pipeline"]
 RECORD = "2025-09-23_MuonCustomSizing"

@@ -1,4 +1,6 @@
-"""Native trainer of the NanoGPT speedrun record 2025-09-23 MuonCustomSizing (spec: ../shared/spec/trainer.md).
+"""Native trainer of the NanoGPT speedrun record 2025-09-23 MuonCustomSizing.
+
+Its math is checked against the record's own program on identical weights by tests/test_train_vs_record.py.
 
     torchrun --standalone --nproc_per_node=8 -m train --preset record --train-files ... --val-files ... \
         --log-file log.txt --metrics-file metrics.jsonl          (train/__main__.py lists every option)

@@ -1,7 +1,7 @@
 """Collect HostFacts from a source: this machine (HostSources) or a folder of saved outputs (SavedSources).
 
     facts = collect(HostSources(), runtime="host", locations={"data": Path("data"), ...})
-    facts = collect(SavedSources(Path("../shared/fixtures/hosts/h200-1gpu")), runtime="host", locations={})
+    facts = collect(SavedSources(Path("tests/fixtures/hosts/h200-1gpu")), runtime="host", locations={})
 
 A source that is absent or unreadable (no nvidia-smi, no Docker daemon, no image built yet) is
 recorded in HostFacts.missing with the reason, and collection carries on: preflight must report on
@@ -32,7 +32,7 @@ from pipeline.preflight.parse import (
 )
 from pipeline.redact import URL_CREDENTIALS
 
-# Saved outputs: what a folder such as ../shared/fixtures/hosts/h200-1gpu holds for each source.
+# Saved outputs: what a folder such as tests/fixtures/hosts/h200-1gpu holds for each source.
 SAVED_FILES = {
     "nvidia-smi -q -x": "nvidia-smi-q.xml",
     "nvidia-smi topo -m": "nvidia-smi-topo.txt",

@@ -1,7 +1,7 @@
 """Preflight: what this node is, checked against the record's node, before anyone pays for runs.
 
     repro preflight [--record NAME] [--runtime docker|host] [--strict] [--json] [--output PATH]
-    repro preflight --from-dir ../shared/fixtures/hosts/h200-1gpu     # saved outputs of another node
+    repro preflight --from-dir tests/fixtures/hosts/h200-1gpu     # saved outputs of another node
     repro preflight --from-log runs/.../log.txt                       # the nvidia-smi table in a run log
 
 Collection (pipeline/preflight/collect.py) reads the node, parsing (pipeline/preflight/parse.py)

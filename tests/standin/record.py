@@ -1,6 +1,6 @@
 """A synthetic record whose "program" is tests/standin/train_gpt.py, served by a real HTTP server.
 
-    manifests = standin_manifests(tmp_path, server.base)   # REPRO_MANIFESTS=manifests
+    manifests = standin_manifests(tmp_path, server.base)   # REPRO_REGISTRY=manifests
     server.files[url_path()] = standin_log()
     data = write_data(tmp_path / "data", steps=20, step_s=0.1, fail_at=3, exit_code=3)
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from pipeline import REPO_ROOT
 from pipeline.records.identity import fingerprint
 from tests.logfactory import make_log
+from tests.paths import REPO_ROOT
 
 NAME = "2099-01-01_StandIn"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -76,5 +76,5 @@ def write_data(folder: Path, **options) -> Path:
 def repro_env(manifests: Path, state: Path) -> dict:
     """The environment for a `python -m pipeline` subprocess that sees the stand-in record."""
     # the workspace root is state's parent: its state/ (image.json) and cache/ are the test's own
-    return {**os.environ, "REPRO_MANIFESTS": str(manifests), "REPRO_HOME": str(Path(state).parent),
+    return {**os.environ, "REPRO_REGISTRY": str(manifests), "REPRO_HOME": str(Path(state).parent),
             "PYTHONUNBUFFERED": "1"}
