@@ -31,12 +31,16 @@ SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASS", "CRED", "AUTH", "SIGN", "
 _SECRET_NAME = re.compile("|".join(SECRET_NAME_PARTS), re.IGNORECASE)
 # A value of a secret variable is redacted wherever it appears, whatever it looks like (all digits, a
 # path, ...), except when it is so short that blanking every occurrence would blank ordinary text ("1").
-# Such short values are still redacted where the text assigns them: NAME=value, NAME: value.
+# Such short values are still redacted where the text assigns them: NAME=value, NAME: value, for the secret
+# names set in the environment and for variable-shaped names (a word, an underscore, more: DB_PASS, HF_TOKEN);
+# a bare word is not enough (a program's `metavar="KEY=VALUE"` is no secret, and rewriting a logged program
+# would break its identity).
 MIN_SECRET_CHARS = 6
 _FLAG_WORDS = frozenset({"true", "false", "yes", "no", "none", "null", "on", "off"})
 # `HF_TOKEN=...`, `DB_PASSWORD: ...`, `export AWS_SECRET_ACCESS_KEY="..."`: the value, whatever it is.
-_ASSIGNMENT = re.compile(r"\b(?P<name>[A-Z0-9_]*(?:" + "|".join(SECRET_NAME_PARTS) + r")[A-Z0-9_]*)"
-                         r"(?P<sep>=|: ?)(?P<quote>[\"']?)(?!\[REDACTED\])(?P<value>[^\s\"',;]+)")
+_PARTS = "|".join(SECRET_NAME_PARTS)
+_VARIABLE_SHAPED = rf"[A-Z0-9]+_[A-Z0-9_]*(?:{_PARTS})[A-Z0-9_]*|[A-Z0-9_]*(?:{_PARTS})[A-Z0-9_]*_[A-Z0-9_]+"
+_ASSIGNMENT_TAIL = r"(?P<sep>=|: ?)(?P<quote>[\"']?)(?!\[REDACTED\])(?P<value>[^\s\"',;]+)"
 URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+(?=@)")  # user:password@ or token@ inside a URL
 
 PATTERNS = (
@@ -82,10 +86,16 @@ def scrub_urls(text: str) -> str:
 @dataclass(frozen=True)
 class Redactor:
     values: tuple[str, ...]
+    names: tuple[str, ...] = ()  # secret-named variables set in the environment: their assignments are blanked
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Redactor:
-        return cls(secret_values(environ))
+        return cls(secret_values(environ), tuple(sorted(k for k in environ if is_secret_name(k) and environ[k])))
+
+    @property
+    def _assignment(self) -> re.Pattern:
+        names = "|".join([re.escape(n) for n in sorted(self.names, key=len, reverse=True)] + [_VARIABLE_SHAPED])
+        return re.compile((rf"\b(?P<name>{names})" + _ASSIGNMENT_TAIL).encode())
 
     def data(self, data: bytes) -> tuple[bytes, int]:
         """(bytes with every secret replaced, how many replacements).
@@ -101,7 +111,7 @@ class Redactor:
         for pattern in _BYTE_PATTERNS:
             data, n = pattern.subn(_REDACTED_BYTES, data)
             count += n
-        data, n = _BYTE_ASSIGNMENT.subn(rb"\g<name>\g<sep>\g<quote>" + _REDACTED_BYTES, data)
+        data, n = self._assignment.subn(rb"\g<name>\g<sep>\g<quote>" + _REDACTED_BYTES, data)
         return data, count + n
 
     def text(self, text: str) -> tuple[str, int]:
@@ -111,4 +121,3 @@ class Redactor:
 
 _REDACTED_BYTES = REDACTED.encode()
 _BYTE_PATTERNS = tuple(re.compile(p.pattern.encode(), p.flags & re.S) for p in PATTERNS)
-_BYTE_ASSIGNMENT = re.compile(_ASSIGNMENT.pattern.encode())

@@ -85,9 +85,6 @@ def load_public_key(pem: Path):
 
 def check_signature(files: Mapping[str, bytes], manifest: BundleManifest | None, pubkey: Path | None
                     ) -> SignatureCheck:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     claimed = manifest.signature.public_key if manifest is not None and manifest.signature else None
     given = load_public_key(pubkey) if pubkey else None
     if SIGNATURE not in files:
@@ -98,6 +95,10 @@ def check_signature(files: Mapping[str, bytes], manifest: BundleManifest | None,
             return SignatureCheck("absent", None, None, (Problem(SIGNATURE, "missing, although manifest.yaml says "
                                                                             "the bundle was signed"),))
         return SignatureCheck("absent", None, None, ())
+    # only a signed bundle needs the crypto library (a node's bare Python may lack it)
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         signature = base64.b64decode(files[SIGNATURE].strip(), validate=True)
     except (binascii.Error, ValueError):
