@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 RECORD ?= 2025-09-23_MuonCustomSizing
 RUNS   ?= 4
 
-.PHONY: setup test lint demo reproduce docker-engine slurm-cluster clean
+.PHONY: setup test lint demo reproduce smoke docker-engine slurm-cluster clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ demo: setup
 
 reproduce: setup
 	$(BIN)/repro reproduce --record $(RECORD) --runs $(RUNS)
+
+# Before paying for full runs: the record's exact program with its step count cut (verdict smoke-passed).
+SMOKE ?= 40
+smoke: setup
+	$(BIN)/repro reproduce --record $(RECORD) --runs 1 --smoke $(SMOKE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
