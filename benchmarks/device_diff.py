@@ -45,13 +45,14 @@ from benchmarks.record_program import (  # noqa: E402
     RecordSetup,
     bind_globals,
     load_record,
+    name_map,
     run_main_statement,
     split_mixed_muon_groups,
 )
 from train.config import apply_overrides, preset  # noqa: E402
 from train.data import max_docs  # noqa: E402
 from train.loop import AttnArgs, build_optimizers, set_hyperparameters  # noqa: E402
-from train.model import GPT, layer_plan  # noqa: E402
+from train.model import GPT  # noqa: E402
 
 LOSS_FLOOR, GRAD_FLOOR = 1e-4, 1e-3  # below these the reference comparison is float32 noise
 ADAM_RTOL, MUON_RTOL = 2e-2, 5e-2
@@ -60,21 +61,6 @@ ADAM_RTOL, MUON_RTOL = 2e-2, 5e-2
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.detach().double(), b.detach().double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def name_map(num_layers: int) -> dict[str, str]:
-    """train/'s parameter name -> the record's (as in tests/test_train_vs_record.py)."""
-    names = {"embed.weight": "embed.weight", "smear_gate.weight": "smear_gate.weight",
-             "head.weight": "lm_head.weight", "scalars": "scalars"}
-    names |= {f"value_embeds.{i}.weight": f"value_embeds.{i}.weight" for i in range(3)}
-    for i, spec in enumerate(layer_plan(num_layers)):
-        if spec.has_attn:
-            names[f"blocks.{i}.attn.qkvo"] = f"blocks.{i}.attn.qkvo_w"
-            names[f"blocks.{i}.attn.gate.weight"] = f"blocks.{i}.attn.attn_gate.weight"
-        if spec.has_mlp:
-            names[f"blocks.{i}.mlp.fc"] = f"blocks.{i}.mlp.c_fc"
-            names[f"blocks.{i}.mlp.proj"] = f"blocks.{i}.mlp.c_proj"
-    return names
 
 
 def random_weights(ours: GPT, seed: int) -> dict[str, torch.Tensor]:

@@ -48,6 +48,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from train.model import layer_plan
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "record-program" / "2025-09-23_MuonCustomSizing" / "train_gpt.py"
 STANDIN_DIR = REPO / "pipeline" / "runs" / "fa3_standin"  # the product's stand-in (repro reproduce --smoke uses it)
@@ -351,3 +353,18 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
         changes.append(("warmup_steps = 30\n", f"warmup_steps = {warmup_steps}\n", "compile warm-up steps"))
     patched = substitute(text, changes)
     return patched, [dict(old=old, new=new, why=why) for old, new, why in changes]
+
+
+def name_map(num_layers: int) -> dict[str, str]:
+    """train/'s parameter name -> the record's, family by family (the differential test and benchmark)."""
+    names = {"embed.weight": "embed.weight", "smear_gate.weight": "smear_gate.weight",
+             "head.weight": "lm_head.weight", "scalars": "scalars"}
+    names |= {f"value_embeds.{i}.weight": f"value_embeds.{i}.weight" for i in range(3)}
+    for i, spec in enumerate(layer_plan(num_layers)):
+        if spec.has_attn:
+            names[f"blocks.{i}.attn.qkvo"] = f"blocks.{i}.attn.qkvo_w"
+            names[f"blocks.{i}.attn.gate.weight"] = f"blocks.{i}.attn.attn_gate.weight"
+        if spec.has_mlp:
+            names[f"blocks.{i}.mlp.fc"] = f"blocks.{i}.mlp.c_fc"
+            names[f"blocks.{i}.mlp.proj"] = f"blocks.{i}.mlp.c_proj"
+    return names

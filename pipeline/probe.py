@@ -25,7 +25,7 @@ MARKER = "REPRO-PROBE "
 # installed distribution, "--pip-check" runs `pip check` (both for `repro env verify`).
 SNIPPET = r"""
 import importlib.metadata as md, json, os, platform, subprocess, sys
-out = {"python": platform.python_version(), "implementation": platform.python_implementation(),
+out = {"python": platform.pythonversion_text(), "implementation": platform.python_implementation(),
        "executable": sys.executable, "platform": platform.platform(), "machine": platform.machine(),
        "libc": " ".join(platform.libc_ver()).strip(), "errors": {}}
 def read(name, fn):
@@ -100,7 +100,7 @@ class RuntimeProbe:
         return data
 
 
-def _version(value) -> str | None:
+def version_text(value) -> str | None:
     """cuDNN and NCCL report versions as ints (91900 = 9.19.0, 22105 = 2.21.5), tuples or strings."""
     if value is None or value == "":
         return None
@@ -144,7 +144,8 @@ def parse_probe(text: str, where: str, gpu_access_error: str | None = None) -> R
         implementation=data.get("implementation"), executable=data.get("executable"),
         platform=data.get("platform"), machine=data.get("machine"), libc=data.get("libc"),
         torch=data.get("torch"), torch_cuda=data.get("torch_cuda", data.get("cuda")),
-        cudnn=_version(data.get("cudnn")), nccl=_version(data.get("nccl")), cuda_available=data.get("cuda_available"),
+        cudnn=version_text(data.get("cudnn")), nccl=version_text(data.get("nccl")),
+        cuda_available=data.get("cuda_available"),
         device_count=data.get("device_count", data.get("cuda_devices")), devices=tuple(str(d) for d in devices),
         triton=data.get("triton"), flash_attention=data.get("flash_attention"),
         image_environment=data.get("image_environment"),

@@ -36,13 +36,14 @@ from benchmarks.record_program import (
     RecordSetup,
     bind_globals,
     load_record,
+    name_map,
     split_mixed_muon_groups,
     split_program,
 )
 from train.config import TrainConfig, apply_overrides, preset
 from train.data import BOS_ID, DataError, TrainLoader, ValLoader, max_docs, write_shard
 from train.loop import build_optimizers, set_hyperparameters
-from train.model import GPT, layer_plan
+from train.model import GPT
 from train.newton_schulz import orthogonalize_torch
 from train.schedule import lr_multiplier, window_blocks
 
@@ -117,21 +118,6 @@ def record_args(rec, cfg: TrainConfig):
         ws_validate=cfg.ws_final, ws_long_validate=cfg.ws_final_long)
     args.iteration_extension = cfg.extension_steps  # a class attribute there (no annotation), not a field
     return args
-
-
-def name_map(num_layers: int) -> dict[str, str]:
-    """Our parameter name -> the record's, family by family."""
-    names = {"embed.weight": "embed.weight", "smear_gate.weight": "smear_gate.weight",
-             "head.weight": "lm_head.weight", "scalars": "scalars"}
-    names |= {f"value_embeds.{i}.weight": f"value_embeds.{i}.weight" for i in range(3)}
-    for i, spec in enumerate(layer_plan(num_layers)):
-        if spec.has_attn:
-            names[f"blocks.{i}.attn.qkvo"] = f"blocks.{i}.attn.qkvo_w"
-            names[f"blocks.{i}.attn.gate.weight"] = f"blocks.{i}.attn.attn_gate.weight"
-        if spec.has_mlp:
-            names[f"blocks.{i}.mlp.fc"] = f"blocks.{i}.mlp.c_fc"
-            names[f"blocks.{i}.mlp.proj"] = f"blocks.{i}.mlp.c_proj"
-    return names
 
 
 def random_weights(ours: GPT, seed: int = 0) -> dict[str, torch.Tensor]:

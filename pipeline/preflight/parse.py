@@ -241,18 +241,6 @@ def parse_os_release(text: str, kernel: str | None) -> OsFacts:
                    kernel=kernel)
 
 
-def _version(value) -> str | None:
-    """cuDNN and NCCL report versions as ints (91900 = 9.19.0, 22105 = 2.21.5), tuples or strings."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (list, tuple)):
-        return ".".join(str(v) for v in value)
-    if isinstance(value, int):
-        major_div = 10000 if value >= 10000 else 1000
-        return f"{value // major_div}.{value % major_div // 100}.{value % 100}"
-    return str(value)
-
-
 def parse_runtime_versions(text: str, where: str, gpu_access_error: str | None = None) -> RuntimeFacts:
     """The runtime probe's output (pipeline/probe.py; or a saved torch-env.json) as preflight's facts."""
     from pipeline.probe import parse_probe
