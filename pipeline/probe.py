@@ -25,7 +25,7 @@ MARKER = "REPRO-PROBE "
 # installed distribution, "--pip-check" runs `pip check` (both for `repro env verify`).
 SNIPPET = r"""
 import importlib.metadata as md, json, os, platform, subprocess, sys
-out = {"python": platform.pythonversion_text(), "implementation": platform.python_implementation(),
+out = {"python": platform.python_version(), "implementation": platform.python_implementation(),
        "executable": sys.executable, "platform": platform.platform(), "machine": platform.machine(),
        "libc": " ".join(platform.libc_ver()).strip(), "errors": {}}
 def read(name, fn):
