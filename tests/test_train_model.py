@@ -69,7 +69,7 @@ def test_record_parameter_count_on_meta_device():
 
 
 def test_init_zeros_dtypes_and_scalars():
-    model = tiny_model()
+    model = tiny_model(bf16=True)  # the record's dtypes (the CPU presets themselves keep fp32)
     L, D = 6, 64
     assert model.embed.weight.dtype == torch.bfloat16 and model.head.weight.dtype == torch.bfloat16
     assert all(p.dtype == torch.bfloat16 for e in model.value_embeds for p in e.parameters())

@@ -64,8 +64,10 @@ def test_native_host_run_and_verify(tmp_path):
     assert events[0] == "config" and events.count("step") == 4  # written by the trainer itself, not derived
 
     verdict = subprocess.run(REPRO + ["verify", "--json", str(run)], capture_output=True, text=True, timeout=120)
-    assessed = json.loads(verdict.stdout)["runs"][0]
+    judged = json.loads(verdict.stdout)
+    assessed = judged["runs"][0]
     assert assessed["trainer"] == "native" and assessed["status"] == "succeeded" and assessed["completed"]
     assert assessed["program"]["status"] == "native" and assessed["problems"] == []
-    assert "trainer: native (train/), not the record's program" in assessed["deviations"]
+    assert {"code": "trainer.native", "severity": "deviation", "data": {}} in assessed["findings"]
+    assert "trainer: native (train/), not the record's program" in judged["deviations"]
 
