@@ -31,7 +31,11 @@ def test_make_demo_ends_in_a_verified_bundle(tmp_path):
     elapsed = time.monotonic() - started
     print(f"make demo equivalent: {elapsed:.0f} s")
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert "verdict: reproduced-with-deviations over 2 run(s)" in demo.stdout
+    # reproduced on the CPU model the demo record was measured on; elsewhere its time is only reported and the
+    # other CPU model is a deviation
+    outcome = "reproduced" if "verdict: reproduced over 2 run(s)" in demo.stdout else "reproduced-with-deviations"
+    assert f"verdict: {outcome} over 2 run(s)" in demo.stdout
+    assert len(demo.stdout.splitlines()) < 30  # one line per stage and per run, not the trainer's output
     for stage in ("[data] done: generated and verified", "[preflight] done", "[runs] done: 2 run(s) this time",
                   "[archive] done", "[report] done", "[bundle verify] done: every hash"):
         assert stage in demo.stdout
@@ -46,7 +50,7 @@ def test_make_demo_ends_in_a_verified_bundle(tmp_path):
     assert [r.status for r in manifest.runs] == ["succeeded", "succeeded"]
     (t_test,) = [f for f in manifest.verdict.findings if f.code == "loss.t_test"]
     assert t_test.data["reaches"] is True
-    assert "deviation: trainer: native (train/), not the record's program" in manifest.verdict.reasons
+    assert not [f for f in manifest.verdict.findings if f.code == "trainer.native"]  # the demo record is native
     assert manifest.data.generator["kind"] == "markov1"
     report = (tmp_path / "work" / "report" / "report.md").read_text()
-    assert "## Verdict: **reproduced-with-deviations**" in report
+    assert f"## Verdict: **{outcome}**" in report
