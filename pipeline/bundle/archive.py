@@ -440,6 +440,9 @@ def _assemble(record: Record, run_dirs: list[Path], all_dirs: list[Path], attemp
         env_lines = {"runtime": ", ".join(environment.runtimes) or "unknown",
                      "image": ", ".join(environment.image_ids) or "none (host runtime)",
                      "environment lock sha256": environment.lock_sha256 or "none"}
+        cpu = (hardware.facts or {}).get("cpu") or {}
+        if cpu.get("model"):  # CPU records judge time on the CPU model; GPU runs' CPUs are worth knowing too
+            env_lines["CPU"] = f"{cpu['model']} ({cpu.get('logical_cpus') or '?'} logical CPUs)"
         with tempfile.TemporaryDirectory(prefix="repro-report-") as rep:
             logs = read_run_logs([judged.folders[f"{RUNS}/{i}"] for i in run_ids], run_ids)
             files = write_report(record, judged.verdict, logs, Path(rep), env_lines)

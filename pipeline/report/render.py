@@ -72,6 +72,8 @@ def _markdown(record: Record, verdict: Verdict, ours: list[LabelledLog], publish
         lines.append(f"- {label}: " + "; ".join(run.problems))
     if problems:
         lines.append("")
+    if verdict.outcome.startswith("smoke"):
+        return "\n".join(lines + _smoke_section(ours, verdict, extra))
     pub = record.published
     pub_sd = stdev(pub.losses) if len(pub.losses) > 1 else None
     pub_p = p_value_below(list(pub.losses), rules.target_val_loss)
@@ -105,6 +107,29 @@ def _markdown(record: Record, verdict: Verdict, ours: list[LabelledLog], publish
     return "\n".join(lines)
 
 
+def _smoke_section(ours: list[LabelledLog], verdict: Verdict, extra: dict[str, str]) -> list[str]:
+    """A smoke run checks that the record's program runs and learns here; the record's statistics do not apply."""
+    lines = ["## Smoke", "", "The step count was cut (a declared patch), so the record's loss and time claims are not "
+             "judged: each run must complete, carry the declared program, and learn.", "",
+             "| run | first val loss | final val loss | steps |", "|---|---:|---:|---:|"]
+    for item in ours:
+        first = item.log.vals[0].val_loss if item.log.vals else None
+        last = item.log.vals[-1].val_loss if item.log.vals else None
+        lines.append(f"| {item.label} | {_fmt(first, '.4f')} | {_fmt(last, '.4f')} | {item.log.last_step} |")
+    lines += ["", "## Plots", "", "![validation loss against step](plots/val_loss.png)", "",
+              "![average step time against step](plots/step_time.png)", ""]
+    if verdict.deviations:
+        lines += ["## Deviations from the record", ""] + [f"- {d}" for d in verdict.deviations] + [""]
+    if extra:
+        lines += ["## Environment", ""] + [f"- {k}: {v}" for k, v in extra.items()] + [""]
+    return lines
+
+
+# Runs drawn over each other stay visible: each its own colour, line style and marker.
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v")
+
+
 def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[LabelledLog], path: Path) -> None:
     import matplotlib
 
@@ -113,14 +138,17 @@ def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[Labe
 
     target = record.rules.target_val_loss
     fig, (full, tail) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
-    all_steps = [v.step for o in ours + published for v in o.log.vals] + [record.published.steps]
+    smoke = bool(ours) and all(o.log.scheduled_steps and o.log.scheduled_steps < record.published.steps for o in ours)
+    if smoke:  # a cut schedule: the record's full-length curves would squeeze ours into the first pixels
+        published = []
+    all_steps = [v.step for o in ours + published for v in o.log.vals] + ([] if smoke else [record.published.steps])
     last = max(all_steps)
     tail_from = int(last * 0.7)
     for i, item in enumerate(published):
         xs, ys = [v.step for v in item.log.vals], [v.val_loss for v in item.log.vals]
         for ax in (full, tail):
             ax.plot(xs, ys, color="0.6", lw=1.2, label="record (published)" if i == 0 else None, zorder=1)
-    if not published and record.published.losses:
+    if not published and record.published.losses and not smoke:
         for ax in (full, tail):
             ax.scatter([record.published.steps] * len(record.published.losses), record.published.losses,
                        marker="_", s=300, color="0.4", label="record's published final losses", zorder=3)
@@ -128,9 +156,10 @@ def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[Labe
         xs, ys = [v.step for v in item.log.vals], [v.val_loss for v in item.log.vals]
         color = OUR_COLORS[i % len(OUR_COLORS)]
         for ax in (full, tail):
-            ax.plot(xs, ys, color=color, lw=1.6, marker="o", ms=3, label=item.label, zorder=2)
+            ax.plot(xs, ys, color=color, lw=1.6, ls=LINE_STYLES[i % len(LINE_STYLES)],
+                    marker=MARKERS[i % len(MARKERS)], ms=4, alpha=0.85, label=item.label, zorder=2)
     tail_losses = [v.val_loss for o in ours + published for v in o.log.vals if v.step >= tail_from]
-    tail_losses += list(record.published.losses) + [target]
+    tail_losses += ([] if smoke else list(record.published.losses)) + [target]
     for ax in (full, tail):
         ax.axhline(target, color="black", ls="--", lw=1, label=f"target {target}")
         ax.set_xlabel("step")
@@ -170,7 +199,7 @@ def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[Lab
     for i, item in enumerate(ours):
         pts = [p for p in item.log.steps if p.step > warm]
         ax.plot([p.step for p in pts], [p.step_avg_ms for p in pts], color=OUR_COLORS[i % len(OUR_COLORS)],
-                lw=1.6, label=item.label)
+                lw=1.6, ls=LINE_STYLES[i % len(LINE_STYLES)], alpha=0.85, label=item.label)
     ax.set_xlabel("step")
     ax.set_ylabel("average step time (ms)")
     ax.set_title(f"{record.name}: average step time (train_time / step, from step {warm + 1})")
