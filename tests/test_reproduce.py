@@ -151,7 +151,10 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
     assert verified.returncode == 0, verified.stdout
 
 
-def test_ctrl_c_during_a_run_archives_it_as_aborted(cpu_record, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_during_a_run_archives_it_as_aborted(cpu_record, tmp_path, sig):
+    """Issue 14: SIGTERM is handled like SIGINT (exit 130, nothing half-written), and a second reproduce in the
+    same work folder is refused while the first runs, naming the holder's PID."""
     proc = subprocess.Popen(cli(tmp_path, runs=2, sets=("seed=0",)), cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     runs = tmp_path / "work" / "runs" / RECORD
@@ -165,7 +168,11 @@ def test_ctrl_c_during_a_run_archives_it_as_aborted(cpu_record, tmp_path):
             time.sleep(0.2)
         else:
             pytest.fail("the run never reached step 2")
-        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        if sig == signal.SIGINT:
+            second = subprocess.run(cli(tmp_path, runs=2, sets=("seed=0",)), capture_output=True, text=True,
+                                    cwd=REPO_ROOT, timeout=120)
+            assert second.returncode == 3 and f"PID {proc.pid}" in second.stderr, second.stderr[-2000:]
+        os.kill(proc.pid, sig)  # Ctrl-C's SIGINT, or a scheduler's / kill's SIGTERM
         out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
@@ -180,6 +187,8 @@ def test_ctrl_c_during_a_run_archives_it_as_aborted(cpu_record, tmp_path):
     manifest = show_bundle(bundle).manifest
     assert manifest.runs[0].status == "aborted"
     assert any("run status is aborted" in r for r in manifest.verdict.reasons)
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith((".partial", ".tmp")) or "staging" in p.name]
+    assert leftovers == []
 
 
 def test_bad_input_is_an_error_not_a_traceback(tmp_path):
