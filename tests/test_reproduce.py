@@ -40,6 +40,7 @@ def cpu_record(tmp_path, monkeypatch) -> Path:
     data.update(name=RECORD, title="test: tiny preset, 5 seeded steps")
     data["published"].update(steps=5, losses=[9.5, 9.6], times_s=[20.0, 22.0], mean_time_s=21.0)
     data["rules"].update(target_val_loss=10.0, consistency_required=[], time_tolerance=50.0)
+    data["hardware"]["cpu_model"] = "a CPU model no machine reports"  # the same outcome on every CPU
     (root / "records" / f"{RECORD}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv("REPRO_REGISTRY", str(root))
     global WS

@@ -170,15 +170,16 @@ def test_the_demo_record_judges_time_only_on_its_cpu_model(tmp_path):
     assert record.program.trainer == "native"
     slow = 15 * 1078.5  # 15x the record's time: beyond its 10x tolerance
     same = [cpu_run(tmp_path / "same", f"r{i}", loss, record.hardware.cpu_model, slow)
-            for i, loss in enumerate([2.70, 2.69])]
+            for i, loss in enumerate([2.66, 2.65])]
     v = verify_runs(record, same)
     time = next(f for f in v.findings if f.code == "time.ratio")
     assert time.data["comparable"] and time.severity == "failure" and v.outcome == "not-reproduced"
     assert not any(f.code == "trainer.native" for f in v.findings)  # the demo record is the native trainer
-    other = [cpu_run(tmp_path / "other", f"r{i}", loss, "AMD EPYC", slow) for i, loss in enumerate([2.70, 2.69])]
+    other = [cpu_run(tmp_path / "other", f"r{i}", loss, "Intel Xeon Platinum 8480+", slow)
+             for i, loss in enumerate([2.66, 2.65])]
     v = verify_runs(record, other)
     time = next(f for f in v.findings if f.code == "time.ratio")
     assert not time.data["comparable"] and time.severity == "note"
     assert v.outcome == "reproduced-with-deviations"
-    assert "hardware cpu_model: AMD EPYC (record: Intel Xeon)" in v.deviations
+    assert "hardware cpu_model: Intel Xeon Platinum 8480+ (record: AMD EPYC)" in v.deviations
     assert any("not comparable: another CPU model than the record's" in r for r in v.reasons)
