@@ -44,7 +44,9 @@ from pipeline.cli import main
 try:
     main(sys.argv[1:])
 finally:
-    print(f"peak-rss-kib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+    # VmHWM starts afresh at exec; ru_maxrss would carry pytest's high-water mark over from the fork
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(f"peak-rss-kib {int(hwm.split()[1])}", file=sys.stderr)
 """
 
 
