@@ -14,6 +14,7 @@ and the bundle keep its logs); 130 interrupted (a bundle of the runs so far is s
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,8 +95,10 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
     out = sys.stderr if as_json else sys.stdout
+    started = time.monotonic()
     result = run_reproduce(ws, request, say=lambda line: click.echo(line, file=out),
                            terminal=out.buffer if stream else None)
+    seconds = time.monotonic() - started
     if as_json:
         emit_json(result)
     else:
@@ -105,6 +108,7 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
             click.echo(f"  - {reason}")
         click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
         click.echo(f"report:  {result.report}")
+        click.echo(f"time:    {seconds:.0f} s")
         if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
             click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
     stopped = result.stopped_by
