@@ -260,18 +260,6 @@ def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Prog
     return Program(program.sha256, program.fingerprint, program.source, text, info)
 
 
-def _fa3_importable(found_env: dict) -> bool:
-    """Whether the training Python imports FA3's flash_attn_interface (the probe's answer when it has one)."""
-    if "fa3" in found_env:
-        return bool(found_env["fa3"])
-    python = found_env.get("executable") or "python3"
-    try:
-        done = subprocess.run([python, "-c", "import flash_attn_interface"], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
     """(image id, environment name, environment lock sha256) from the engine, or the recorded build."""
     from pipeline.env.image import LABEL_PREFIX, load_image_state
@@ -330,7 +318,8 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         if venv:
             found_env["venv"] = dict(venv)
         found_env["deviations"] = _software_deviations(record, found_env)
-        standin = req.trainer == "record" and not _fa3_importable(found_env)
+        # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
+        standin = req.trainer == "record" and not found_env.get("flash_attention")
         nproc = req.nproc or max(1, found_env.get("device_count") or 0)
         # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
         software = venv["key"] if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
