@@ -118,6 +118,39 @@ def write_simple_index(root: Path, wheels: list[Path], announce: dict | None = N
     return root
 
 
+def alpha_beta_index(tmp_path: Path):
+    """(workspace, tmp_path): an empty registry under tmp_path/manifests, wheels alpha (needs beta>=2) and beta
+    built into tmp_path/built and listed in a simple index at tmp_path/index (serve it with local_index)."""
+    from pipeline.workspace import Workspace
+
+    (tmp_path / "manifests" / "environments").mkdir(parents=True)
+    ws = Workspace.resolve(root=tmp_path / "root", registry=tmp_path / "manifests")
+    built = tmp_path / "built"
+    wheels = [make_wheel(built, "alpha", "1.0", requires=("beta>=2",)), make_wheel(built, "beta", "2.1")]
+    write_simple_index(tmp_path / "index", wheels)
+    return ws, tmp_path
+
+
+def make_cutlass_repo(tmp_path: Path) -> Path:
+    """A one-commit git repository standing in for FA3's cutlass submodule (include/cutlass.h)."""
+    cutlass = tmp_path / "cutlass"
+    (cutlass / "include").mkdir(parents=True)
+    (cutlass / "include" / "cutlass.h").write_text("#pragma once\n")
+    git(tmp_path, "init", "-q", str(cutlass))
+    git(cutlass, "add", ".")
+    git(cutlass, "commit", "-q", "-m", "cutlass")
+    return cutlass
+
+
+GIT = ["git", "-c", "user.name=repro-tests", "-c", "user.email=tests@repro.invalid", "-c",
+       "protocol.file.allow=always", "-c", "init.defaultBranch=main"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    """git with a fixed identity (test repositories need commits, whatever the machine's config)."""
+    return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
 @contextlib.contextmanager
 def local_index(root: Path):
     """Serve root over http on 127.0.0.1 (a free port); yields the simple index URL."""

@@ -13,7 +13,7 @@ from pipeline.env.manifest import load_environment
 from pipeline.errors import MissingDependency
 from pipeline.verdict.render import render
 from pipeline.workspace import Workspace
-from tests.docker_base import local_index, make_wheel, write_simple_index
+from tests.docker_base import alpha_beta_index, local_index, write_simple_index
 
 MANIFEST = """schema_version: 1
 name: {name}
@@ -33,12 +33,7 @@ RECORD = types.SimpleNamespace(name="test-record", environment="rec")  # what ch
 @pytest.fixture
 def world(tmp_path):
     """rec (complete lock, files on an index that can go away) with fallback fb (an unresolved placeholder lock)."""
-    (tmp_path / "manifests" / "environments").mkdir(parents=True)
-    ws = Workspace.resolve(root=tmp_path / "root", registry=tmp_path / "manifests")
-    built = tmp_path / "built"
-    wheels = [make_wheel(built, "alpha", "1.0", requires=("beta>=2",)), make_wheel(built, "beta", "2.1")]
-    write_simple_index(tmp_path / "index", wheels)
-    return ws, tmp_path
+    return alpha_beta_index(tmp_path)
 
 
 def _write(ws, name, index, extra=""):

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -15,32 +13,21 @@ from pipeline.env.lock import Lock
 from pipeline.env.manifest import load_environment
 from pipeline.errors import InputError, RunFailed
 from pipeline.workspace import Workspace
-
-GIT = ["git", "-c", "user.name=repro-tests", "-c", "user.email=tests@repro.invalid", "-c",
-       "protocol.file.allow=always", "-c", "init.defaultBranch=main"]
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+from tests.docker_base import git, make_cutlass_repo
 
 
 @pytest.fixture
 def fa3_repo(tmp_path):
-    cutlass = tmp_path / "cutlass"
-    (cutlass / "include").mkdir(parents=True)
-    (cutlass / "include" / "cutlass.h").write_text("#pragma once\n")
-    _git(tmp_path, "init", "-q", str(cutlass))
-    _git(cutlass, "add", ".")
-    _git(cutlass, "commit", "-q", "-m", "cutlass")
+    cutlass = make_cutlass_repo(tmp_path)
     fa = tmp_path / "flash-attention"
     (fa / "hopper").mkdir(parents=True)
     (fa / "hopper" / "setup.py").write_text("print('build FA3')\n")
-    _git(tmp_path, "init", "-q", str(fa))
-    _git(fa, "submodule", "add", "-q", str(cutlass), CUTLASS_PATH)
-    _git(fa, "add", ".")
-    _git(fa, "commit", "-q", "-m", "fa3")
-    return {"repository": str(fa), "commit": _git(fa, "rev-parse", "HEAD"),
-            "cutlass_commit": _git(cutlass, "rev-parse", "HEAD"), "subdirectory": "hopper", "build_env": {}}
+    git(tmp_path, "init", "-q", str(fa))
+    git(fa, "submodule", "add", "-q", str(cutlass), CUTLASS_PATH)
+    git(fa, "add", ".")
+    git(fa, "commit", "-q", "-m", "fa3")
+    return {"repository": str(fa), "commit": git(fa, "rev-parse", "HEAD"),
+            "cutlass_commit": git(cutlass, "rev-parse", "HEAD"), "subdirectory": "hopper", "build_env": {}}
 
 
 def test_archive_is_the_pinned_tree_and_byte_stable(tmp_path, fa3_repo):

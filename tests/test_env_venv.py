@@ -14,8 +14,7 @@ from pipeline.env.lock import load_lock, resolve_lock
 from pipeline.env.manifest import load_environment
 from pipeline.env.venv import MARKER, build_venv, read_identity, requirements_text
 from pipeline.errors import InputError, RunFailed
-from pipeline.workspace import Workspace
-from tests.docker_base import local_index, make_wheel, write_simple_index
+from tests.docker_base import alpha_beta_index, local_index, make_wheel, write_simple_index
 
 PYTHON = platform.python_version()  # the venv is made from this interpreter; the lock pins its version
 MANIFEST = f"""schema_version: 1
@@ -35,12 +34,7 @@ components: [python, packages]
 @pytest.fixture
 def setup(tmp_path):
     """A workspace under tmp_path, wheels alpha (needs beta) and beta, an index serving them, and a lock."""
-    (tmp_path / "manifests" / "environments").mkdir(parents=True)
-    ws = Workspace.resolve(root=tmp_path / "root", registry=tmp_path / "manifests")
-    built = tmp_path / "built"
-    wheels = [make_wheel(built, "alpha", "1.0", requires=("beta>=2",)), make_wheel(built, "beta", "2.1")]
-    write_simple_index(tmp_path / "index", wheels)
-    return ws, tmp_path
+    return alpha_beta_index(tmp_path)
 
 
 def _lock(ws, url, wheelhouse=None):

@@ -17,7 +17,7 @@ from pipeline.env.fa3 import CUTLASS_PATH
 from pipeline.env.lock import load_lock_file, lock_to_yaml
 from pipeline.env.venv import build_venv
 from pipeline.errors import RunFailed
-from tests.test_env_fa3 import _git
+from tests.docker_base import git, make_cutlass_repo
 from tests.test_env_venv import _lock, local_index, setup  # noqa: F401  (the fixture and the lock helper)
 
 # A PEP 517 backend in the source tree: writes flash_attn_3-3.0.0 with flash_attn_interface.py, and records
@@ -50,22 +50,17 @@ PYPROJECT = '[build-system]\nrequires = []\nbuild-backend = "fa3backend"\nbacken
 
 @pytest.fixture
 def fa3_pin(tmp_path):
-    cutlass = tmp_path / "cutlass"
-    (cutlass / "include").mkdir(parents=True)
-    (cutlass / "include" / "cutlass.h").write_text("#pragma once\n")
-    _git(tmp_path, "init", "-q", str(cutlass))
-    _git(cutlass, "add", ".")
-    _git(cutlass, "commit", "-q", "-m", "cutlass")
+    cutlass = make_cutlass_repo(tmp_path)
     fa = tmp_path / "flash-attention"
     (fa / "hopper").mkdir(parents=True)
     (fa / "hopper" / "pyproject.toml").write_text(PYPROJECT)
     (fa / "hopper" / "fa3backend.py").write_text(BACKEND)
-    _git(tmp_path, "init", "-q", str(fa))
-    _git(fa, "submodule", "add", "-q", str(cutlass), CUTLASS_PATH)
-    _git(fa, "add", ".")
-    _git(fa, "commit", "-q", "-m", "fa3")
-    return {"repository": str(fa), "commit": _git(fa, "rev-parse", "HEAD"),
-            "cutlass_commit": _git(cutlass, "rev-parse", "HEAD"), "subdirectory": "hopper",
+    git(tmp_path, "init", "-q", str(fa))
+    git(fa, "submodule", "add", "-q", str(cutlass), CUTLASS_PATH)
+    git(fa, "add", ".")
+    git(fa, "commit", "-q", "-m", "fa3")
+    return {"repository": str(fa), "commit": git(fa, "rev-parse", "HEAD"),
+            "cutlass_commit": git(cutlass, "rev-parse", "HEAD"), "subdirectory": "hopper",
             "build_env": {"FLASH_ATTENTION_DISABLE_FP16": "TRUE"}}
 
 
