@@ -326,13 +326,23 @@ def split_mixed_muon_groups(muon) -> list[int]:
 
 # ---- the side-by-side patch ------------------------------------------------------------------------------------
 
+MUON_LINE = "optimizer2 = Muon(hidden_matrix_params+gate_params, lr=0.05, momentum=0.95, weight_decay=0.0)\n"
+# split_mixed_muon_groups as one line of the program: consecutive runs of one parameter kind become groups
+MUON_SPLIT = ("optimizer2.param_groups = [dict(g, params=list(run)) for g in optimizer2.param_groups "
+              "for _, run in __import__('itertools').groupby(g['params'], key=lambda p: p.module)]\n")
+
+
 def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int, val_tokens: int,
-                     cycle_train: bool = True, warmup_steps: int | None = None) -> tuple[str, list[dict]]:
+                     cycle_train: bool = True, warmup_steps: int | None = None,
+                     split_muon_groups: bool = True) -> tuple[str, list[dict]]:
     """The record's program pointed at other shards with a shorter schedule; returns (text, listed changes).
 
     steps: scheduled iterations, no extension. val_tokens: validated tokens and validation batch (one batch).
     cycle_train: restart the training files when they run out (the program's own comment suggests
     itertools.cycle for multi-epoch training), needed for small data such as docs-v1 (~11 steps per pass).
+    split_muon_groups: below 8 ranks the record's Muon chunks mix attention and MLP matrices and orthogonalize
+    the MLP ones as D×D blocks (split_mixed_muon_groups); cutting the groups gives the math of 8 ranks, which
+    train/ does at every world size, so that both programs compute the same thing.
     """
     changes = [
         ('    train_files: str = "data/fineweb10B/fineweb_train_*.bin"',
@@ -351,6 +361,9 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
                         "restart the training files when they run out (small data)"))
     if warmup_steps is not None:
         changes.append(("warmup_steps = 30\n", f"warmup_steps = {warmup_steps}\n", "compile warm-up steps"))
+    if split_muon_groups:
+        changes.append((MUON_LINE, MUON_LINE + MUON_SPLIT,
+                        "Muon groups cut where attention meets MLP: the math of 8 ranks at 1, 2 or 4"))
     patched = substitute(text, changes)
     return patched, [dict(old=old, new=new, why=why) for old, new, why in changes]
 

@@ -1,16 +1,18 @@
 """The record's program and train/ side by side on the same GPUs: same shards, schedule and attention code.
 
     python benchmarks/sidebyside.py --data .devcarry/docs-v1 --steps 80 --world-sizes 1,2 --out $OUT/sbs
-    python benchmarks/sidebyside.py --data DIR --program path/to/train_gpt.py ...   (default: the test fixture)
+    python benchmarks/sidebyside.py --data DIR --world-sizes 2 --repeat 3 --out $OUT/ws2   (3 runs each, alternating)
+    python benchmarks/sidebyside.py --summarize $OUT/ws1 $OUT/ws2 --out merged   (one table, Welch t-test of losses)
     python benchmarks/sidebyside.py --data DIR --dry-run --out /tmp/sbs               (print the commands only)
 
-For each world size (CUDA_VISIBLE_DEVICES = the first N GPUs), one after the other:
-  record  torchrun --standalone --nproc_per_node=N <out>/record-wsN/train_gpt.py   (cwd: that folder)
-          the program patched by record_program.sidebyside_patch (each change listed in patch.json):
-          the shards, --steps scheduled iterations and no extension, --val-tokens validation tokens in one
-          batch, training files cycled when they cannot last the run, optionally --warmup-steps.
-          Attention: pipeline/runs/fa3_standin first on PYTHONPATH, i.e. train/'s FlexAttention code behind FA3's
-          signature (also where FA3 is installed, unless --attention fa3).
+For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
+  record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
+          that the compile caches carry over) — the program patched by record_program.sidebyside_patch (each
+          change listed in the run's patch.json): the shards, --steps scheduled iterations and no extension,
+          --val-tokens validation tokens in one batch, training files cycled when they cannot last the run,
+          optionally --warmup-steps, and (default) the Muon groups cut where attention meets MLP so that below 8
+          ranks it does the record's 8-rank math, as train/ does. Attention: pipeline/runs/fa3_standin first on
+          PYTHONPATH, i.e. train/'s FlexAttention code behind FA3's signature (unless --attention fa3).
   native  torchrun --standalone --nproc_per_node=N -m train --preset record --set scheduled_steps=<steps>
           --set extension_steps=0 --set attention=flex ... (the same shards, validation, warm-up, cycling)
 Both keep the record's Muon momentum warm-up (300 steps), validation every 125 steps (so at 0 and the end),
@@ -19,10 +21,12 @@ values), and the record's global batch (393,216 tokens: 8 / N micro-steps per ra
 
 Reported from the two record-format logs (rank 0): step time = difference of consecutive `train_time`
 (validations excluded by both programs), median and mean per window phase (long window 3 / 7 / 11 blocks)
-and over all steps; the ratio native / record; peak memory; MFU = model FLOPs per step (train/bench.py's count:
-6 per matmul weight per token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul
-rate measured by a separate process at the start and at the end of this call). Written to <out>/summary.json
-and <out>/summary.md after every run, so a cut-off call still returns what finished.
+and over all steps, per run, then the median over runs; the ratio native / record; peak memory; startup (launch
+to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per matmul weight per
+token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate measured by a separate
+process, or given by --tflops from earlier in the same call); final validation losses and, with 2+ runs each,
+Welch's t-test. Written to <out>/summary.json and <out>/summary.md after every run, so a cut-off call still
+returns what finished.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -136,15 +141,21 @@ def torchrun(ws: int) -> list[str]:
 
 
 def record_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], dict, Path, list[dict]]:
-    """Write the patched program into run_dir; return (command, extra env, cwd, listed changes)."""
+    """Write the patched program into --program-dir; return (command, extra env, cwd, listed changes).
+
+    Every record run of a call runs one file at one path, so that the compile caches built by the first run
+    serve the next ones whatever their world size (cached graphs may carry their source's path)."""
     text, changes = sidebyside_patch(program_text(a.program), train_files=a.train_files, val_files=a.val_files,
                                      steps=a.steps, val_tokens=a.val_tokens, cycle_train=cycle,
-                                     warmup_steps=a.warmup_steps)
+                                     warmup_steps=a.warmup_steps, split_muon_groups=a.record_muon_groups == "split")
+    program = a.program_dir / "train_gpt.py"
+    a.program_dir.mkdir(parents=True, exist_ok=True)
+    if not program.exists() or program.read_text() != text:
+        program.write_text(text)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "train_gpt.py").write_text(text)
     (run_dir / "patch.json").write_text(json.dumps(changes, indent=1))
     path = [str(REPO)] if a.attention == "fa3" else [str(STANDIN_DIR), str(REPO)]
-    return torchrun(ws) + ["train_gpt.py"], dict(PYTHONPATH=os.pathsep.join(path)), run_dir, changes
+    return torchrun(ws) + ["train_gpt.py"], dict(PYTHONPATH=os.pathsep.join(path)), a.program_dir, changes
 
 
 def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], dict, Path]:
@@ -161,14 +172,30 @@ def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     return cmd, dict(PYTHONPATH=str(REPO)), REPO
 
 
-def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, ws: int, timeout: float) -> dict:
-    """Run one program with the first `ws` GPUs; stdout+stderr to out_file; kill its process group on timeout."""
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(ws)), PYTHONUNBUFFERED="1",
-               **env_extra)
+FIRST_STEP = b"step:1/"  # the first timed step's line in both programs (pipeline/runs/launch.py's definition)
+
+
+def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
+    """Run one program on `gpus`; stdout+stderr to out_file; kill its process group on timeout.
+
+    startup_s: launch to the first timed step's line (process start, imports, compile, warm-up, validation 0)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)), PYTHONUNBUFFERED="1", **env_extra)
     env.pop("DISABLE_FP8", None)  # FP8 head in both
     started = time.perf_counter()
-    with out_file.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    first_step: list[float] = []
+
+    def copy_output(pipe, out) -> None:
+        for line in iter(pipe.readline, b""):
+            if not first_step and FIRST_STEP in line:
+                first_step.append(time.perf_counter())
+            out.write(line)
+            out.flush()
+
+    with out_file.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        reader = threading.Thread(target=copy_output, args=(proc.stdout, out), daemon=True)
+        reader.start()
         try:
             rc = proc.wait(timeout=max(timeout, 1))
         except subprocess.TimeoutExpired:
@@ -179,7 +206,9 @@ def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, ws: int, tim
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             rc = "timeout"
-    return dict(rc=rc, wall_s=round(time.perf_counter() - started, 1))
+        reader.join(timeout=10)
+    startup = round(first_step[0] - started, 1) if first_step else None
+    return dict(rc=rc, wall_s=round(time.perf_counter() - started, 1), startup_s=startup, gpus=gpus)
 
 
 def run_result(log_text: str, steps: int, flops: dict[str, float], tflops: float | None, ws: int) -> dict:
@@ -199,31 +228,77 @@ def run_result(log_text: str, steps: int, flops: dict[str, float], tflops: float
                 steps_logged=max(parsed["clock"]))
 
 
+def welch(a: list[float], b: list[float]) -> dict | None:
+    """Welch's unequal-variance t-test of two samples: t, degrees of freedom and the two-sided p-value."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return None
+    t = (statistics.fmean(a) - statistics.fmean(b)) / (va + vb) ** 0.5
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    try:
+        from scipy import stats
+    except ImportError:  # the GPU node may lack scipy; `--summarize` on a machine with it fills p in
+        return dict(t=t, df=df, p=None)
+    return dict(t=t, df=df, p=float(2 * stats.t.sf(abs(t), df)))
+
+
+def merge(summaries: list[dict]) -> dict:
+    """One summary from several invocations (phases of one device call): runs pooled by world size and program."""
+    out = dict(summaries[0], runs={})
+    for summary in summaries:
+        for ws, pair in summary["runs"].items():
+            into = out["runs"].setdefault(ws, {})
+            for who in ("record", "native"):
+                into.setdefault(who, []).extend(pair.get(who, []))
+            if "patch" in pair:
+                into["patch"] = pair["patch"]
+    return out
+
+
+def _median_of(runs: list[dict], phase: str, key: str = "median_ms") -> float | None:
+    values = [r["phases"][phase][key] for r in runs if phase in r.get("phases", {})]
+    return statistics.median(values) if values else None
+
+
 def table(summary: dict) -> str:
-    lines = [f"# side by side: {summary.get('env', {}).get('gpu', '?')}, torch {summary.get('env', {}).get('torch')}",
+    """Markdown: per world size and window phase, the median over runs of each run's median step time; the
+    ratio; MFU; then each run (startup, peak memory, final validation loss) and the loss comparison."""
+    env = summary.get("env", {})
+    lines = [f"# side by side: {env.get('gpu', '?')}, torch {env.get('torch')}",
              f"steps {summary['steps']}, val tokens {summary['val_tokens']}, attention {summary['attention']}, "
              f"bf16 matmul rate {summary.get('tflops')} TFLOP/s", "",
-             "| ws | phase | record ms (median / mean) | native ms (median / mean) | native / record (median) "
-             "| MFU record / native |", "|---|---|---|---|---|---|"]
+             "| ws | phase | record ms | native ms | native / record | MFU record / native |",
+             "|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
-        rec, nat = pair.get("record", {}).get("phases", {}), pair.get("native", {}).get("phases", {})
+        rec, nat = pair.get("record", []), pair.get("native", [])
         for phase in ("3", "7", "11", "all"):
-            r, n = rec.get(phase), nat.get(phase)
-            ratio = f"{n['median_ms'] / r['median_ms']:.3f}" if r and n else "—"
-
-            def cell(s):
-                return f"{s['median_ms']:.1f} / {s['mean_ms']:.1f}" if s else "—"
-
-            def mfu(s):
-                return f"{100 * s['mfu']:.1f} %" if s and "mfu" in s else "—"
-
-            lines.append(f"| {ws} | {phase} | {cell(r)} | {cell(n)} | {ratio} | {mfu(r)} / {mfu(n)} |")
+            r, n = _median_of(rec, phase), _median_of(nat, phase)
+            mr, mn = _median_of(rec, phase, "mfu"), _median_of(nat, phase, "mfu")
+            lines.append(f"| {ws} | {phase} | {f'{r:.1f}' if r else '—'} | {f'{n:.1f}' if n else '—'} | "
+                         f"{f'{n / r:.3f}' if r and n else '—'} | "
+                         f"{f'{100 * mr:.1f} %' if mr else '—'} / {f'{100 * mn:.1f} %' if mn else '—'} |")
+    lines += ["", "| ws | program | run | rc | startup s | peak GiB | final val loss |",
+              "|---|---|---|---|---|---|---|"]
+    for ws, pair in summary["runs"].items():
         for who in ("record", "native"):
-            res = pair.get(who, {})
-            peak = res.get("peak_mib")
-            memory = f"{peak[0] / 1024:.2f} GiB allocated ({peak[1] / 1024:.2f} reserved)" if peak else "—"
-            lines.append(f"|  | {who}: rc {res.get('rc')}, wall {res.get('wall_s')} s, peak {memory}, "
-                         f"val {res.get('val_losses')} | | | | |")
+            for i, res in enumerate(pair.get(who, [])):
+                peak = res.get("peak_mib")
+                final = res.get("val_losses", [])[-1][1] if res.get("val_losses") else None
+                lines.append(f"| {ws} | {who} | {i + 1} | {res.get('rc')} | {res.get('startup_s')} | "
+                             f"{f'{peak[0] / 1024:.2f}' if peak else '—'} | {final if final is not None else '—'} |")
+    for ws, pair in summary["runs"].items():
+        finals = {who: [r["val_losses"][-1][1] for r in pair.get(who, []) if r.get("val_losses")]
+                  for who in ("record", "native")}
+        if len(finals["record"]) >= 2 and len(finals["native"]) >= 2:
+            test = welch(finals["native"], finals["record"])
+            desc = {who: f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f} (n={len(v)})"
+                    for who, v in finals.items()}
+            p = test and test["p"]
+            lines.append(f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}; Welch "
+                         f"t = {test['t']:.2f}, df = {test['df']:.1f}, p = {f'{p:.3f}' if p is not None else '?'}"
+                         if test else f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}")
     return "\n".join(lines) + "\n"
 
 
@@ -237,15 +312,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-tokens", type=int, default=524_288)
     ap.add_argument("--warmup-steps", type=int, default=None, help="default: each program's own (30)")
     ap.add_argument("--world-sizes", default="1,2")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each program per world size, alternating")
+    ap.add_argument("--only", choices=("record", "native"), help="run one of the two programs")
+    ap.add_argument("--first-gpu", type=int, default=0, help="world size N runs on GPUs first-gpu .. first-gpu+N-1")
+    ap.add_argument("--tflops", type=float, help="bf16 matmul rate measured earlier in this call (not measured again)")
+    ap.add_argument("--record-muon-groups", choices=("split", "as-is"), default="split",
+                    help="split (default): the record's Muon does 8-rank math at 1, 2, 4 ranks, like train/")
     ap.add_argument("--attention", choices=("flex", "fa3"), default="flex")
     ap.add_argument("--budget-s", type=float, default=570, help="stop starting runs after this many seconds")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--program-dir", type=Path, help="where the patched record program runs (default <out>/record)")
     ap.add_argument("--dry-run", action="store_true", help="write the patched programs, print the commands")
+    ap.add_argument("--summarize", type=Path, nargs="+", metavar="OUT", help="merge earlier --out folders, print")
     ap.add_argument("--matmul", action="store_true", help=argparse.SUPPRESS)  # the child that measures the rate
     a = ap.parse_args(argv)
     started = time.perf_counter()
     if a.matmul:
         print(json.dumps(measure_matmul()))
+        return 0
+    if a.summarize:
+        merged = merge([json.loads((d / "summary.json").read_text()) for d in a.summarize])
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "summary.json").write_text(json.dumps(merged, indent=1))
+            (a.out / "summary.md").write_text(table(merged))
+        print(table(merged))
         return 0
     if a.out is None:
         ap.error("--out is required")
@@ -257,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     a.train_files = str(Path(a.train_files).expanduser().resolve())  # the record runs from its own folder
     a.val_files = str(Path(a.val_files).expanduser().resolve())
     world_sizes = [int(w) for w in a.world_sizes.split(",")]
+    programs = [a.only] if a.only else ["record", "native"]
 
     from train.data import shards_total_tokens
 
@@ -264,59 +356,71 @@ def main(argv: list[str] | None = None) -> int:
     cycle = shards_total_tokens(a.train_files, "train") < 2 * a.steps * RECORD_BATCH
     flops = flops_by_phase(a.train_files)
     a.out.mkdir(parents=True, exist_ok=True)
+    a.program_dir = (a.program_dir or a.out / "record").resolve()
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
-                         model_flops_per_step=flops, runs={})
+                         record_muon_groups=a.record_muon_groups, model_flops_per_step=flops, runs={})
 
     def save() -> None:
         (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
         (a.out / "summary.md").write_text(table(summary))
 
-    if not a.dry_run:
+    def matmul_rate() -> float | None:
         rate = subprocess.run([sys.executable, __file__, "--matmul"], capture_output=True, text=True, cwd=REPO,
-                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+                              env=dict(os.environ, PYTHONPATH=str(REPO),
+                                       CUDA_VISIBLE_DEVICES=str(a.first_gpu)))
         if rate.returncode != 0:
             print(rate.stderr, file=sys.stderr)
-            return 4
+            return None
         summary["env"] = json.loads(rate.stdout.strip().splitlines()[-1])
-        summary["tflops_start"] = summary["tflops"] = round(summary["env"].pop("tflops"), 1)
-        print(f"bf16 matmul rate {summary['tflops']} TFLOP/s on {summary['env']['gpu']}", flush=True)
+        return round(summary["env"].pop("tflops"), 1)
+
+    if not a.dry_run:
+        summary["tflops_start"] = summary["tflops"] = a.tflops or matmul_rate()
+        if summary["tflops"] is None:
+            return 4
+        print(f"bf16 matmul rate {summary['tflops']} TFLOP/s", flush=True)
 
     for ws in world_sizes:
         pair = summary["runs"].setdefault(str(ws), {})
-        for who in ("record", "native"):
-            run_dir = a.out / f"{who}-ws{ws}"
-            if who == "record":
-                cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
-                pair["patch"] = changes
-            else:
-                cmd, env, cwd = native_command(a, ws, run_dir, cycle)
-            print(f"[{who} ws{ws}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}",
-                  flush=True)
-            if a.dry_run:
-                continue
-            left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul and summary
-            if left < 60:
-                pair[who] = dict(rc="skipped: out of budget")
-                continue
-            res = run(cmd, env, cwd, run_dir / "stdout.txt", ws, left)
-            logs = sorted((run_dir / "logs").glob("*.txt")) if who == "record" else [run_dir / "log.txt"]
-            log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""
-            if log_text:
-                res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
-            pair[who] = res
-            print(f"[{who} ws{ws}] rc {res['rc']}, wall {res['wall_s']} s, "
-                  f"all-step median {res.get('phases', {}).get('all', {}).get('median_ms')} ms", flush=True)
-            save()
+        gpus = list(range(a.first_gpu, a.first_gpu + ws))
+        for i in range(a.repeat):
+            for who in programs:
+                run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
+                if who == "record":
+                    cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
+                    pair["patch"] = changes
+                else:
+                    cmd, env, cwd = native_command(a, ws, run_dir, cycle)
+                print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
+                      f"{' '.join(cmd)}", flush=True)
+                if a.dry_run:
+                    continue
+                left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
+                if left < 60:
+                    pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
+                    continue
+                before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
+                res = run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left)
+                # the record names its log by a random uuid in <program dir>/logs: this run's is the new one
+                logs = sorted(set((cwd / "logs").glob("*.txt")) - before) if who == "record" else [run_dir / "log.txt"]
+                log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""
+                if who == "record" and log_text:
+                    (run_dir / "log.txt").write_text(log_text)
+                if log_text:
+                    res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
+                pair.setdefault(who, []).append(res)
+                print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
+                      f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"
+                      f" ms", flush=True)
+                save()
 
-    if not a.dry_run and a.budget_s - (time.perf_counter() - started) > 15:
-        rate = subprocess.run([sys.executable, __file__, "--matmul"], capture_output=True, text=True, cwd=REPO,
-                              env=dict(os.environ, PYTHONPATH=str(REPO)))
-        if rate.returncode == 0:
-            summary["tflops_end"] = round(json.loads(rate.stdout.strip().splitlines()[-1])["tflops"], 1)
+    if not a.dry_run and not a.tflops and a.budget_s - (time.perf_counter() - started) > 15:
+        summary["tflops_end"] = matmul_rate()
     summary["wall_s"] = round(time.perf_counter() - started, 1)
-    save()
-    print(table(summary), flush=True)
+    if not a.dry_run:
+        save()
+        print(table(summary), flush=True)
     return 0
 
 

@@ -43,10 +43,12 @@ def test_patch_changes_exactly_the_listed_lines():
     text = program_text()
     patched, changes = sidebyside_patch(text, train_files="/d/fineweb_train_*.bin", val_files="/d/fineweb_val_*.bin",
                                         steps=80, val_tokens=524_288, cycle_train=True, warmup_steps=10)
-    assert len(changes) == 8 and all(c["why"] for c in changes)
-    changed = [line for line in difflib.unified_diff(text.splitlines(), patched.splitlines(), lineterm="", n=0)
-               if line.startswith("-") and not line.startswith("---")]
-    assert len(changed) == len(changes)  # one whole line per change, nothing else
+    assert len(changes) == 9 and all(c["why"] for c in changes)
+    diff = list(difflib.unified_diff(text.splitlines(), patched.splitlines(), lineterm="", n=0))
+    removed = [line for line in diff if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
+    # one whole line per change, nothing else; the Muon split adds a line after the Muon's construction
+    assert (len(removed), len(added)) == (len(changes) - 1, len(changes))
     hp = hyperparameter_defaults(patched)
     assert (hp["train_files"], hp["val_files"]) == ("/d/fineweb_train_*.bin", "/d/fineweb_val_*.bin")
     assert (hp["num_iterations"], hp["iteration_extension"]) == (80, 0)
@@ -57,9 +59,9 @@ def test_patch_changes_exactly_the_listed_lines():
     assert "train_steps = args.num_iterations + args.iteration_extension" in main
 
 
-def test_patch_without_cycling_or_warmup_changes_six_lines():
+def test_patch_without_cycling_warmup_or_muon_split_changes_six_lines():
     _, changes = sidebyside_patch(program_text(), train_files="a", val_files="b", steps=40, val_tokens=1024,
-                                  cycle_train=False)
+                                  cycle_train=False, split_muon_groups=False)
     assert [c["why"] for c in changes][-1] == "no extension steps" and len(changes) == 6
 
 
@@ -158,8 +160,26 @@ def test_log_parsing_and_phase_statistics():
     result = sidebyside.run_result(text, 80, flops, 760.0, 1)
     assert result["phases"]["7"]["mfu"] == pytest.approx(2.85e14 / 0.666 / 760e12, rel=1e-3)
     assert 0.5 < result["phases"]["all"]["mfu"] < 0.6
-    assert "| 1 | 7 |" in sidebyside.table(dict(steps=80, val_tokens=1, attention="flex", tflops=760.0,
-                                                 runs={"1": {"record": result, "native": result}}))
+    slower = sidebyside.run_result(synthetic_log(80, {3: 704.0, 7: 732.6, 11: 752.4}), 80, flops, 760.0, 1)
+    summary = dict(steps=80, val_tokens=1, attention="flex", tflops=760.0,
+                   runs={"1": {"record": [result], "native": [slower]}})
+    assert "| 1 | 7 | 666.0 | 732.6 | 1.100 |" in sidebyside.table(summary)
+
+
+def test_welch_matches_a_hand_computation_and_merge_pools_runs():
+    a, b = [3.80, 3.85, 3.90], [3.70, 3.72, 3.74]
+    test = sidebyside.welch(a, b)
+    # means 3.85 / 3.72, variances 0.0025 / 0.0004: t = 0.13 / sqrt(0.0029 / 3), df = 0.0029² / (...)
+    assert test["t"] == pytest.approx(0.13 / (0.0029 / 3) ** 0.5, rel=1e-9)
+    assert test["df"] == pytest.approx(0.0029**2 / (0.0025**2 + 0.0004**2) * 2, rel=1e-9)
+    assert test["p"] == pytest.approx(0.0333, abs=2e-3)  # two-sided, Student t with df ≈ 2.7
+    assert sidebyside.welch([1.0], b) is None and sidebyside.welch([1.0, 1.0], [1.0, 1.0]) is None
+    run = lambda loss: dict(phases={}, val_losses=[[0, 10.8], [40, loss]])  # noqa: E731
+    parts = [dict(steps=40, val_tokens=1, attention="flex", runs={"2": {"record": [run(3.8)], "native": [run(3.7)]}}),
+             dict(steps=40, val_tokens=1, attention="flex", runs={"2": {"record": [run(3.9)], "native": [run(3.72)]}})]
+    merged = sidebyside.merge(parts)
+    assert [r["val_losses"][-1][1] for r in merged["runs"]["2"]["record"]] == [3.8, 3.9]
+    assert "Welch t =" in sidebyside.table(merged)
 
 
 # ---- a dry run: the commands -----------------------------------------------------------------------------------------
@@ -177,15 +197,16 @@ def test_dry_run_gives_both_programs_the_same_schedule_and_data(tmp_path, capsys
                             "--out", str(out)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
     assert len(lines) == 4  # record and native at world sizes 1 and 2
-    native = next(line for line in lines if line.startswith("[native ws2]"))
+    native = next(line for line in lines if line.startswith("[native ws2 run 1]"))
     for flag in ("--nproc_per_node=2", "scheduled_steps=60", "extension_steps=0", "val_tokens=524288",
                  "val_batch_tokens=524288", "attention=flex", "data_cycle=true", "warmup_steps=5",
                  str(tmp_path / "fineweb_train_*.bin")):
         assert flag in native, flag
-    record = next(line for line in lines if line.startswith("[record ws2]"))
+    record = next(line for line in lines if line.startswith("[record ws2 run 1]"))
     assert str(STANDIN_DIR) in record and "--nproc_per_node=2 train_gpt.py" in record
-    hp = hyperparameter_defaults((out / "record-ws2" / "train_gpt.py").read_text())
+    assert f"cd {out / 'record'} &&" in record  # one program path for every record run (compile caches)
+    hp = hyperparameter_defaults((out / "record" / "train_gpt.py").read_text())
     assert (hp["num_iterations"], hp["iteration_extension"], hp["val_tokens"]) == (60, 0, 524_288)
     assert hp["train_files"] == str(tmp_path / "fineweb_train_*.bin")
-    assert len(json.loads((out / "record-ws2" / "patch.json").read_text())) == 8
+    assert len(json.loads((out / "record-ws2" / "patch.json").read_text())) == 9
     assert FIXTURE.read_text() == program_text()  # the fixture itself is never touched

@@ -317,6 +317,20 @@ def test_one_step_with_the_records_own_newton_schulz(rec):
     assert max(worst.values()) < NS_RTOL, sorted(worst.items(), key=lambda kv: -kv[1])[:5]
 
 
+def test_sidebyside_patch_line_cuts_the_muon_groups_like_split_mixed_muon_groups(rec):
+    """benchmarks/sidebyside.py's patch adds one line after the record's Muon is built; run on the record's own
+    Muon, it leaves the groups split_mixed_muon_groups makes (runs of one kind), with the group settings kept."""
+    from benchmarks.record_program import MUON_LINE, MUON_SPLIT, program_text, sidebyside_patch
+
+    patched, _ = sidebyside_patch(program_text(), train_files="a", val_files="b", steps=40, val_tokens=1024)
+    assert MUON_LINE + MUON_SPLIT in patched
+    muon = RecordSetup(rec, make_pair(rec)[1]).optimizer2
+    assert [len(g["params"]) for g in muon.param_groups] == [1, 10, 16, 16]
+    exec(MUON_SPLIT, {"optimizer2": muon})
+    kinds = [[p.module for p in g["params"]] for g in muon.param_groups]
+    assert [len(k) for k in kinds] == [1, 10, 10, 6, 16] and all(len(set(k)) == 1 for k in kinds)
+    assert all(g["lr"] == 0.05 and g["momentum"] == 0.95 for g in muon.param_groups)
+
 def test_records_unsplit_groups_at_one_rank_orthogonalize_six_mlp_matrices_as_blocks(rec, monkeypatch):
     """The record's own grouping [1, 10, 16, 16] at world size 1: its third group (10 attention + 6 MLP
     matrices) is reshaped by its first member, so those 6 MLP updates come out as four D×D blocks each. train/
