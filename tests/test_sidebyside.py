@@ -210,3 +210,20 @@ def test_dry_run_gives_both_programs_the_same_schedule_and_data(tmp_path, capsys
     assert hp["train_files"] == str(tmp_path / "fineweb_train_*.bin")
     assert len(json.loads((out / "record-ws2" / "patch.json").read_text())) == 9
     assert FIXTURE.read_text() == program_text()  # the fixture itself is never touched
+
+
+# ---- benchmarks/standin_check.py (its GPU numbers are in train/BENCHMARKS.md) ------------------------------------
+
+def test_standin_check_runs_on_cpu_and_fails_a_wrong_window(tmp_path, monkeypatch):
+    from benchmarks import standin_check
+    from train import attention
+
+    args = ["--device", "cpu", "--tokens", "512", "--heads", "2", "--head-dim", "16", "--no-compile"]
+    assert standin_check.main(args + ["--out", str(tmp_path / "ok")]) == 0
+    result = json.loads((tmp_path / "ok" / "standin_check.json").read_text())
+    assert [c["window"] for c in result["checks"]] == [128, 384, 640, 896, 1408, 1664, 2560]
+    assert all(0 < c["out"] <= standin_check.BOUND for c in result["checks"])  # bf16 inputs: never exact
+    flex = attention.flex_attention_varlen
+    monkeypatch.setattr(attention, "flex_attention_varlen",
+                        lambda q, k, v, bounds, window, scale: flex(q, k, v, bounds, window + 64, scale))
+    assert standin_check.main(args + ["--out", str(tmp_path / "off")]) == 1  # a window 64 tokens too wide

@@ -33,9 +33,32 @@ def tiny_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("e2e")
     train_glob, val_glob = write_corpus(folder / "data")
     done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob,
-                     "--log-file", str(folder / "run" / "log.txt"), "--metrics-file", str(folder / "run" / "m.jsonl"))
+                     "--log-file", str(folder / "run" / "log.txt"), "--metrics-file", str(folder / "run" / "m.jsonl"),
+                     "--profile", str(folder / "run" / "profile"))
     assert done.returncode == 0, done.stderr[-3000:]
     return folder / "run", done
+
+
+def test_profile_covers_steps_6_to_8_and_warmup_marks_its_first_step(tiny_run):
+    run, _ = tiny_run
+    summary = json.loads((run / "profile" / "profile.json").read_text())
+    assert summary["steps"] == [6, 7, 8] and summary["wall_ms"] > 0
+    assert summary["kernels"] == 0 and summary["gpu_busy_ms"] == 0  # CPU: no device kernels to count
+    assert "Self CPU" in (run / "profile" / "kernels.txt").read_text()
+    events = [json.loads(line)["event"] for line in (run / "m.jsonl").read_text().splitlines()]
+    assert events.index("warmup_first_step") < events.index("warmup")
+
+
+def test_profile_families_and_busy_time():
+    from train.profile import busy_us, family
+
+    assert family("sm90_xmma_gemm_bf16bf16_bf16f32") == "matmul" and family("triton_tem_fused_flex_attention_0") \
+        == "attention"
+    assert family("ncclDevKernel_ReduceScatter_Sum_f32") == "collectives" and family("triton_red_fused_add_0") \
+        == "fused elementwise"
+    assert family("Memcpy HtoD (Pageable -> Device)") == "copies" and family("void at::native::whatever") == "other"
+    # [0, 10) and [5, 12) overlap on two streams; [20, 21) alone: 12 + 1
+    assert busy_us([(5, 12), (0, 10), (20, 21), (6, 7)]) == 13
 
 
 def test_log_has_the_record_layout(tiny_run):

@@ -13,6 +13,7 @@ Plain `python -m train` is world size 1 (8 micro-steps per step for the record's
   --train-files / --val-files shard globs (override the preset's paths)
   --log-file / --metrics-file record-format log and JSON lines (rank 0 writes them)
   --save-model PATH           rank 0 saves the final model state_dict
+  --profile DIR               torch.profiler over timed steps 6..8 (rank 0): DIR/profile.json, DIR/kernels.txt
 Exit codes: 0 done, 3 bad configuration or data (one message says what and how to fix it), 1 anything else.
 """
 
@@ -37,6 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--log-file", default=None, help="record-format log (rank 0)")
     ap.add_argument("--metrics-file", default=None, help="metrics as JSON lines (rank 0)")
     ap.add_argument("--save-model", default=None, help="save the final model state_dict here (rank 0)")
+    ap.add_argument("--profile", default=None, metavar="DIR", help="profile timed steps 6..8 into DIR (rank 0)")
     return ap.parse_args(argv)
 
 
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     rank = os.environ.get("RANK", "0")
     try:
         cfg = build_config(args)
-        train(cfg, args.log_file, args.metrics_file, save_model=args.save_model)
+        train(cfg, args.log_file, args.metrics_file, save_model=args.save_model, profile_dir=args.profile)
     except (ConfigError, DataError) as exc:
         prefix = f"[rank {rank}] " if os.environ.get("WORLD_SIZE", "1") != "1" else ""
         print(f"{prefix}error: {exc}", file=sys.stderr)

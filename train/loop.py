@@ -26,6 +26,7 @@ from train.data import DataError, TrainLoader, ValLoader, shards_total_tokens
 from train.log import RunLog
 from train.model import GPT
 from train.muon import Muon
+from train.profile import StepProfiler
 from train.schedule import lr_multiplier, muon_momentum, warmup_long_window, window_blocks
 
 MiB = 1024 * 1024
@@ -235,15 +236,19 @@ def warm_up(run: Run) -> None:
         run.adam.step()
         run.muon.step()
         model.zero_grad(set_to_none=True)
+        if i == 0:  # the first step holds tracing and compiling (or loading them from the caches)
+            synchronize(run.env.device)
+            run.log.event("warmup_first_step")
     model.yarn.reset()
     model.load_state_dict(initial_state)
     run.adam, run.muon = build_optimizers(model, cfg)
 
 
-def timed_run(run: Run) -> tuple[float, list[tuple[int, float]]]:
+def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, list[tuple[int, float]]]:
     """Steps 0..total: validation at step 0, every val_every and at the end with the clock stopped; otherwise
     grad_accum micro-steps, schedules, optimizer steps. Returns (training ms, [(step, val loss)])."""
     cfg, env, model, log = run.cfg, run.env, run.model, run.log
+    profiler = profiler or StepProfiler(None, False)
     loader = run.loader()
     val_micro_steps = run.grad_accum * cfg.val_tokens // cfg.val_batch_tokens
     total_steps, training_ms, val_losses = cfg.total_steps, 0.0, []
@@ -273,12 +278,14 @@ def timed_run(run: Run) -> tuple[float, list[tuple[int, float]]]:
         if last:
             break
 
+        profiler.before_step(step)
         accumulate_gradients(run.forward, model, loader, run.grad_accum, env.device,
                              run.attn_args(ws_short, ws_long, model.yarn.attn_scale))
         lrm, momentum = set_hyperparameters(run.adam, run.muon, cfg, step)
         run.adam.step()
         run.muon.step()
         model.zero_grad(set_to_none=True)
+        profiler.after_step(step)
         elapsed = training_ms + 1000 * (time.perf_counter() - t0)
         log.step(step + 1, total_steps, elapsed)
         log.event("step", step=step + 1, train_time_ms=round(elapsed, 3), step_avg_ms=elapsed / (step + 1),
@@ -287,7 +294,7 @@ def timed_run(run: Run) -> tuple[float, list[tuple[int, float]]]:
 
 
 def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, env: DistEnv | None = None,
-          save_model: Path | None = None, console: bool = True) -> RunResult:
+          save_model: Path | None = None, console: bool = True, profile_dir: Path | None = None) -> RunResult:
     started = time.perf_counter()
     env = env or init_distributed()
     cfg.validate()
@@ -297,7 +304,7 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         warm_up(run)
         warmup_s = time.perf_counter() - started
         log.event("warmup", seconds=round(warmup_s, 2), steps=cfg.warmup_steps)
-        training_ms, val_losses = timed_run(run)
+        training_ms, val_losses = timed_run(run, StepProfiler(profile_dir and Path(profile_dir), env.is_main))
 
         peak = (0, 0)  # no allocator statistics on CPU
         if env.device.type == "cuda":

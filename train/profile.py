@@ -1,0 +1,85 @@
+"""torch.profiler over a few timed steps: where the GPU's time goes, by kernel family.
+
+    python -m train --preset record ... --profile runs/x/profile      (steps 6..8 of the timed loop, rank 0)
+
+Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time) and <dir>/profile.json:
+wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all streams), busy_fraction, and the
+device time per family (matmul, attention, collectives, fused elementwise, copies, other). The profiled steps
+run slower than the others (the profiler's own overhead), so their times stay in the log but are not a
+benchmark; the shares are what this is for.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+FAMILIES = (  # first match wins; lower-case substrings of kernel names
+    ("matmul", ("gemm", "cutlass", "nvjet", "sm90_", "matmul", "mm_", "_mm")),
+    ("attention", ("flex", "attention", "flash")),
+    ("collectives", ("nccl",)),
+    ("copies", ("memcpy", "memset", "copy")),
+    ("fused elementwise", ("triton_", "elementwise", "reduce", "vectorized")),
+)
+
+
+def family(kernel: str) -> str:
+    name = kernel.lower()
+    return next((fam for fam, keys in FAMILIES if any(k in name for k in keys)), "other")
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals (kernels on several streams may overlap)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+class StepProfiler:
+    """Profiles steps first..first+count-1 of the timed loop; a no-op when out_dir is None or not rank 0."""
+
+    def __init__(self, out_dir: Path | None, enabled: bool, first: int = 6, count: int = 3):
+        self.out_dir, self.first, self.count = out_dir, first, count
+        self.on = out_dir is not None and enabled
+        self._prof = None
+        self._started = 0.0
+
+    def before_step(self, step: int) -> None:
+        if self.on and step == self.first:
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+            self._prof = profile(activities=activities)
+            self._prof.__enter__()
+            self._started = time.perf_counter()
+
+    def after_step(self, step: int) -> None:
+        if self._prof is None or step != self.first + self.count - 1:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        wall_ms = 1000 * (time.perf_counter() - self._started)
+        self._prof.__exit__(None, None, None)
+        self.write(self._prof, wall_ms)
+        self._prof, self.on = None, False
+
+    def write(self, prof, wall_ms: float) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        by_family: dict[str, float] = {}
+        for e in kernels:
+            by_family[family(e.name)] = by_family.get(family(e.name), 0.0) + e.time_range.elapsed_us() / 1000
+        busy_ms = busy_us([(e.time_range.start, e.time_range.end) for e in kernels]) / 1000
+        summary = dict(steps=list(range(self.first, self.first + self.count)), wall_ms=round(wall_ms, 2),
+                       gpu_busy_ms=round(busy_ms, 2), busy_fraction=round(busy_ms / wall_ms, 4) if wall_ms else None,
+                       kernels=len(kernels), device_ms_by_family={k: round(v, 2) for k, v in sorted(
+                           by_family.items(), key=lambda kv: -kv[1])})
+        (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
+        sort = "self_device_time_total" if kernels else "self_cpu_time_total"
+        (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
