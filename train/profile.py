@@ -19,12 +19,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 FAMILIES = (  # first match wins; lower-case substrings of kernel names
-    ("matmul", ("gemm", "cutlass", "nvjet", "sm90_", "matmul", "mm_", "_mm")),
-    ("attention", ("flex", "attention", "flash")),
+    ("attention", ("flex_attention", "flash", "fmha")),  # before "triton_": flex's kernels are Triton templates
+    ("matmul", ("gemm", "cutlass", "nvjet", "xmma", "triton_tem_fused_mm", "triton_tem_fused_addmm")),
     ("collectives", ("nccl",)),
-    ("copies", ("memcpy", "memset", "copy")),
-    ("fused elementwise", ("triton_", "elementwise", "reduce", "vectorized")),
+    ("copies", ("memcpy", "memset")),
+    ("fused elementwise", ("triton_",)),
 )
+# CUDA runtime activities that the profiler lists beside kernels but that are no GPU work
+NOT_KERNELS = ("command buffer full",)
 
 
 def family(kernel: str) -> str:
@@ -71,7 +73,8 @@ class StepProfiler:
 
     def write(self, prof, wall_ms: float) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                   and e.name.lower() not in NOT_KERNELS]
         by_family: dict[str, float] = {}
         for e in kernels:
             by_family[family(e.name)] = by_family.get(family(e.name), 0.0) + e.time_range.elapsed_us() / 1000
