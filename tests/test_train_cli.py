@@ -56,6 +56,7 @@ def test_profile_families_and_busy_time():
         "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": "matmul",
         "nvjet_sm90_qqtst_192x192_128x4_2x1_v_bz_coopB_TNN": "matmul",
         "triton_tem_fused_flex_attention_backward_mul_select_0": "attention",
+        "triton_tem_fused__to_copy_add_arange_bitwise_and_eq_0": "attention",  # flex's forward (its mask_mod)
         "triton_red_fused__log_softmax__to_copy_amax_div_mul_2": "fused elementwise",
         "triton_poi_fused__scaled_mm__to_copy_clone_div_lift_3": "fused elementwise",
         "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL": "collectives",

@@ -19,8 +19,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 FAMILIES = (  # first match wins; lower-case substrings of kernel names
-    ("attention", ("flex_attention", "flash", "fmha")),  # before "triton_": flex's kernels are Triton templates
     ("matmul", ("gemm", "cutlass", "nvjet", "xmma", "triton_tem_fused_mm", "triton_tem_fused_addmm")),
+    # before "triton_": FlexAttention's kernels are Inductor templates ("triton_tem_"), the only ones besides mm's
+    ("attention", ("flex_attention", "flash", "fmha", "triton_tem_")),
     ("collectives", ("nccl",)),
     ("copies", ("memcpy", "memset")),
     ("fused elementwise", ("triton_",)),
