@@ -24,7 +24,7 @@ Reported from the two record-format logs (rank 0): step time = difference of con
 and over all steps, per run, then the median over runs; the ratio native / record; peak memory; startup (launch
 to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per matmul weight per
 token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate measured by a separate
-process, or given by --tflops from earlier in the same call); final validation losses and, with 2+ runs each,
+process, or read by --matmul-file from earlier in the same call); final validation losses and, with 2+ runs each,
 Welch's t-test. Written to <out>/summary.json and <out>/summary.md after every run, so a cut-off call still
 returns what finished.
 """
@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each program per world size, alternating")
     ap.add_argument("--only", choices=("record", "native"), help="run one of the two programs")
     ap.add_argument("--first-gpu", type=int, default=0, help="world size N runs on GPUs first-gpu .. first-gpu+N-1")
-    ap.add_argument("--tflops", type=float, help="bf16 matmul rate measured earlier in this call (not measured again)")
+    ap.add_argument("--matmul-file", type=Path,
+                    help="JSON printed by --matmul earlier in this call: its rate and versions, not measured again")
     ap.add_argument("--record-muon-groups", choices=("split", "as-is"), default="split",
                     help="split (default): the record's Muon does 8-rank math at 1, 2, 4 ranks, like train/")
     ap.add_argument("--attention", choices=("flex", "fa3"), default="flex")
@@ -375,8 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         summary["env"] = json.loads(rate.stdout.strip().splitlines()[-1])
         return round(summary["env"].pop("tflops"), 1)
 
-    if not a.dry_run:
-        summary["tflops_start"] = summary["tflops"] = a.tflops or matmul_rate()
+    if a.matmul_file:
+        summary["env"] = json.loads(a.matmul_file.read_text())
+        summary["tflops_start"] = summary["tflops"] = round(summary["env"].pop("tflops"), 1)
+    elif not a.dry_run:
+        summary["tflops_start"] = summary["tflops"] = matmul_rate()
         if summary["tflops"] is None:
             return 4
         print(f"bf16 matmul rate {summary['tflops']} TFLOP/s", flush=True)
@@ -415,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                       f" ms", flush=True)
                 save()
 
-    if not a.dry_run and not a.tflops and a.budget_s - (time.perf_counter() - started) > 15:
+    if not a.dry_run and not a.matmul_file and a.budget_s - (time.perf_counter() - started) > 15:
         summary["tflops_end"] = matmul_rate()
     summary["wall_s"] = round(time.perf_counter() - started, 1)
     if not a.dry_run:
