@@ -3,7 +3,8 @@
 # caches built by the first runs serve the measured ones. Started detached, polled across device calls:
 #
 #   setsid nohup bash benchmarks/device_session.sh /tmp/ds ws2 ws1 > /tmp/ds.log 2>&1 < /dev/null &
-#   tar -czf $OUT/ds.tgz -C /tmp ds                                  (each poll: whatever has finished)
+#   tar -czf $OUT/ds.tgz --exclude=cache -C /tmp ds; cp /tmp/ds/cache/part-* $OUT/ 2>/dev/null   (each poll)
+#   next lease: copy the returned part-* files into .devcarry/inductor-cache/ and carry that folder too
 #
 # Phases, run in the order given (default: ws1 ws2):
 # ws1  GPU 0: the record's program at world size 1, cold (compiles 10-12 min), then its 80 measured steps.
@@ -14,6 +15,10 @@
 #      device_diff at world size 2 alongside the first (cold-compiling) record run, 8 compile threads.
 # Every record run executes one program file (/tmp/sbs-record/train_gpt.py); the shards are docs-v1
 # (.devcarry/docs-v1, carried). The bf16 matmul rate is measured once at the start and once at the end.
+# Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/
+# (parts of 15 MB, only when it is at most 40 MB compressed, so it can come back through $OUT beside ds.tgz and
+# be carried again); a later lease that carries .devcarry/inductor-cache/ starts from it. A run's "cold" startup
+# is then not cold: progress.txt says when a cache was restored.
 # Measured on 2026-11-30: phase ws1 took 19.5 min (docs/device-runs/2026-11-30-h200x2-sbs).
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2]}
@@ -26,6 +31,24 @@ rm -rf "$SNAP" && mkdir -p "$SNAP" && cp -r "$SRC"/. "$SNAP"/ && cd "$SNAP"
 DATA=$SNAP/.devcarry/docs-v1
 export PYTHONUNBUFFERED=1
 note() { echo "$(date -u +%H:%M:%S) $*" >> "$R/progress.txt"; }
+CACHE=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_$(whoami)}
+restore_cache() {
+  if ls "$SNAP"/.devcarry/inductor-cache/part-* > /dev/null 2>&1; then
+    mkdir -p "$CACHE" && cat "$SNAP"/.devcarry/inductor-cache/part-* | tar -xz -C "$CACHE" \
+      && note "compile cache restored from .devcarry/inductor-cache ($(du -sh "$CACHE" | cut -f1))"
+  fi
+}
+pack_cache() {
+  rm -rf "$R/cache" "$R/cache.tgz" && mkdir -p "$R/cache"
+  tar -czf "$R/cache.tgz" -C "$CACHE" . 2> /dev/null
+  local size; size=$(stat -c %s "$R/cache.tgz")
+  if [ "$size" -le 41943040 ]; then
+    split -b 15m "$R/cache.tgz" "$R/cache/part-"; note "compile cache packed: $size bytes"
+  else
+    note "compile cache not packed: $size bytes compressed (over 40 MB)"
+  fi
+  rm -f "$R/cache.tgz"
+}
 sbs() { python3 benchmarks/sidebyside.py --data "$DATA" --program-dir /tmp/sbs-record --budget-s 1500 \
           --matmul-file "$R/matmul-start.json" "$@"; }
 diff_run() {  # world size, GPUs, out
@@ -62,13 +85,13 @@ phase_ws2() {
   python3 benchmarks/sidebyside.py --summarize "$R/d-ws2" --out "$R/ws2" > /dev/null 2>&1
 }
 
-note "start: $PHASES"; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$R/gpus.csv"
+note "start: $PHASES"; restore_cache; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$R/gpus.csv"
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-start.json"
 note "matmul $(cat "$R/matmul-start.json")"
 for phase in $PHASES; do
   case $phase in
-    ws1) phase_ws1 ;;
-    ws2) phase_ws2 ;;
+    ws1) phase_ws1; pack_cache ;;
+    ws2) phase_ws2; pack_cache ;;
     *) note "unknown phase $phase (ws1, ws2)" ;;
   esac
 done
