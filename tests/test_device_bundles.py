@@ -3,8 +3,10 @@ on a Python without the `cryptography` package (like the device's own): an unsig
 
 import subprocess
 import sys
+import tarfile
 
 import pytest
+import yaml
 
 from tests.paths import REPO_ROOT
 
@@ -20,3 +22,18 @@ def test_device_bundle_verifies_without_cryptography(bundle, tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.startswith("integrity only: unsigned")
     assert "verdict: smoke-passed" in done.stdout and "bundle verified" in done.stdout
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
+def test_fa3_standin_is_a_deviation_exactly_where_the_runs_used_it(bundle, tmp_path):
+    """The record's program ran on the FlexAttention stand-in (run.yaml fa3_standin: true) in one of the two
+    device bundles: its verdict lists that deviation (test above: `bundle verify` recomputes the verdict from the
+    runs and finds the same); the native trainer's does not."""
+    with tarfile.open(bundle) as tar:
+        used = {yaml.safe_load(tar.extractfile(m))["fa3_standin"] for m in tar.getmembers()
+                if m.name.endswith("/run.yaml")}
+    assert len(used) == 1
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "bundle", "show", str(bundle)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("deviation: attention: FA3 could not be imported" in done.stdout) == used.pop()
