@@ -4,6 +4,7 @@ head and compiled graphs, at world size 1 and 2 (not a pytest test: run it on a 
     torchrun --standalone --nproc_per_node=1 benchmarks/device_diff.py --out $OUT/diff-ws1
     torchrun --standalone --nproc_per_node=2 benchmarks/device_diff.py --out $OUT/diff-ws2
     torchrun --standalone --nproc_per_node=2 benchmarks/device_diff.py --cpu-smoke --out /tmp/diff   (CPU, gloo)
+    ... device_diff.py --set fused_loss=true --out $OUT/diff-fused     (train/ with an option; repeatable)
 
 The record's program is loaded by benchmarks/record_program.py (its real Triton Newton–Schulz kernels, its
 compiled DistAdam step and FP8 custom ops; FA3 if installed, else pipeline/runs/fa3_standin, i.e. train/'s
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu-smoke", action="store_true", help="CPU, float32, eager, dense attention: checks the script")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="train/ config override for train/'s model, e.g. fused_loss=true (repeatable)")
     a = ap.parse_args(argv)
     rank, world, device = init(a.cpu_smoke)
     started = time.perf_counter()
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = apply_overrides(preset("record"), [
         f"model_dim={a.dim}", f"num_heads={a.heads}", f"train_batch_tokens={8 * T}", f"val_batch_tokens={8 * T}",
         f"val_tokens={8 * T}", f"compile={gpu}", f"fp8={gpu}", f"bf16={gpu}",
-        f"attention={'flex' if gpu else 'dense'}"])
+        f"attention={'flex' if gpu else 'dense'}", *a.overrides])
     args = rec.Hyperparameters(train_batch_size=8 * T, val_batch_size=8 * T, val_tokens=8 * T)
     bind_globals(rec, args, device, 8 // world)
 
@@ -167,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs, targets, bounds = make_batch(T, a.seed + 1 + rank, device)
     report: dict = dict(world_size=world, device=str(torch.cuda.get_device_name(device) if gpu else "cpu"),
                         torch=torch.__version__, real_fa3=rec.REAL_FA3, tokens_per_rank=T, dim=a.dim, heads=a.heads,
+                        overrides=a.overrides,
                         bf16=cfg.bf16, fp8=cfg.fp8, compiled=cfg.compile, checks=[])
 
     def check(what: str, value: float, bound: float, **extra) -> None:

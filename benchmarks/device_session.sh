@@ -10,7 +10,8 @@
 # ws1  GPU 0: the record's program at world size 1, cold (compiles 10-12 min), then its 80 measured steps.
 #      GPU 1 meanwhile, Inductor limited to 8 compile threads so GPU 0's process keeps its CPU: train/ at world
 #      size 1 cold, the FA3 stand-in's numerics, device_diff at world size 1, a profile of train/.
-#      Then GPU 0: train/ at world size 1, warm: the same GPU as the record's run, one after the other.
+#      Then GPU 0: train/ at world size 1, warm: the same GPU as the record's run, one after the other; then
+#      train/ with fused_loss=true (train/loss.py) on GPU 0, and device_diff with it on GPU 1 in the first part.
 # ws2  both GPUs: 3 runs of each program alternating, 40 steps (ratio, second-run startup, loss parity);
 #      device_diff at world size 2 alongside the first (cold-compiling) record run, 8 compile threads.
 # Every record run executes one program file (/tmp/sbs-record/train_gpt.py); the shards are docs-v1
@@ -51,9 +52,10 @@ pack_cache() {
 }
 sbs() { python3 benchmarks/sidebyside.py --data "$DATA" --program-dir /tmp/sbs-record --budget-s 1500 \
           --matmul-file "$R/matmul-start.json" "$@"; }
-diff_run() {  # world size, GPUs, out
-  CUDA_VISIBLE_DEVICES=$2 PYTHONPATH=$SNAP/pipeline/runs/fa3_standin:$SNAP \
-    python3 -m torch.distributed.run --standalone --nproc_per_node="$1" benchmarks/device_diff.py --out "$3"
+diff_run() {  # world size, GPUs, out, extra device_diff options
+  local n=$1 gpus=$2 out=$3; shift 3
+  CUDA_VISIBLE_DEVICES=$gpus PYTHONPATH=$SNAP/pipeline/runs/fa3_standin:$SNAP \
+    python3 -m torch.distributed.run --standalone --nproc_per_node="$n" benchmarks/device_diff.py --out "$out" "$@"
 }
 
 phase_ws1() {
@@ -65,6 +67,8 @@ phase_ws1() {
     CUDA_VISIBLE_DEVICES=1 python3 benchmarks/standin_check.py --out "$R/standin" > "$R/standin.txt" 2>&1
     note "ws1: standin check exit $?"
     diff_run 1 1 "$R/diff-ws1" > "$R/diff-ws1.txt" 2>&1; note "ws1: diff exit $?"
+    diff_run 1 1 "$R/diff-ws1-fused" --set fused_loss=true > "$R/diff-ws1-fused.txt" 2>&1
+    note "ws1: diff (fused_loss) exit $?"
     CUDA_VISIBLE_DEVICES=1 python3 -m torch.distributed.run --standalone --nproc_per_node=1 -m train \
       --preset record --train-files "$DATA/fineweb_train_*.bin" --val-files "$DATA/fineweb_val_*.bin" \
       --set scheduled_steps=12 --set extension_steps=0 --set val_tokens=524288 --set val_batch_tokens=524288 \
@@ -73,7 +77,12 @@ phase_ws1() {
   wait
   sbs --world-sizes 1 --only native --first-gpu 0 --out "$R/b-native-ws1" > "$R/b-native-ws1.txt" 2>&1
   note "ws1: native (GPU 0, warm) done"
+  sbs --world-sizes 1 --only native --first-gpu 0 --native-set fused_loss=true --out "$R/c-native-fused-ws1" \
+    > "$R/c-native-fused-ws1.txt" 2>&1
+  note "ws1: native with fused_loss (GPU 0) done"
   python3 benchmarks/sidebyside.py --summarize "$R/a-record-ws1" "$R/b-native-ws1" --out "$R/ws1" > /dev/null 2>&1
+  python3 benchmarks/sidebyside.py --summarize "$R/a-record-ws1" "$R/c-native-fused-ws1" --out "$R/ws1-fused" \
+    > /dev/null 2>&1
 }
 
 phase_ws2() {

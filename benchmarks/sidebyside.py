@@ -164,6 +164,7 @@ def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
             f"val_batch_tokens={a.val_tokens}", f"attention={a.attention}", f"data_cycle={str(cycle).lower()}"]
     if a.warmup_steps is not None:
         sets.append(f"warmup_steps={a.warmup_steps}")
+    sets += a.native_set  # options of train/ under test (e.g. fused_loss=true), recorded in the summary
     cmd = torchrun(ws) + ["-m", "train", "--preset", "record", "--train-files", a.train_files,
                           "--val-files", a.val_files, "--log-file", str(run_dir / "log.txt"),
                           "--metrics-file", str(run_dir / "metrics.jsonl")]
@@ -247,6 +248,7 @@ def welch(a: list[float], b: list[float]) -> dict | None:
 def merge(summaries: list[dict]) -> dict:
     """One summary from several invocations (phases of one device call): runs pooled by world size and program."""
     out = dict(summaries[0], runs={})
+    out["native_set"] = sorted({x for summary in summaries for x in summary.get("native_set", [])})
     for summary in summaries:
         for ws, pair in summary["runs"].items():
             into = out["runs"].setdefault(ws, {})
@@ -268,7 +270,8 @@ def table(summary: dict) -> str:
     env = summary.get("env", {})
     lines = [f"# side by side: {env.get('gpu', '?')}, torch {env.get('torch')}",
              f"steps {summary['steps']}, val tokens {summary['val_tokens']}, attention {summary['attention']}, "
-             f"bf16 matmul rate {summary.get('tflops')} TFLOP/s", "",
+             f"bf16 matmul rate {summary.get('tflops')} TFLOP/s"
+             + (f", native with {' '.join(summary['native_set'])}" if summary.get("native_set") else ""), "",
              "| ws | phase | record ms | native ms | native / record | MFU record / native |",
              "|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
@@ -320,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-muon-groups", choices=("split", "as-is"), default="split",
                     help="split (default): the record's Muon does 8-rank math at 1, 2, 4 ranks, like train/")
     ap.add_argument("--attention", choices=("flex", "fa3"), default="flex")
+    ap.add_argument("--native-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra train/ config override for the native runs (repeatable)")
     ap.add_argument("--budget-s", type=float, default=570, help="stop starting runs after this many seconds")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--program-dir", type=Path, help="where the patched record program runs (default <out>/record)")
@@ -360,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     a.program_dir = (a.program_dir or a.out / "record").resolve()
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
-                         record_muon_groups=a.record_muon_groups, model_flops_per_step=flops, runs={})
+                         record_muon_groups=a.record_muon_groups, native_set=a.native_set,
+                         model_flops_per_step=flops, runs={})
 
     def save() -> None:
         (a.out / "summary.json").write_text(json.dumps(summary, indent=1))

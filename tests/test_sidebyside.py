@@ -227,3 +227,18 @@ def test_standin_check_runs_on_cpu_and_fails_a_wrong_window(tmp_path, monkeypatc
     monkeypatch.setattr(attention, "flex_attention_varlen",
                         lambda q, k, v, bounds, window, scale: flex(q, k, v, bounds, window + 64, scale))
     assert standin_check.main(args + ["--out", str(tmp_path / "off")]) == 1  # a window 64 tokens too wide
+
+
+def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    docs = [50256] + list(range(1, 3000))
+    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
+    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--native-set", "fused_loss=true",
+                            "--dry-run", "--out", str(tmp_path / "sbs")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert "--set fused_loss=true" in lines[1] and lines[1].startswith("[native")
+    assert "fused_loss" not in lines[0]
+    merged = sidebyside.merge([dict(steps=1, val_tokens=1, attention="flex", runs={}),
+                               dict(steps=1, val_tokens=1, attention="flex", native_set=["fused_loss=true"], runs={})])
+    assert "native with fused_loss=true" in sidebyside.table(merged)

@@ -65,6 +65,7 @@ class TrainConfig:
     bf16: bool = True  # embeddings and linear layers in bf16 (the record); false keeps the model in fp32 (tests)
     compile: bool = True
     attention: str = "auto"  # auto | fa3 | flex | dense
+    fused_loss: bool = False  # loss and its gradient in one forward pass (train/loss.py); off until measured
     seed: int | None = None  # the record sets none; tests set one to compare runs
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
+from train.loss import head_loss
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -258,6 +259,8 @@ class GPT(nn.Module):
             if i < half:
                 skips.append(x)
 
+        if self.training and self.cfg.fused_loss:
+            return head_loss(rms_norm(x), self.head, targets)
         logits = self.head(rms_norm(x)).float()  # (T, Vp)
         logits = 30 * torch.sigmoid(logits / 7.5)
         return F.cross_entropy(logits, targets, reduction="sum" if self.training else "mean")

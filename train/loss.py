@@ -1,0 +1,64 @@
+"""The training loss and its gradient in one forward pass (config `fused_loss`, off by default until measured).
+
+    from train.loss import head_loss
+    loss = head_loss(rms_norm(x), model.head, targets)      # x: (T, D); scalar: cross entropy summed over T
+
+The record's loss: logits = head(x) (bf16, FP8 matmul in training) -> float32 -> z = 30·sigmoid(logits / 7.5)
+-> cross entropy, summed. Autograd keeps float32 tensors of the logits' shape for its backward pass (at the
+record's micro-batch, 49,152 × 50,304 × 4 bytes = 9.9 GB each), which then writes dL/dlogits in bf16 for the
+head's backward to cast to FP8: three passes over (T, V) tensors, 11.9 ms per micro-step on an H200
+(train/BENCHMARKS.md, profile). Here the forward pass computes the loss, dL/dlogits in the record's arithmetic
+order (below), and the head's two backward products at once; nothing of shape (T, V) outlives it. The backward
+pass scales the saved input and weight gradients by the loss's gradient, which is 1 in training (the loop calls
+backward on the summed loss), so the result is what autograd computes, up to the summation order of the loss.
+
+Arithmetic order, as eager autograd and Inductor evaluate the record's expression:
+  logp = (z - max z) - log(sum exp(z - max z))            log_softmax
+  dL/dz = exp(logp) - onehot(target)                      log_softmax backward of the summed NLL
+  dL/ds = dL/dz · 30;  dL/du = (dL/ds · (1 - s)) · s;  dL/dlogits = dL/du / 7.5    (mul, sigmoid, div backward)
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from train.fp8 import fp8_mm, fp8_mm_backward
+
+
+def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(T, V) logits, (T,) targets -> (summed cross entropy of the softcapped logits, dL/dlogits in logits' dtype)."""
+    s = torch.sigmoid(logits.float() / 7.5)  # (T, V)
+    z = 30 * s
+    shifted = z - z.amax(dim=-1, keepdim=True)
+    logp = shifted - torch.log(torch.exp(shifted).sum(dim=-1, keepdim=True))
+    loss = -logp.gather(1, targets[:, None]).sum()
+    grad_z = torch.exp(logp).scatter_add(1, targets[:, None], -torch.ones_like(logp[:, :1]))  # softmax - onehot
+    grad = (grad_z * 30) * (1 - s) * s / 7.5
+    return loss, grad.to(logits.dtype)
+
+
+class _HeadLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None) -> Tensor:
+        if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
+            logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
+            loss, grad = loss_and_grad(logits, targets)
+            grad_x, grad_w = fp8_mm_backward(grad, x8, w8, *fp8_scales)
+        else:  # what autograd of F.linear(x, weight) computes
+            w = weight.type_as(x)
+            loss, grad = loss_and_grad(F.linear(x, w), targets)
+            grad_x, grad_w = grad @ w, grad.T @ x
+        ctx.save_for_backward(grad_x, grad_w)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):
+        grad_x, grad_w = ctx.saved_tensors
+        # autograd casts grad_w to the weight's dtype, as it does for the unfused head's float32 gradient
+        return grad_x * grad_loss.to(grad_x.dtype), grad_w * grad_loss.to(grad_w.dtype), None, None
+
+
+def head_loss(x: Tensor, head, targets: Tensor) -> Tensor:
+    """Training only: the summed loss of head(x) against targets, gradients computed in the forward pass."""
+    scales = (head.scales["x_s"], head.scales["w_s"], head.scales["grad_s"]) if head.fp8 else None
+    return _HeadLoss.apply(x, head.weight, targets, scales)
