@@ -32,7 +32,10 @@ def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     shifted = z - z.amax(dim=-1, keepdim=True)
     logp = shifted - torch.log(torch.exp(shifted).sum(dim=-1, keepdim=True))
     loss = -logp.gather(1, targets[:, None]).sum()
-    grad_z = torch.exp(logp).scatter_add(1, targets[:, None], -torch.ones_like(logp[:, :1]))  # softmax - onehot
+    # softmax - onehot, written elementwise (a compare with the column index, no scatter) so that the compiler
+    # fuses it into the pass that writes the gradient instead of materialising a float32 (T, V) tensor first
+    onehot = torch.arange(logits.size(1), device=logits.device)[None, :] == targets[:, None]  # (T, V)
+    grad_z = torch.exp(logp) - onehot.to(logp.dtype)
     grad = (grad_z * 30) * (1 - s) * s / 7.5
     return loss, grad.to(logits.dtype)
 
