@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from benchmarks.numerics import rel  # noqa: E402
 from benchmarks.record_program import (  # noqa: E402
     RecordSetup,
     bind_globals,
@@ -57,11 +58,6 @@ from train.model import GPT  # noqa: E402
 
 LOSS_FLOOR, GRAD_FLOOR = 1e-4, 1e-3  # below these the reference comparison is float32 noise
 ADAM_RTOL, MUON_RTOL = 2e-2, 5e-2
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double(), b.detach().double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def random_weights(ours: GPT, seed: int) -> dict[str, torch.Tensor]:

@@ -35,12 +35,10 @@ sys.path[:0] = [str(STANDIN_DIR), str(REPO)]  # as a smoke run: the stand-in fir
 
 import torch  # noqa: E402
 
+from benchmarks.numerics import rel  # noqa: E402
+
 BOUND = 1e-2
 WINDOW_BLOCKS = (1, 3, 5, 7, 11, 13, 20)  # short (half of long) and long windows of the record, in 128-token blocks
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
 
 
 def packed_documents(T: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:

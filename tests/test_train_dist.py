@@ -14,7 +14,6 @@
 """
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.ports import free_port
 from tests.test_train_data import write_corpus
 from train.config import TrainConfig, apply_overrides, preset
 from train.data import TrainLoader
@@ -66,11 +66,6 @@ def _world_worker(rank: int, world: int, port: int, corpus, out: str) -> None:
         torch.save(dict(grads=grads, final_val_loss=result.final_val_loss), Path(out) / "grads.pt")
     dist.destroy_process_group()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import copy
 import functools
 import math
 import secrets
-import socket
 from datetime import timedelta
 
 import pytest
@@ -19,6 +18,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.conftest import cuda_or_skip
+from tests.ports import free_port
 from train.adam import DistAdam
 from train.muon import Muon, plan_groups
 from train.newton_schulz import NS_COEFFS, orthogonalize, set_backend
@@ -305,11 +305,6 @@ def _gloo_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     finally:
         dist.destroy_process_group()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])  # 2, 3, 4: chunks mixing attention and MLP; 3: padding

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import socket
 
 import pytest
 import torch
@@ -40,6 +39,7 @@ from benchmarks.record_program import (
     split_mixed_muon_groups,
     split_program,
 )
+from tests.ports import free_port
 from train.config import TrainConfig, apply_overrides, preset
 from train.data import BOS_ID, DataError, TrainLoader, ValLoader, max_docs, write_shard
 from train.loop import build_optimizers, set_hyperparameters
@@ -86,11 +86,6 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

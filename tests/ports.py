@@ -1,0 +1,9 @@
+"""A free TCP port on 127.0.0.1 for a test's process group or server (the OS picks it; a race is unlikely)."""
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
