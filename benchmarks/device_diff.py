@@ -115,18 +115,22 @@ def init(cpu_smoke: bool) -> tuple[int, int, torch.device]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/device_diff.py")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tokens", type=int, default=4096, help="micro-batch tokens per rank (multiple of 128)")
-    ap.add_argument("--dim", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=6)
+    # --cpu-smoke's defaults are smaller: three float32 models of the record's size on each of two ranks, with
+    # gradients and optimizer state, do not fit a 24 GiB machine
+    ap.add_argument("--tokens", type=int, default=None, help="micro-batch tokens per rank, a multiple of 128 "
+                    "(default 4096; 1024 with --cpu-smoke)")
+    ap.add_argument("--dim", type=int, default=None, help="model width (default 768; 256 with --cpu-smoke)")
+    ap.add_argument("--heads", type=int, default=None, help="attention heads (default 6; 2 with --cpu-smoke)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu-smoke", action="store_true", help="CPU, float32, eager, dense attention: checks the script")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="train/ config override for train/'s model, e.g. fused_loss=true (repeatable)")
     a = ap.parse_args(argv)
     rank, world, device = init(a.cpu_smoke)
+    a.dim, a.heads = a.dim or (256 if a.cpu_smoke else 768), a.heads or (2 if a.cpu_smoke else 6)
     started = time.perf_counter()
     gpu = device.type == "cuda"
-    T, bs = a.tokens, 128
+    T, bs = a.tokens or (1024 if a.cpu_smoke else 4096), 128
     rec = load_record(device.type)
 
     # train/'s config: the record's, at this size; the record's Hyperparameters to match (it reads them globally)

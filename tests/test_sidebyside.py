@@ -242,3 +242,24 @@ def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
     merged = sidebyside.merge([dict(steps=1, val_tokens=1, attention="flex", runs={}),
                                dict(steps=1, val_tokens=1, attention="flex", native_set=["fused_loss=true"], runs={})])
     assert "native with fused_loss=true" in sidebyside.table(merged)
+
+
+# ---- benchmarks/device_diff.py's CPU mode (its GPU results are in train/BENCHMARKS.md) ---------------------------
+
+@pytest.mark.slow
+def test_device_diff_cpu_smoke_at_two_ranks_with_the_fused_loss(tmp_path):
+    """The GPU differential script itself, on CPU with gloo at 2 ranks (small model), for train/ with
+    fused_loss: every check passes and the report says so."""
+    import subprocess
+    import sys
+
+    from tests.paths import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "benchmarks/device_diff.py", "--cpu-smoke", "--set", "fused_loss=true",
+                           "--out", str(tmp_path / "diff")], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "diff" / "device_diff.json").read_text())
+    assert report["world_size"] == 2 and report["overrides"] == ["fused_loss=true"] and report["failed"] == 0
+    assert len(report["checks"]) == 100 and "100 ok, 0 failed" in done.stdout
