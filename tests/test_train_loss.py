@@ -2,10 +2,11 @@
 
     .venv/bin/python -m pytest -q tests/test_train_loss.py
 
-bf16 logits (the GPU's case): the gradient is bit-identical to autograd's, the loss equal up to its summation
-order. float32 (CPU presets): the gradient within one rounding. The FP8 head (torch._scaled_mm runs on CPU in
-this torch): input and weight gradients bit-identical to the unfused FP8 head's. A tiny model: loss and every
-parameter's gradient equal with and without fused_loss.
+bf16 logits (the GPU's case): the gradient equals autograd's except for rare elements that round to the
+neighbouring bf16 value (the log-sum-exp is summed in another order: measured 3 to 42 of 1,048,576 elements,
+one ulp each), the loss equal up to its summation order. float32 (CPU presets): within a rounding. The FP8 head
+(torch._scaled_mm runs on CPU in this torch): input and weight gradients as close to the unfused FP8 head's.
+A tiny model: loss and every parameter's gradient equal with and without fused_loss, to float32 rounding.
 """
 
 import pytest
@@ -28,14 +29,16 @@ def reference(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_loss_and_gradient_match_autograd(dtype):
     gen = torch.Generator().manual_seed(0)
-    logits = (20 * torch.randn(96, 1000, generator=gen)).to(dtype)  # wide enough to saturate the softcap
-    targets = torch.randint(0, 1000, (96,), generator=gen)
+    logits = (20 * torch.randn(256, 4096, generator=gen)).to(dtype)  # wide enough to saturate the softcap
+    targets = torch.randint(0, 4096, (256,), generator=gen)
     want_loss, want_grad = reference(logits, targets)
     loss, grad = loss_and_grad(logits, targets)
     assert grad.dtype == dtype and loss.dtype == torch.float32
     assert loss.item() == pytest.approx(want_loss.item(), rel=1e-6)
-    if dtype == torch.bfloat16:
-        assert torch.equal(grad, want_grad)
+    if dtype == torch.bfloat16:  # rounding flips only: rare, and one bf16 step (2^-8 relative) at most
+        flipped = grad != want_grad
+        assert flipped.float().mean().item() < 1e-3
+        assert ((grad.float() - want_grad.float()).abs() <= want_grad.float().abs() * 2**-7 + 1e-30)[flipped].all()
     else:
         assert (grad - want_grad).abs().max().item() < 1e-8 and not torch.equal(grad, torch.zeros_like(grad))
 
@@ -48,7 +51,7 @@ def fp8_head(seed: int = 0) -> Head:
     return head
 
 
-def test_fp8_head_gradients_are_bit_identical():
+def test_fp8_head_gradients_match_the_unfused_fp8_head():
     head = fp8_head()
     x = F.rms_norm(torch.randn(256, 64), (64,)).bfloat16().requires_grad_()
     targets = torch.randint(0, 512, (256,), generator=torch.Generator().manual_seed(1))
@@ -61,7 +64,9 @@ def test_fp8_head_gradients_are_bit_identical():
     dx, dw = torch.autograd.grad(got, (x, head.weight))
     assert got.item() == pytest.approx(want.item(), rel=1e-6)
     assert dx.dtype == want_dx.dtype == torch.bfloat16 and dw.dtype == want_dw.dtype == torch.bfloat16
-    assert torch.equal(dx, want_dx) and torch.equal(dw, want_dw)
+    for got_g, want_g in ((dx, want_dx), (dw, want_dw)):  # rounding flips of the FP8/bf16 casts only
+        assert ((got_g.float() - want_g.float()).norm() / want_g.float().norm()).item() < 1e-3
+        assert (got_g != want_g).float().mean().item() < 1e-2
 
 
 def test_a_loss_gradient_other_than_one_scales_both_gradients():
