@@ -48,6 +48,7 @@ from benchmarks.record_program import (  # noqa: E402
     bind_globals,
     load_record,
     name_map,
+    random_weights,
     run_main_statement,
     split_mixed_muon_groups,
 )
@@ -58,26 +59,6 @@ from train.model import GPT  # noqa: E402
 
 LOSS_FLOOR, GRAD_FLOOR = 1e-4, 1e-3  # below these the reference comparison is float32 noise
 ADAM_RTOL, MUON_RTOL = 2e-2, 5e-2
-
-
-def random_weights(ours: GPT, seed: int) -> dict[str, torch.Tensor]:
-    """Non-zero values for every parameter (zero-init ones too), made on CPU so every rank gets the same."""
-    gen = torch.Generator().manual_seed(seed)
-    D = ours.cfg.model_dim
-    out = {}
-    for name, p in ours.named_parameters():
-        noise = torch.randn(p.shape, generator=gen)
-        if name == "scalars":
-            out[name] = p.detach().float().cpu() + 0.3 * noise
-        elif "embed" in name:
-            out[name] = noise
-        elif name == "head.weight":
-            out[name] = 0.1 * noise
-        elif "gate" in name:
-            out[name] = 0.5 * noise
-        else:
-            out[name] = 0.5 * D ** -0.5 * noise
-    return out
 
 
 def make_batch(T: int, seed: int, device: torch.device):

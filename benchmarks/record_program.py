@@ -368,6 +368,27 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
     return patched, [dict(old=old, new=new, why=why) for old, new, why in changes]
 
 
+def random_weights(ours, seed: int = 0) -> dict[str, torch.Tensor]:
+    """train/'s parameter name -> non-zero random values for every parameter (zero-initialised ones too, so every
+    gradient flows), made on CPU from one seed so every rank and both models get the same."""
+    gen = torch.Generator().manual_seed(seed)
+    D = ours.cfg.model_dim
+    out = {}
+    for name, p in ours.named_parameters():
+        noise = torch.randn(p.shape, generator=gen)
+        if name == "scalars":  # around the init values: skip logits -1.5, lambdas (1, 0), SA (0.5, 0.5), smear 0
+            out[name] = p.detach().float().cpu() + 0.3 * noise
+        elif "embed" in name:
+            out[name] = noise
+        elif name == "head.weight":
+            out[name] = 0.1 * noise
+        elif "gate" in name:
+            out[name] = 0.5 * noise
+        else:  # qkvo, fc, proj: the record's init scale
+            out[name] = 0.5 * D ** -0.5 * noise
+    return out
+
+
 def name_map(num_layers: int) -> dict[str, str]:
     """train/'s parameter name -> the record's, family by family (the differential test and benchmark)."""
     names = {"embed.weight": "embed.weight", "smear_gate.weight": "smear_gate.weight",

@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.record_program import FIXTURE, STANDIN_DIR, program_text, sidebyside_patch  # noqa: E402
+from pipeline.runs.launch import Tee  # noqa: E402  (its first-timed-step marker: repro's startup_s)
 
 STEP_RE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:([\d.]+)ms\s*$")
 VAL_RE = re.compile(r"^step:(\d+)/(\d+) val_loss:([\d.]+) train_time:(\d+)ms")
@@ -173,7 +174,6 @@ def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     return cmd, dict(PYTHONPATH=str(REPO)), REPO
 
 
-FIRST_STEP = b"step:1/"  # the first timed step's line in both programs (pipeline/runs/launch.py's definition)
 
 
 def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
@@ -187,7 +187,7 @@ def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[i
 
     def copy_output(pipe, out) -> None:
         for line in iter(pipe.readline, b""):
-            if not first_step and FIRST_STEP in line:
+            if not first_step and Tee.FIRST_STEP in line:
                 first_step.append(time.perf_counter())
             out.write(line)
             out.flush()
@@ -230,19 +230,14 @@ def run_result(log_text: str, steps: int, flops: dict[str, float], tflops: float
 
 
 def welch(a: list[float], b: list[float]) -> dict | None:
-    """Welch's unequal-variance t-test of two samples: t, degrees of freedom and the two-sided p-value."""
-    if len(a) < 2 or len(b) < 2:
+    """Welch's unequal-variance t-test of a against b: t, degrees of freedom, two-sided p (scipy, as the verdict's
+    consistency test); None with fewer than 2 values a side or no spread at all."""
+    if len(a) < 2 or len(b) < 2 or statistics.variance(a) + statistics.variance(b) == 0:
         return None
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    if va + vb == 0:
-        return None
-    t = (statistics.fmean(a) - statistics.fmean(b)) / (va + vb) ** 0.5
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    try:
-        from scipy import stats
-    except ImportError:  # the GPU node may lack scipy; `--summarize` on a machine with it fills p in
-        return dict(t=t, df=df, p=None)
-    return dict(t=t, df=df, p=float(2 * stats.t.sf(abs(t), df)))
+    from scipy import stats
+
+    result = stats.ttest_ind(a, b, equal_var=False)
+    return dict(t=float(result.statistic), df=float(result.df), p=float(result.pvalue))
 
 
 def merge(summaries: list[dict]) -> dict:
@@ -298,10 +293,10 @@ def table(summary: dict) -> str:
             test = welch(finals["native"], finals["record"])
             desc = {who: f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f} (n={len(v)})"
                     for who, v in finals.items()}
-            p = test and test["p"]
-            lines.append(f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}; Welch "
-                         f"t = {test['t']:.2f}, df = {test['df']:.1f}, p = {f'{p:.3f}' if p is not None else '?'}"
-                         if test else f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}")
+            line = f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}"
+            if test:
+                line += f"; Welch t = {test['t']:.2f}, df = {test['df']:.1f}, p = {test['p']:.3f}"
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 

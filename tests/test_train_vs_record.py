@@ -36,6 +36,7 @@ from benchmarks.record_program import (
     bind_globals,
     load_record,
     name_map,
+    random_weights,
     split_mixed_muon_groups,
     split_program,
 )
@@ -113,26 +114,6 @@ def record_args(rec, cfg: TrainConfig):
         ws_validate=cfg.ws_final, ws_long_validate=cfg.ws_final_long)
     args.iteration_extension = cfg.extension_steps  # a class attribute there (no annotation), not a field
     return args
-
-
-def random_weights(ours: GPT, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Non-zero values for every parameter, at scales where every path carries signal (zero-init ones too)."""
-    gen = torch.Generator().manual_seed(seed)
-    D = ours.cfg.model_dim
-    out = {}
-    for name, p in ours.named_parameters():
-        noise = torch.randn(p.shape, generator=gen)
-        if name == "scalars":  # around the init values: skip logits -1.5, lambdas (1, 0), SA (0.5, 0.5), smear 0
-            out[name] = p.detach().float() + 0.3 * noise
-        elif "embed" in name:
-            out[name] = noise
-        elif name == "head.weight":
-            out[name] = 0.1 * noise
-        elif "gate" in name:
-            out[name] = 0.5 * noise
-        else:  # qkvo, fc, proj: the record's init scale
-            out[name] = 0.5 * D ** -0.5 * noise
-    return out
 
 
 def make_pair(rec, cfg: TrainConfig = SMALL):
