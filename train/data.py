@@ -155,7 +155,10 @@ class ShardPrefetch:
         self.path = path
         self._result: tuple[Tensor, list[int]] | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._read, name=f"prefetch {Path(path).name}", daemon=True)
+        # not a daemon: a run that ends (or a loader dropped after warm-up) while a read is in flight waits for
+        # it at exit; a daemon thread still inside torch's C++ code when the interpreter finalizes is killed
+        # there and aborts the process ("terminate called without an active exception", seen in CI at 2 ranks)
+        self._thread = threading.Thread(target=self._read, name=f"prefetch {Path(path).name}")
         self._thread.start()
 
     def _read(self) -> None:
