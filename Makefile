@@ -15,10 +15,11 @@ setup: $(VENV)/.installed
 # The orchestrator's dependencies come from requirements.lock (every file's sha256 enforced; regenerate with
 # `uv pip compile pyproject.toml --extra dev --universal --python-version 3.10 --generate-hashes -o requirements.lock`).
 # torch is the CPU trainer's, installed beside it; GPU nodes train in the pinned image or `repro env venv`.
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml requirements.lock requirements-triton.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check "$(TORCH_SPEC)"
+	$(BIN)/pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements-triton.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 

@@ -4,6 +4,7 @@
     python benchmarks/sidebyside.py --data DIR --world-sizes 2 --repeat 3 --out $OUT/ws2   (3 runs each, alternating)
     python benchmarks/sidebyside.py --summarize $OUT/ws1 $OUT/ws2 --out merged   (one table, Welch t-test of losses)
     python benchmarks/sidebyside.py --data DIR --dry-run --out /tmp/sbs               (print the commands only)
+    ... --variant unfused:fused_loss=false      (a third program: train/ with an override, named native-unfused)
 
 For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
   record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
@@ -15,18 +16,19 @@ For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat tim
           PYTHONPATH, i.e. train/'s FlexAttention code behind FA3's signature (unless --attention fa3).
   native  torchrun --standalone --nproc_per_node=N -m train --preset record --set scheduled_steps=<steps>
           --set extension_steps=0 --set attention=flex ... (the same shards, validation, warm-up, cycling)
+  native-NAME  the same with --variant NAME's overrides: what one option of train/ buys, in the same call
 Both keep the record's Muon momentum warm-up (300 steps), validation every 125 steps (so at 0 and the end),
 its windows and lr schedule over --steps (tests/test_train_vs_record.py checks the two loops apply the same
 values), and the record's global batch (393,216 tokens: 8 / N micro-steps per rank).
 
-Reported from the two record-format logs (rank 0): step time = difference of consecutive `train_time`
+Reported from the record-format logs (rank 0): step time = difference of consecutive `train_time`
 (validations excluded by both programs), median and mean per window phase (long window 3 / 7 / 11 blocks)
-and over all steps, per run, then the median over runs; the ratio native / record; peak memory; startup (launch
-to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per matmul weight per
-token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate measured by a separate
-process, or read by --matmul-file from earlier in the same call); final validation losses and, with 2+ runs each,
-Welch's t-test. Written to <out>/summary.json and <out>/summary.md after every run, so a cut-off call still
-returns what finished.
+and over all steps, per run, then the median over runs; each native's ratio to the record; peak memory;
+startup (launch to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per
+matmul weight per token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate
+measured by a separate process, or read by --matmul-file from earlier in the same call); final validation
+losses and, with 2+ runs each, Welch's t-test of each native against the record. Written to
+<out>/summary.json and <out>/summary.md after every run, so a cut-off call still returns what finished.
 """
 
 from __future__ import annotations
@@ -159,13 +161,14 @@ def record_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     return torchrun(ws) + ["train_gpt.py"], dict(PYTHONPATH=os.pathsep.join(path)), a.program_dir, changes
 
 
-def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], dict, Path]:
+def native_command(a, ws: int, run_dir: Path, cycle: bool, variant: list[str]) -> tuple[list[str], dict, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     sets = [f"scheduled_steps={a.steps}", "extension_steps=0", f"val_tokens={a.val_tokens}",
             f"val_batch_tokens={a.val_tokens}", f"attention={a.attention}", f"data_cycle={str(cycle).lower()}"]
     if a.warmup_steps is not None:
         sets.append(f"warmup_steps={a.warmup_steps}")
     sets += a.native_set  # options of train/ under test (e.g. fused_loss=true), recorded in the summary
+    sets += variant  # a --variant's own overrides, after the common ones
     cmd = torchrun(ws) + ["-m", "train", "--preset", "record", "--train-files", a.train_files,
                           "--val-files", a.val_files, "--log-file", str(run_dir / "log.txt"),
                           "--metrics-file", str(run_dir / "metrics.jsonl")]
@@ -174,6 +177,20 @@ def native_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     return cmd, dict(PYTHONPATH=str(REPO)), REPO
 
 
+def parse_variants(specs: list[str]) -> dict[str, list[str]]:
+    """--variant NAME:KEY=VALUE[,KEY=VALUE...] -> {"native-NAME": ["KEY=VALUE", ...]}."""
+    out = {}
+    for spec in specs:
+        name, _, sets = spec.partition(":")
+        if not re.fullmatch(r"[a-z0-9_]+", name) or not sets or not all("=" in x for x in sets.split(",")):
+            raise ValueError(f"--variant {spec!r}: write NAME:KEY=VALUE[,KEY=VALUE] (NAME in a-z, 0-9, _)")
+        out[f"native-{name}"] = sets.split(",")
+    return out
+
+
+def programs_of(pair: dict) -> list[str]:
+    """The programs in one world size's results: the record, native, then the variants in their order."""
+    return [who for who in pair if who != "patch"]
 
 
 def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
@@ -244,56 +261,64 @@ def merge(summaries: list[dict]) -> dict:
     """One summary from several invocations (phases of one device call): runs pooled by world size and program."""
     out = dict(summaries[0], runs={})
     out["native_set"] = sorted({x for summary in summaries for x in summary.get("native_set", [])})
+    out["variants"] = {k: v for summary in summaries for k, v in summary.get("variants", {}).items()}
     for summary in summaries:
         for ws, pair in summary["runs"].items():
             into = out["runs"].setdefault(ws, {})
-            for who in ("record", "native"):
-                into.setdefault(who, []).extend(pair.get(who, []))
+            for who in programs_of(pair):
+                into.setdefault(who, []).extend(pair[who])
             if "patch" in pair:
                 into["patch"] = pair["patch"]
     return out
 
 
 def _median_of(runs: list[dict], phase: str, key: str = "median_ms") -> float | None:
-    values = [r["phases"][phase][key] for r in runs if phase in r.get("phases", {})]
+    values = [r["phases"][phase][key] for r in runs if key in r.get("phases", {}).get(phase, {})]
     return statistics.median(values) if values else None
 
 
 def table(summary: dict) -> str:
-    """Markdown: per world size and window phase, the median over runs of each run's median step time; the
-    ratio; MFU; then each run (startup, peak memory, final validation loss) and the loss comparison."""
+    """Markdown: per world size, native program and window phase, the median over runs of each run's median step
+    time against the record's; the ratio; MFU; then each run (startup, peak memory, final validation loss) and
+    each native's loss comparison with the record."""
     env = summary.get("env", {})
+    variants = "".join(f"; {who}: {' '.join(sets)}" for who, sets in summary.get("variants", {}).items())
     lines = [f"# side by side: {env.get('gpu', '?')}, torch {env.get('torch')}",
              f"steps {summary['steps']}, val tokens {summary['val_tokens']}, attention {summary['attention']}, "
              f"bf16 matmul rate {summary.get('tflops')} TFLOP/s"
-             + (f", native with {' '.join(summary['native_set'])}" if summary.get("native_set") else ""), "",
-             "| ws | phase | record ms | native ms | native / record | MFU record / native |",
-             "|---|---|---|---|---|---|"]
+             + (f", native with {' '.join(summary['native_set'])}" if summary.get("native_set") else "") + variants,
+             "", "| ws | program | phase | record ms | program ms | program / record | MFU record / program |",
+             "|---|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
-        rec, nat = pair.get("record", []), pair.get("native", [])
-        for phase in ("3", "7", "11", "all"):
-            r, n = _median_of(rec, phase), _median_of(nat, phase)
-            mr, mn = _median_of(rec, phase, "mfu"), _median_of(nat, phase, "mfu")
-            lines.append(f"| {ws} | {phase} | {f'{r:.1f}' if r else '—'} | {f'{n:.1f}' if n else '—'} | "
-                         f"{f'{n / r:.3f}' if r and n else '—'} | "
-                         f"{f'{100 * mr:.1f} %' if mr else '—'} / {f'{100 * mn:.1f} %' if mn else '—'} |")
+        rec = pair.get("record", [])
+        for who in programs_of(pair):
+            if who == "record":
+                continue
+            for phase in ("3", "7", "11", "all"):
+                r, n = _median_of(rec, phase), _median_of(pair[who], phase)
+                mr, mn = _median_of(rec, phase, "mfu"), _median_of(pair[who], phase, "mfu")
+                lines.append(f"| {ws} | {who} | {phase} | {f'{r:.1f}' if r else '—'} | {f'{n:.1f}' if n else '—'} | "
+                             f"{f'{n / r:.3f}' if r and n else '—'} | "
+                             f"{f'{100 * mr:.1f} %' if mr else '—'} / {f'{100 * mn:.1f} %' if mn else '—'} |")
     lines += ["", "| ws | program | run | rc | startup s | peak GiB | final val loss |",
               "|---|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
-        for who in ("record", "native"):
-            for i, res in enumerate(pair.get(who, [])):
+        for who in programs_of(pair):
+            for i, res in enumerate(pair[who]):
                 peak = res.get("peak_mib")
                 final = res.get("val_losses", [])[-1][1] if res.get("val_losses") else None
                 lines.append(f"| {ws} | {who} | {i + 1} | {res.get('rc')} | {res.get('startup_s')} | "
                              f"{f'{peak[0] / 1024:.2f}' if peak else '—'} | {final if final is not None else '—'} |")
     for ws, pair in summary["runs"].items():
-        finals = {who: [r["val_losses"][-1][1] for r in pair.get(who, []) if r.get("val_losses")]
-                  for who in ("record", "native")}
-        if len(finals["record"]) >= 2 and len(finals["native"]) >= 2:
-            test = welch(finals["native"], finals["record"])
-            desc = {who: f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f} (n={len(v)})"
-                    for who, v in finals.items()}
-            line = f"\nws {ws} final val loss: record {desc['record']}, native {desc['native']}"
+        finals = {who: [r["val_losses"][-1][1] for r in pair[who] if r.get("val_losses")] for who in programs_of(pair)}
+        record = finals.get("record", [])
+        for who, values in finals.items():
+            if who == "record" or len(record) < 2 or len(values) < 2:
+                continue
+            test = welch(values, record)
+            desc = {w: f"{statistics.fmean(v):.4f} ± {statistics.stdev(v):.4f} (n={len(v)})"
+                    for w, v in (("record", record), (who, values))}
+            line = f"\nws {ws} final val loss: record {desc['record']}, {who} {desc[who]}"
             if test:
                 line += f"; Welch t = {test['t']:.2f}, df = {test['df']:.1f}, p = {test['p']:.3f}"
             lines.append(line)
@@ -311,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-steps", type=int, default=None, help="default: each program's own (30)")
     ap.add_argument("--world-sizes", default="1,2")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each program per world size, alternating")
-    ap.add_argument("--only", choices=("record", "native"), help="run one of the two programs")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                    help="also run train/ with these overrides, as program native-NAME (repeatable)")
+    ap.add_argument("--only", help="run one program: record, native or native-NAME")
     ap.add_argument("--first-gpu", type=int, default=0, help="world size N runs on GPUs first-gpu .. first-gpu+N-1")
     ap.add_argument("--matmul-file", type=Path,
                     help="JSON printed by --matmul earlier in this call: its rate and versions, not measured again")
@@ -349,7 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     a.train_files = str(Path(a.train_files).expanduser().resolve())  # the record runs from its own folder
     a.val_files = str(Path(a.val_files).expanduser().resolve())
     world_sizes = [int(w) for w in a.world_sizes.split(",")]
-    programs = [a.only] if a.only else ["record", "native"]
+    try:
+        variants = parse_variants(a.variant)
+    except ValueError as e:
+        ap.error(str(e))
+    programs = ["record", "native", *variants]
+    if a.only and a.only not in programs:
+        ap.error(f"--only {a.only}: one of {', '.join(programs)}")
+    programs = [a.only] if a.only else programs
 
     from train.data import shards_total_tokens
 
@@ -360,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     a.program_dir = (a.program_dir or a.out / "record").resolve()
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
-                         record_muon_groups=a.record_muon_groups, native_set=a.native_set,
+                         record_muon_groups=a.record_muon_groups, native_set=a.native_set, variants=variants,
                          model_flops_per_step=flops, runs={})
 
     def save() -> None:
@@ -396,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                     cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
                     pair["patch"] = changes
                 else:
-                    cmd, env, cwd = native_command(a, ws, run_dir, cycle)
+                    cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []))
                 print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
                       f"{' '.join(cmd)}", flush=True)
                 if a.dry_run:

@@ -104,7 +104,7 @@ def test_log_parsing_and_phase_statistics():
     slower = sidebyside.run_result(synthetic_log(80, {3: 704.0, 7: 732.6, 11: 752.4}), 80, flops, 760.0, 1)
     summary = dict(steps=80, val_tokens=1, attention="flex", tflops=760.0,
                    runs={"1": {"record": [result], "native": [slower]}})
-    assert "| 1 | 7 | 666.0 | 732.6 | 1.100 |" in sidebyside.table(summary)
+    assert "| 1 | native | 7 | 666.0 | 732.6 | 1.100 |" in sidebyside.table(summary)
 
 
 def test_welch_matches_a_hand_computation_and_merge_pools_runs():
@@ -166,6 +166,33 @@ def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
     merged = sidebyside.merge([dict(steps=1, val_tokens=1, attention="flex", runs={}),
                                dict(steps=1, val_tokens=1, attention="flex", native_set=["fused_loss=true"], runs={})])
     assert "native with fused_loss=true" in sidebyside.table(merged)
+
+
+def test_a_variant_is_a_third_program_alternating_with_the_others(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    docs = [50256] + list(range(1, 3000))
+    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
+    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "2", "--repeat", "2", "--variant",
+                            "unfused:fused_loss=false,seed=3", "--dry-run", "--out", str(tmp_path / "sbs")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == [
+        f"[{who} ws2 run {i}" for i in (1, 2) for who in ("record", "native", "native-unfused")]
+    assert "--set fused_loss=false --set seed=3" in lines[2] and "fused_loss" not in lines[1] + lines[0]
+    with pytest.raises(SystemExit) as bad:
+        sidebyside.main(["--data", str(tmp_path / "d"), "--variant", "Unfused fused_loss", "--out", str(tmp_path)])
+    assert bad.value.code == 2 and "NAME:KEY=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sidebyside.main(["--data", str(tmp_path / "d"), "--only", "native-nope", "--out", str(tmp_path)])
+    # the table: every native program against the record, and each one's Welch test
+    run = lambda ms, loss: dict(phases={"all": dict(median_ms=ms)}, val_losses=[[40, loss]])  # noqa: E731
+    summary = dict(steps=40, val_tokens=1, attention="flex", variants={"native-unfused": ["fused_loss=false"]},
+                   runs={"2": {"record": [run(340, 3.80), run(342, 3.82)], "native": [run(306, 3.81), run(308, 3.79)],
+                               "native-unfused": [run(345, 3.80), run(345, 3.83)]}})
+    text = sidebyside.table(summary)
+    assert "| 2 | native | all | 341.0 | 307.0 | 0.900 |" in text
+    assert "| 2 | native-unfused | all | 341.0 | 345.0 | 1.012 |" in text
+    assert text.count("Welch t =") == 2 and "native-unfused: fused_loss=false" in text
 
 
 # ---- benchmarks/device_diff.py's CPU mode (its GPU results are in train/BENCHMARKS.md) ---------------------------

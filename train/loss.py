@@ -8,7 +8,9 @@ The record's loss: logits = head(x) (bf16, FP8 matmul in training) -> float32 ->
 record's micro-batch, 49,152 × 50,304 × 4 bytes = 9.9 GB each), which then writes dL/dlogits in bf16 for the
 head's backward to cast to FP8: three passes over (T, V) tensors, 11.9 ms per micro-step on an H200
 (train/BENCHMARKS.md, profile). Here the forward pass computes the loss, dL/dlogits in the record's arithmetic
-order (below), and the head's two backward products at once; nothing of shape (T, V) outlives it. The backward
+order (below), and the head's two backward products at once; nothing of shape (T, V) outlives it. On CUDA with
+the FP8 head the loss and the FP8 gradient come from two Triton passes over the logits (train/xent_triton.py);
+elsewhere from `loss_and_grad` below, which is also what that module's self-check compares with. The backward
 pass scales the saved input and weight gradients by the loss's gradient, which is 1 in training (the loop calls
 backward on the summed loss), so the result is what autograd computes, up to the summation order of the loss.
 
@@ -22,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from train.fp8 import fp8_mm, fp8_mm_backward
+from train import xent_triton
+from train.fp8 import fp8_mm, fp8_mm_backward, fp8_products
 
 
 def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
@@ -43,7 +46,12 @@ def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None) -> Tensor:
-        if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
+        if fp8_scales is not None and x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, FP8 out
+            logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
+            rows, g8, g8_t = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
+            loss = rows.sum()
+            grad_x, grad_w = fp8_products(g8, g8_t, x8, w8, *fp8_scales)
+        elif fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
             loss, grad = loss_and_grad(logits, targets)
             grad_x, grad_w = fp8_mm_backward(grad, x8, w8, *fp8_scales)

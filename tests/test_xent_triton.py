@@ -1,0 +1,46 @@
+"""train/xent_triton.py's kernels (the loss and FP8 gradient behind fused_loss on CUDA), run by Triton's
+interpreter on the CPU against the record's expression in torch; the same self-check runs on GPUs
+(`python -m train.xent_triton --time`, benchmarks/device_session.sh), where the FP8 cast is checked too."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+xent_triton = pytest.importorskip("train.xent_triton")
+
+
+def test_the_kernels_match_the_records_loss_and_gradient_under_the_interpreter():
+    if not xent_triton.AVAILABLE:
+        pytest.skip("Triton is not installed (make setup installs it from requirements-triton.lock)")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "train.xent_triton"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = eval(done.stdout.strip().splitlines()[-1], {})  # the dict selfcheck printed
+    assert set(report) == {"200x300", "64x128", "5x5000"}  # ragged tiles; rows of three blocks in pass 1
+    for shape, entry in report.items():
+        assert entry["loss_rel_err"] < 1e-5 and entry["bf16_flips"] <= 0.01, shape
+
+
+def test_the_one_step_rule_accepts_a_rounding_flip_and_rejects_more():
+    want = torch.linspace(0.5, 300.0, 1000)
+    want[:2] = torch.tensor([1.0, 3.0e-5])
+    bf16_flip = want.clone()
+    bf16_flip[0] = 1.0 + 2**-7  # one bf16 step above 1: one element in 1,000
+    assert xent_triton._check_one_step(bf16_flip, want, 7, -126, "x") == pytest.approx(1e-3)
+    e5m2_subnormal_flip = want.clone()
+    e5m2_subnormal_flip[1] += 2**-16  # e5m2's fixed spacing below 2^-14
+    xent_triton._check_one_step(e5m2_subnormal_flip, want, 2, -14, "x")
+    two_steps = want.clone()
+    two_steps[0] = 1.0 + 2 * 2**-7
+    with pytest.raises(AssertionError, match="up to 2.00 steps"):
+        xent_triton._check_one_step(two_steps, want, 7, -126, "x")
+    too_many = want.clone()
+    too_many[:20] = too_many[:20] * (1 + 2**-7)  # 2 % of elements, each within a step
+    with pytest.raises(AssertionError, match="2.00% of elements apart"):
+        xent_triton._check_one_step(too_many, want, 7, -126, "x")
