@@ -12,9 +12,10 @@
 #      size 1 cold, the FA3 stand-in's numerics, device_diff at world size 1, a profile of train/.
 #      Then GPU 0: train/ at world size 1, warm: the same GPU as the record's run, one after the other; then
 #      train/ with fused_loss=true (train/loss.py) on GPU 0, and device_diff with it on GPU 1 in the first part.
-# ws2  both GPUs: 3 x (record, native with fused_loss, native-unfused) alternating, 40 steps (ratios, what
-#      fused_loss buys, loss parity); during the first record run's cold compile: train/xent_triton.py's GPU
-#      check and timing, the two natives primed, device_diff at world size 2 with fused_loss.
+# ws2  both GPUs: 3 x (record, native) alternating, 40 steps (ratio, loss parity), native with fused_loss when
+#      train/xent_triton.py's GPU check passes (WS2_VARIANT=unfused:fused_loss=false adds a third program);
+#      during the first record run's cold compile: the loss kernels' timing, native primed, device_diff at
+#      world size 2.
 # Every record run executes one program file (/tmp/sbs-record/train_gpt.py); the shards are docs-v1
 # (.devcarry/docs-v1, carried). The bf16 matmul rate is measured once at the start and once at the end.
 # Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/
@@ -87,27 +88,24 @@ phase_ws1() {
 }
 
 phase_ws2() {
-  # The loss kernels' GPU check first (seconds): if it fails, native runs without fused_loss and no variant.
-  local natives=(--native-set fused_loss=true --variant unfused:fused_loss=false)
-  CUDA_VISIBLE_DEVICES=1 python3 -m train.xent_triton > "$R/xent-check.txt" 2>&1 \
+  # The loss kernels' GPU check first (seconds): native runs with fused_loss when it passes, else without.
+  local natives=(--native-set fused_loss=true)
+  CUDA_VISIBLE_DEVICES=0 python3 -m train.xent_triton > "$R/xent-check.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws2: xent_triton check FAILED: native without fused_loss"; }
   note "ws2: natives ${natives[*]}"
-  # GPU 1 and then both, during the first record run's cold compile (8 compile threads, so it keeps the CPU):
-  # the kernels' timing, the natives primed (their measured runs start warm), device_diff at world size 2.
-  # Meanwhile 3 x (record, native, native-unfused), alternating.
+  # During the first record run's cold compile (8 compile threads, so it keeps the CPU): the kernels' timing
+  # against the record's compiled loss, native primed (its measured runs start warm), device_diff at world
+  # size 2. Meanwhile 3 x (record, native), alternating.
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
     CUDA_VISIBLE_DEVICES=1 python3 -m train.xent_triton --time > "$R/xent.txt" 2>&1
     note "ws2: xent_triton timing exit $?"
     sbs --world-sizes 2 --steps 40 --only native "${natives[@]}" --out "$R/prime-native" \
       > "$R/prime-native.txt" 2>&1; note "ws2: native primed"
-    if [ "${#natives[@]}" -gt 2 ]; then
-      sbs --world-sizes 2 --steps 40 --only native-unfused "${natives[@]}" --out "$R/prime-unfused" \
-        > "$R/prime-unfused.txt" 2>&1; note "ws2: native-unfused primed"
-    fi
     diff_run 2 0,1 "$R/diff-ws2" --set "${natives[1]}" > "$R/diff-ws2.txt" 2>&1; note "ws2: diff exit $?"
   ) &
-  sbs --world-sizes 2 --repeat 3 --steps 40 "${natives[@]}" --out "$R/d-ws2" > "$R/d-ws2.txt" 2>&1
-  note "ws2: 3 x 3 runs done"
+  sbs --world-sizes 2 --repeat 3 --steps 40 "${natives[@]}" ${WS2_VARIANT:+--variant "$WS2_VARIANT"} \
+    --out "$R/d-ws2" > "$R/d-ws2.txt" 2>&1
+  note "ws2: runs done"
   wait
 }
 

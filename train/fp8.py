@@ -24,19 +24,19 @@ def _forward_body(x: Tensor, w: Tensor, x_s: float, w_s: float) -> tuple[Tensor,
 def _backward_body(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
                    ) -> tuple[Tensor, Tensor]:
     g8 = g.div(grad_s).to(torch.float8_e5m2)  # (T, V)
-    return _products_body(g8, g8.T.contiguous(), x8, w8, x_s, w_s, grad_s)
+    return _products_body(g8, x8, w8, x_s, w_s, grad_s)
 
 
-def _products_body(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
                    ) -> tuple[Tensor, Tensor]:
-    """dX and dW from the FP8 gradient, given also transposed (V, T): FP8 matmuls take K contiguous."""
+    """dX and dW from the FP8 gradient g8 = g / grad_s (T, V)."""
     scale_x = x8.new_tensor(x_s, dtype=torch.float32)
     scale_w = x8.new_tensor(w_s, dtype=torch.float32)
     scale_g = x8.new_tensor(grad_s, dtype=torch.float32)
     # _scaled_mm wants its first operand row-major and its second column-major
     grad_x = torch._scaled_mm(g8, w8.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=scale_g, scale_b=scale_w,
                               use_fast_accum=False)  # (T, D)
-    grad_w = torch._scaled_mm(x8.T.contiguous(), g8_t.T, out_dtype=torch.float32, scale_a=scale_x,
+    grad_w = torch._scaled_mm(x8.T.contiguous(), g8.T.contiguous().T, out_dtype=torch.float32, scale_a=scale_x,
                               scale_b=scale_g, use_fast_accum=False).T  # (V, D), column-major
     return grad_x, grad_w
 
@@ -79,15 +79,14 @@ def _(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float) 
 
 
 @torch.library.custom_op("repro_train::fp8_products", mutates_args=())
-def fp8_products(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
                  ) -> tuple[Tensor, Tensor]:
-    """fp8_mm_backward from a gradient already in float8_e5m2, row-major (T, V) and transposed (V, T)."""
-    return _body("products", _products_body, g8.device)(g8, g8_t, x8, w8, x_s, w_s, grad_s)
+    """fp8_mm_backward from a gradient already divided by grad_s and cast to float8_e5m2 (T, V)."""
+    return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s)
 
 
 @fp8_products.register_fake
-def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-      ) -> tuple[Tensor, Tensor]:
+def _(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor]:
     grad_x = torch.empty_like(x8, dtype=torch.bfloat16)
     grad_w = w8.new_empty(w8.size(1), w8.size(0), dtype=torch.float32).T
     return grad_x, grad_w

@@ -48,9 +48,9 @@ class _HeadLoss(torch.autograd.Function):
     def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None) -> Tensor:
         if fp8_scales is not None and x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, FP8 out
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
-            rows, g8, g8_t = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
+            rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
             loss = rows.sum()
-            grad_x, grad_w = fp8_products(g8, g8_t, x8, w8, *fp8_scales)
+            grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
         elif fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
             loss, grad = loss_and_grad(logits, targets)
