@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# Issue 15's (and 13's) GPU measurements in one lease of an nvidia-h200-x2 node, ordered so that the compile
-# caches built by the first runs serve the measured ones. Started detached, polled across device calls:
+# Issue 15's GPU measurements in one lease of an nvidia-h200-x2 node, ordered so that the work that needs no
+# quiet GPU (checks, priming compiles, the differential test) overlaps the record's cold compile (10-12 min).
+# Started detached, polled across device calls (a machine left idle for 30 s is handed back: poll at once):
 #
-#   setsid nohup bash benchmarks/device_session.sh /tmp/ds ws2 ws1 > /tmp/ds.log 2>&1 < /dev/null &
-#   tar -czf $OUT/ds.tgz --exclude=cache -C /tmp ds; cp /tmp/ds/cache/part-* $OUT/ 2>/dev/null   (each poll)
+#   setsid nohup bash benchmarks/device_session.sh /tmp/ds ws2 > /tmp/ds.log 2>&1 < /dev/null &
+#   tar -czf $OUT/ds.tgz --exclude=cache -C /tmp ds ds.log; cp /tmp/ds/cache/part-* $OUT/ 2>/dev/null   (each poll)
 #   next lease: copy the returned part-* files into .devcarry/inductor-cache/ and carry that folder too
 #
-# Phases, run in the order given (default: ws1 ws2):
-# ws1  GPU 0: the record's program at world size 1, cold (compiles 10-12 min), then its 80 measured steps.
-#      GPU 1 meanwhile, Inductor limited to 8 compile threads so GPU 0's process keeps its CPU: train/ at world
-#      size 1 cold, the FA3 stand-in's numerics, device_diff at world size 1, a profile of train/.
-#      Then GPU 0: train/ at world size 1, warm: the same GPU as the record's run, one after the other; then
-#      train/ with fused_loss=true (train/loss.py) on GPU 0, and device_diff with it on GPU 1 in the first part.
-# ws2  both GPUs: 3 x (record, native) alternating, 40 steps (ratio, loss parity), native with fused_loss when
-#      train/xent_triton.py's GPU check passes (WS2_VARIANT=unfused:fused_loss=false adds a third program);
-#      during the first record run's cold compile: the loss kernels' timing, native primed, device_diff at
-#      world size 2.
+# Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs), run in the order given (default: ws2 ws1):
+#   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
+#   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
+#      timing against the record's compiled loss, native and native-unfused primed (their measured runs start
+#      warm), benchmarks/device_diff.py at world size N with the chosen fused_loss;
+#   3. meanwhile sidebyside: 3 x (record, native, native-unfused) alternating, --steps $STEPS (default 40),
+#      --seed 1 so run i of every program starts from seed i (on 2026-11-30 train/ seeded nothing and drew
+#      its weights on the GPU, from CUDA's fixed default seed: its runs shared one initialisation while the
+#      record's, drawn on the CPU, did not, and the loss comparison measured that one draw).
 # Every record run executes one program file (/tmp/sbs-record/train_gpt.py); the shards are docs-v1
 # (.devcarry/docs-v1, carried). The bf16 matmul rate is measured once at the start and once at the end.
+# SBS_BUDGET_S (default 1440): sidebyside starts no run after that many seconds; set it from the lease's
+# budget_left_s less about two minutes.
 # Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/
 # (parts of 15 MB, only when it is at most 40 MB compressed, so it can come back through $OUT beside ds.tgz and
 # be carried again); a later lease that carries .devcarry/inductor-cache/ starts from it. A run's "cold" startup
 # is then not cold: progress.txt says when a cache was restored.
-# Measured on 2026-11-30: phase ws1 took 19.5 min (docs/device-runs/2026-11-30-h200x2-sbs).
+# Measured on 2026-11-30 (docs/device-runs/2026-11-30-h200x2-ws2): phase ws2 without the variant, 20.7 min.
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2]}
 shift
-PHASES=${*:-ws1 ws2}
+PHASES=${*:-ws2 ws1}
+STEPS=${STEPS:-40}
 mkdir -p "$R"
 SRC=$(pwd)
 SNAP=/tmp/ds-repo  # a private copy: later device calls re-sync the working tree under this script's feet
@@ -60,52 +63,26 @@ diff_run() {  # world size, GPUs, out, extra device_diff options
     python3 -m torch.distributed.run --standalone --nproc_per_node="$n" benchmarks/device_diff.py --out "$out" "$@"
 }
 
-phase_ws1() {
-  ( sbs --world-sizes 1 --only record --first-gpu 0 --out "$R/a-record-ws1" > "$R/a-record-ws1.txt" 2>&1
-    note "ws1: record (GPU 0, cold) done" ) &
+measure() {  # world size, GPUs of the helpers
+  local n=$1 helpers=$2 first=${3:-0}
+  local natives=(--native-set fused_loss=true --variant unfused:fused_loss=false)
+  CUDA_VISIBLE_DEVICES=${helpers%%,*} python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
+    || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
+  note "ws$n: natives ${natives[*]}"
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
-    sbs --world-sizes 1 --only native --first-gpu 1 --out "$R/a-native-ws1" > "$R/a-native-ws1.txt" 2>&1
-    note "ws1: native (GPU 1, cold) done"
-    CUDA_VISIBLE_DEVICES=1 python3 benchmarks/standin_check.py --out "$R/standin" > "$R/standin.txt" 2>&1
-    note "ws1: standin check exit $?"
-    diff_run 1 1 "$R/diff-ws1" > "$R/diff-ws1.txt" 2>&1; note "ws1: diff exit $?"
-    diff_run 1 1 "$R/diff-ws1-fused" --set fused_loss=true > "$R/diff-ws1-fused.txt" 2>&1
-    note "ws1: diff (fused_loss) exit $?"
-    CUDA_VISIBLE_DEVICES=1 python3 -m torch.distributed.run --standalone --nproc_per_node=1 -m train \
-      --preset record --train-files "$DATA/fineweb_train_*.bin" --val-files "$DATA/fineweb_val_*.bin" \
-      --set scheduled_steps=12 --set extension_steps=0 --set val_tokens=524288 --set val_batch_tokens=524288 \
-      --set data_cycle=true --log-file "$R/profile/log.txt" --metrics-file "$R/profile/metrics.jsonl" \
-      --profile "$R/profile" > "$R/profile.txt" 2>&1; note "ws1: profile exit $?" ) &
-  wait
-  sbs --world-sizes 1 --only native --first-gpu 0 --out "$R/b-native-ws1" > "$R/b-native-ws1.txt" 2>&1
-  note "ws1: native (GPU 0, warm) done"
-  sbs --world-sizes 1 --only native --first-gpu 0 --native-set fused_loss=true --out "$R/c-native-fused-ws1" \
-    > "$R/c-native-fused-ws1.txt" 2>&1
-  note "ws1: native with fused_loss (GPU 0) done"
-  python3 benchmarks/sidebyside.py --summarize "$R/a-record-ws1" "$R/b-native-ws1" --out "$R/ws1" > /dev/null 2>&1
-  python3 benchmarks/sidebyside.py --summarize "$R/a-record-ws1" "$R/c-native-fused-ws1" --out "$R/ws1-fused" \
-    > /dev/null 2>&1
-}
-
-phase_ws2() {
-  # The loss kernels' GPU check first (seconds): native runs with fused_loss when it passes, else without.
-  local natives=(--native-set fused_loss=true)
-  CUDA_VISIBLE_DEVICES=0 python3 -m train.xent_triton > "$R/xent-check.txt" 2>&1 \
-    || { natives=(--native-set fused_loss=false); note "ws2: xent_triton check FAILED: native without fused_loss"; }
-  note "ws2: natives ${natives[*]}"
-  # During the first record run's cold compile (8 compile threads, so it keeps the CPU): the kernels' timing
-  # against the record's compiled loss, native primed (its measured runs start warm), device_diff at world
-  # size 2. Meanwhile 3 x (record, native), alternating.
-  ( export TORCHINDUCTOR_COMPILE_THREADS=8
-    CUDA_VISIBLE_DEVICES=1 python3 -m train.xent_triton --time > "$R/xent.txt" 2>&1
-    note "ws2: xent_triton timing exit $?"
-    sbs --world-sizes 2 --steps 40 --only native "${natives[@]}" --out "$R/prime-native" \
-      > "$R/prime-native.txt" 2>&1; note "ws2: native primed"
-    diff_run 2 0,1 "$R/diff-ws2" --set "${natives[1]}" > "$R/diff-ws2.txt" 2>&1; note "ws2: diff exit $?"
+    CUDA_VISIBLE_DEVICES=${helpers%%,*} python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
+    note "ws$n: xent_triton timing exit $?"
+    for who in native native-unfused; do
+      [ "$who" = native-unfused ] && [ "${#natives[@]}" -eq 2 ] && continue
+      sbs --world-sizes "$n" --first-gpu "${helpers%%,*}" --steps "$STEPS" --only "$who" "${natives[@]}" \
+        --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
+    done
+    diff_run "$n" "$helpers" "$R/diff-ws$n" --set "${natives[1]}" > "$R/diff-ws$n.txt" 2>&1
+    note "ws$n: diff exit $?"
   ) &
-  sbs --world-sizes 2 --repeat 3 --steps 40 "${natives[@]}" ${WS2_VARIANT:+--variant "$WS2_VARIANT"} \
-    --out "$R/d-ws2" > "$R/d-ws2.txt" 2>&1
-  note "ws2: runs done"
+  sbs --world-sizes "$n" --first-gpu "$first" --repeat 3 --seed 1 --steps "$STEPS" "${natives[@]}" \
+    --out "$R/sbs-ws$n" > "$R/sbs-ws$n.txt" 2>&1
+  note "ws$n: runs done"
   wait
 }
 
@@ -114,8 +91,8 @@ CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-st
 note "matmul $(cat "$R/matmul-start.json")"
 for phase in $PHASES; do
   case $phase in
-    ws1) phase_ws1; pack_cache ;;
-    ws2) phase_ws2 ;;  # the record's world-size-2 cache is over 40 MB
+    ws1) measure 1 1; pack_cache ;;
+    ws2) measure 2 0,1; pack_cache ;;
     *) note "unknown phase $phase (ws1, ws2)" ;;
   esac
 done

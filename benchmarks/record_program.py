@@ -332,9 +332,13 @@ MUON_SPLIT = ("optimizer2.param_groups = [dict(g, params=list(run)) for g in opt
               "for _, run in __import__('itertools').groupby(g['params'], key=lambda p: p.module)]\n")
 
 
+SEED_ANCHOR = "model: nn.Module = GPT(\n"
+SEED_LINE = 'if "SBS_SEED" in os.environ: torch.manual_seed(int(os.environ["SBS_SEED"]))  # sidebyside --seed\n'
+
+
 def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int, val_tokens: int,
                      cycle_train: bool = True, warmup_steps: int | None = None,
-                     split_muon_groups: bool = True) -> tuple[str, list[dict]]:
+                     split_muon_groups: bool = True, seed_from_env: bool = False) -> tuple[str, list[dict]]:
     """The record's program pointed at other shards with a shorter schedule; returns (text, listed changes).
 
     steps: scheduled iterations, no extension. val_tokens: validated tokens and validation batch (one batch).
@@ -343,6 +347,9 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
     split_muon_groups: below 8 ranks the record's Muon chunks mix attention and MLP matrices and orthogonalize
     the MLP ones as D×D blocks (split_mixed_muon_groups); cutting the groups gives the math of 8 ranks, which
     train/ does at every world size, so that both programs compute the same thing.
+    seed_from_env: seed torch before the model is built when the environment sets SBS_SEED. The record seeds
+    nothing (its weights come from the CPU generator's per-process seed), so its runs cannot be repeated or
+    paired with train/'s; one text for every seed keeps the compile caches.
     """
     changes = [
         ('    train_files: str = "data/fineweb10B/fineweb_train_*.bin"',
@@ -364,6 +371,8 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
     if split_muon_groups:
         changes.append((MUON_LINE, MUON_LINE + MUON_SPLIT,
                         "Muon groups cut where attention meets MLP: the math of 8 ranks at 1, 2 or 4"))
+    if seed_from_env:
+        changes.append((SEED_ANCHOR, SEED_LINE + SEED_ANCHOR, "torch seeded from SBS_SEED when set (repeated runs)"))
     patched = substitute(text, changes)
     return patched, [dict(old=old, new=new, why=why) for old, new, why in changes]
 

@@ -150,7 +150,8 @@ def record_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     serve the next ones whatever their world size (cached graphs may carry their source's path)."""
     text, changes = sidebyside_patch(program_text(a.program), train_files=a.train_files, val_files=a.val_files,
                                      steps=a.steps, val_tokens=a.val_tokens, cycle_train=cycle,
-                                     warmup_steps=a.warmup_steps, split_muon_groups=a.record_muon_groups == "split")
+                                     warmup_steps=a.warmup_steps, split_muon_groups=a.record_muon_groups == "split",
+                                     seed_from_env=a.seed is not None)
     program = a.program_dir / "train_gpt.py"
     a.program_dir.mkdir(parents=True, exist_ok=True)
     if not program.exists() or program.read_text() != text:
@@ -161,7 +162,8 @@ def record_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     return torchrun(ws) + ["train_gpt.py"], dict(PYTHONPATH=os.pathsep.join(path)), a.program_dir, changes
 
 
-def native_command(a, ws: int, run_dir: Path, cycle: bool, variant: list[str]) -> tuple[list[str], dict, Path]:
+def native_command(a, ws: int, run_dir: Path, cycle: bool, variant: list[str], seed: int | None
+                   ) -> tuple[list[str], dict, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     sets = [f"scheduled_steps={a.steps}", "extension_steps=0", f"val_tokens={a.val_tokens}",
             f"val_batch_tokens={a.val_tokens}", f"attention={a.attention}", f"data_cycle={str(cycle).lower()}"]
@@ -169,6 +171,8 @@ def native_command(a, ws: int, run_dir: Path, cycle: bool, variant: list[str]) -
         sets.append(f"warmup_steps={a.warmup_steps}")
     sets += a.native_set  # options of train/ under test (e.g. fused_loss=true), recorded in the summary
     sets += variant  # a --variant's own overrides, after the common ones
+    if seed is not None:
+        sets.append(f"seed={seed}")
     cmd = torchrun(ws) + ["-m", "train", "--preset", "record", "--train-files", a.train_files,
                           "--val-files", a.val_files, "--log-file", str(run_dir / "log.txt"),
                           "--metrics-file", str(run_dir / "metrics.jsonl")]
@@ -300,15 +304,17 @@ def table(summary: dict) -> str:
                 lines.append(f"| {ws} | {who} | {phase} | {f'{r:.1f}' if r else '—'} | {f'{n:.1f}' if n else '—'} | "
                              f"{f'{n / r:.3f}' if r and n else '—'} | "
                              f"{f'{100 * mr:.1f} %' if mr else '—'} / {f'{100 * mn:.1f} %' if mn else '—'} |")
-    lines += ["", "| ws | program | run | rc | startup s | peak GiB | final val loss |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| ws | program | run | seed | rc | startup s | peak GiB | final val loss |",
+              "|---|---|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
         for who in programs_of(pair):
             for i, res in enumerate(pair[who]):
                 peak = res.get("peak_mib")
                 final = res.get("val_losses", [])[-1][1] if res.get("val_losses") else None
-                lines.append(f"| {ws} | {who} | {i + 1} | {res.get('rc')} | {res.get('startup_s')} | "
-                             f"{f'{peak[0] / 1024:.2f}' if peak else '—'} | {final if final is not None else '—'} |")
+                seed = res.get("seed")
+                lines.append(f"| {ws} | {who} | {i + 1} | {'—' if seed is None else seed} | {res.get('rc')} | "
+                             f"{res.get('startup_s')} | {f'{peak[0] / 1024:.2f}' if peak else '—'} | "
+                             f"{final if final is not None else '—'} |")
     for ws, pair in summary["runs"].items():
         finals = {who: [r["val_losses"][-1][1] for r in pair[who] if r.get("val_losses")] for who in programs_of(pair)}
         record = finals.get("record", [])
@@ -336,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-steps", type=int, default=None, help="default: each program's own (30)")
     ap.add_argument("--world-sizes", default="1,2")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each program per world size, alternating")
+    ap.add_argument("--seed", type=int, default=None, metavar="BASE",
+                    help="run i of every program starts from torch seed BASE+i-1 (default: the record's weights "
+                         "from a per-process seed, train/'s from a seed it draws and logs)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run train/ with these overrides, as program native-NAME (repeatable)")
     ap.add_argument("--only", help="run one program: record, native or native-NAME")
@@ -395,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
                          record_muon_groups=a.record_muon_groups, native_set=a.native_set, variants=variants,
+                         seed=a.seed,
                          model_flops_per_step=flops, runs={})
 
     def save() -> None:
@@ -426,11 +436,14 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(a.repeat):
             for who in programs:
                 run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
+                seed = None if a.seed is None else a.seed + i
                 if who == "record":
                     cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
                     pair["patch"] = changes
+                    if seed is not None:
+                        env["SBS_SEED"] = str(seed)
                 else:
-                    cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []))
+                    cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []), seed)
                 print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
                       f"{' '.join(cmd)}", flush=True)
                 if a.dry_run:
@@ -440,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
                     continue
                 before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
-                res = run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left)
+                res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed)
                 # the record names its log by a random uuid in <program dir>/logs: this run's is the new one
                 logs = sorted(set((cwd / "logs").glob("*.txt")) - before) if who == "record" else [run_dir / "log.txt"]
                 log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""

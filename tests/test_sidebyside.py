@@ -10,12 +10,22 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 
 import pytest
 import torch
 
 from benchmarks import sidebyside
-from benchmarks.record_program import FIXTURE, STANDIN_DIR, PatchError, program_text, sidebyside_patch, split_program
+from benchmarks.record_program import (
+    FIXTURE,
+    SEED_ANCHOR,
+    SEED_LINE,
+    STANDIN_DIR,
+    PatchError,
+    program_text,
+    sidebyside_patch,
+    split_program,
+)
 from train.config import apply_overrides, preset
 from train.data import BOS_ID, write_shard
 from train.schedule import window_blocks
@@ -214,3 +224,27 @@ def test_device_diff_cpu_smoke_at_two_ranks_with_the_fused_loss(tmp_path):
     report = json.loads((tmp_path / "diff" / "device_diff.json").read_text())
     assert report["world_size"] == 2 and report["overrides"] == ["fused_loss=true"] and report["failed"] == 0
     assert len(report["checks"]) == 100 and "100 ok, 0 failed" in done.stdout
+
+
+def test_seed_gives_run_i_of_both_programs_seed_base_plus_i(tmp_path, capsys, monkeypatch):
+    """--seed: run i of both programs starts from seed BASE+i-1 (the record through one inserted line reading
+    SBS_SEED, train/ through --set seed), so a set of runs is repeatable and each program samples the same
+    initialisations."""
+    (tmp_path / "d").mkdir()
+    docs = [50256] + list(range(1, 3000))
+    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
+    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    out = tmp_path / "sbs"
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--repeat", "2", "--seed", "10",
+                            "--dry-run", "--out", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert "SBS_SEED=10 " in lines[0] and "--set seed=10" in lines[1]
+    assert "SBS_SEED=11 " in lines[2] and "--set seed=11" in lines[3]
+    text = (out / "record" / "train_gpt.py").read_text()
+    assert text.count(SEED_LINE + SEED_ANCHOR) == 1  # one text for every seed: the compile caches carry over
+    seeded = {}
+    for value in ("7", "7", "8"):  # the inserted line, as the program runs it
+        monkeypatch.setenv("SBS_SEED", value)
+        exec(SEED_LINE, {"os": os, "torch": torch})
+        seeded.setdefault(value, []).append(torch.rand(3))
+    assert torch.equal(*seeded["7"]) and not torch.equal(seeded["7"][0], seeded["8"][0])

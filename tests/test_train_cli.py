@@ -152,3 +152,21 @@ def test_too_little_training_data_fails_before_training(tmp_path):
     write_shard(tmp_path / "data" / "fineweb_train_000002.bin", [50256, 1, 2])
     done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob)
     assert done.returncode == 3 and "--set data_cycle=true" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unseeded_run_logs_the_seed_it_drew_and_that_seed_repeats_it(tiny_run, tmp_path):
+    """Unseeded, every run draws its own initialisation (as the record's CPU-drawn weights do) and logs the seed;
+    --set seed=N with the logged seed starts from the same weights and ends at the same losses."""
+    run, done = tiny_run
+    config = json.loads((run / "m.jsonl").read_text().splitlines()[0])
+    seed = config["init_seed"]
+    assert config["config"]["seed"] is None and isinstance(seed, int)
+    assert f"init seed {seed} (drawn; --set seed=N repeats it)" in done.stdout  # the console; the log keeps
+    # the record's format
+    train_glob, val_glob = write_corpus(tmp_path / "data")
+    again = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob, "--set",
+                      f"seed={seed}", "--log-file", str(tmp_path / "log.txt"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    vals = lambda text: [m[3] for m in map(VAL.match, text.splitlines()) if m]  # noqa: E731
+    assert vals((tmp_path / "log.txt").read_text()) == vals((run / "log.txt").read_text())
+    assert f"init seed {seed}\n" in again.stdout

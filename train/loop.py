@@ -12,6 +12,7 @@ batch_slots hands the optimizers the same gradient as the record's 8 ranks x 1 m
 import copy
 import dataclasses
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,8 +194,12 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
                 env.rank)
 
     backend, fp8 = select_backend(cfg.attention, env.device), fp8_enabled(cfg, env.device)
-    if cfg.seed is not None:
-        torch.manual_seed(cfg.seed)
+    # The record seeds nothing and draws its weights on the CPU, whose default generator starts from a new seed
+    # in every process (CUDA's from one fixed seed): each of its runs starts from other weights. Ours draw on the
+    # device, so unseeded they would all start alike and a set of runs would sample only kernel nondeterminism.
+    # So a run without a seed draws one, logged (rank 0's weights are broadcast: its seed is the run's).
+    seed = cfg.seed if cfg.seed is not None else secrets.randbits(63)
+    torch.manual_seed(seed)
     with torch.device(env.device):
         model = GPT(cfg, attention_backend=backend, fp8=fp8, world_size=env.world_size)
     if env.world_size > 1:
@@ -209,10 +214,11 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
 
     log.header()
     log.event("config", config=dataclasses.asdict(cfg), world_size=env.world_size, grad_accum=grad_accum,
-              attention=backend, fp8=fp8, device=str(env.device), torch=torch.__version__,
+              attention=backend, fp8=fp8, device=str(env.device), torch=torch.__version__, init_seed=seed,
               parameters=sum(p.numel() for p in model.parameters()))
     log.event("muon_plan", plan=muon.plan.to_dict() if hasattr(muon.plan, "to_dict") else str(muon.plan))
     log.note(str(muon.plan))
+    log.note(f"init seed {seed}" + ("" if cfg.seed is not None else " (drawn; --set seed=N repeats it)"))
     return Run(cfg, env, model, forward, adam, muon, AttnArgs(backend, cfg.block_size, env.device), log, grad_accum)
 
 

@@ -1,4 +1,4 @@
-"""The training loss and its gradient in one forward pass (config `fused_loss`, off by default until measured).
+"""The training loss and its gradient in one forward pass (config `fused_loss`: on for the record, off on CPUs).
 
     from train.loss import head_loss
     loss = head_loss(rms_norm(x), model.head, targets)      # x: (T, D); scalar: cross entropy summed over T
