@@ -57,7 +57,10 @@ if AVAILABLE:
         top = tl.max(top_lanes, axis=0)
         logsum = tl.log(tl.sum(d, axis=0)) + (30.0 - top)  # log sum exp(z - top)
         target = tl.load(targets + row)
-        z_t = 30.0 * tl.sigmoid(tl.load(base + target).to(tl.float32) / 7.5)
+        # masked so that a target outside the vocabulary cannot read another row's memory (the loader's tokens
+        # are all below V; cross_entropy would raise on such a target, this kernel cannot)
+        hit = (target >= 0) & (target < V)
+        z_t = 30.0 * tl.sigmoid(tl.load(base + target, mask=hit, other=0.0).to(tl.float32) / 7.5)
         tl.store(row_max + row, top)
         tl.store(row_logsum + row, logsum)
         tl.store(row_loss + row, -((z_t - top) - logsum))
