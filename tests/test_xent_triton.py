@@ -2,6 +2,7 @@
 interpreter on the CPU against the record's expression in torch; the same self-check runs on GPUs
 (`python -m train.xent_triton --time`, benchmarks/device_session.sh), where the FP8 cast is checked too."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ def test_the_kernels_match_the_records_loss_and_gradient_under_the_interpreter()
     done = subprocess.run([sys.executable, "-m", "train.xent_triton"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    report = eval(done.stdout.strip().splitlines()[-1], {})  # the dict selfcheck printed
+    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the dict selfcheck printed
     assert set(report) == {"200x300", "64x128", "5x5000"}  # ragged tiles; rows of three blocks in pass 1
     for shape, entry in report.items():
         assert entry["loss_rel_err"] < 1e-5 and entry["bf16_flips"] <= 0.01, shape
