@@ -63,24 +63,24 @@ diff_run() {  # world size, GPUs, out, extra device_diff options
     python3 -m torch.distributed.run --standalone --nproc_per_node="$n" benchmarks/device_diff.py --out "$out" "$@"
 }
 
-measure() {  # world size, GPUs of the helpers
-  local n=$1 helpers=$2 first=${3:-0}
+measure() {  # world size, GPUs of the helpers (sidebyside's runs take GPUs 0..N-1)
+  local n=$1 helpers=$2 helper=${2%%,*}
   local natives=(--native-set fused_loss=true --variant unfused:fused_loss=false)
-  CUDA_VISIBLE_DEVICES=${helpers%%,*} python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
+  CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
   note "ws$n: natives ${natives[*]}"
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
-    CUDA_VISIBLE_DEVICES=${helpers%%,*} python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
     note "ws$n: xent_triton timing exit $?"
     for who in native native-unfused; do
       [ "$who" = native-unfused ] && [ "${#natives[@]}" -eq 2 ] && continue
-      sbs --world-sizes "$n" --first-gpu "${helpers%%,*}" --steps "$STEPS" --only "$who" "${natives[@]}" \
+      sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \
         --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
     done
     diff_run "$n" "$helpers" "$R/diff-ws$n" --set "${natives[1]}" > "$R/diff-ws$n.txt" 2>&1
     note "ws$n: diff exit $?"
   ) &
-  sbs --world-sizes "$n" --first-gpu "$first" --repeat 3 --seed 1 --steps "$STEPS" "${natives[@]}" \
+  sbs --world-sizes "$n" --repeat 3 --seed 1 --steps "$STEPS" "${natives[@]}" \
     --out "$R/sbs-ws$n" > "$R/sbs-ws$n.txt" 2>&1
   note "ws$n: runs done"
   wait

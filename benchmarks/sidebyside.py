@@ -295,9 +295,7 @@ def table(summary: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for ws, pair in summary["runs"].items():
         rec = pair.get("record", [])
-        for who in programs_of(pair):
-            if who == "record":
-                continue
+        for who in [w for w in programs_of(pair) if w != "record"]:
             for phase in ("3", "7", "11", "all"):
                 r, n = _median_of(rec, phase), _median_of(pair[who], phase)
                 mr, mn = _median_of(rec, phase, "mfu"), _median_of(pair[who], phase, "mfu")
@@ -404,8 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
                          record_muon_groups=a.record_muon_groups, native_set=a.native_set, variants=variants,
-                         seed=a.seed,
-                         model_flops_per_step=flops, runs={})
+                         seed=a.seed, model_flops_per_step=flops, runs={})
 
     def save() -> None:
         (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -418,12 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         if rate.returncode != 0:
             print(rate.stderr, file=sys.stderr)
             return None
-        summary["env"] = json.loads(rate.stdout.strip().splitlines()[-1])
+        return rate_from(rate.stdout.strip().splitlines()[-1])
+
+    def rate_from(matmul_json: str) -> float:  # --matmul's line: the rate, and the versions kept as env
+        summary["env"] = json.loads(matmul_json)
         return round(summary["env"].pop("tflops"), 1)
 
     if a.matmul_file:
-        summary["env"] = json.loads(a.matmul_file.read_text())
-        summary["tflops_start"] = summary["tflops"] = round(summary["env"].pop("tflops"), 1)
+        summary["tflops_start"] = summary["tflops"] = rate_from(a.matmul_file.read_text())
     elif not a.dry_run:
         summary["tflops_start"] = summary["tflops"] = matmul_rate()
         if summary["tflops"] is None:

@@ -67,7 +67,6 @@ def _world_worker(rank: int, world: int, port: int, corpus, out: str) -> None:
     dist.destroy_process_group()
 
 
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"))

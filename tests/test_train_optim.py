@@ -306,7 +306,6 @@ def _gloo_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-
 @pytest.mark.parametrize("world", [1, 2, 3, 4])  # 2, 3, 4: chunks mixing attention and MLP; 3: padding
 def test_gloo_steps_match_the_single_process_optimizers(world, tmp_path):
     mp.spawn(_gloo_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)

@@ -46,15 +46,15 @@ def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None) -> Tensor:
-        if fp8_scales is not None and x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, FP8 out
+        if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
-            rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
-            loss = rows.sum()
-            grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
-        elif fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
-            logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
-            loss, grad = loss_and_grad(logits, targets)
-            grad_x, grad_w = fp8_mm_backward(grad, x8, w8, *fp8_scales)
+            if x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, the gradient already in FP8
+                rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
+                loss = rows.sum()
+                grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
+            else:
+                loss, grad = loss_and_grad(logits, targets)
+                grad_x, grad_w = fp8_mm_backward(grad, x8, w8, *fp8_scales)
         else:  # what autograd of F.linear(x, weight) computes
             w = weight.type_as(x)
             loss, grad = loss_and_grad(F.linear(x, w), targets)

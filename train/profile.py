@@ -78,7 +78,8 @@ class StepProfiler:
                    and e.name.lower() not in NOT_KERNELS]
         by_family: dict[str, float] = {}
         for e in kernels:
-            by_family[family(e.name)] = by_family.get(family(e.name), 0.0) + e.time_range.elapsed_us() / 1000
+            fam = family(e.name)
+            by_family[fam] = by_family.get(fam, 0.0) + e.time_range.elapsed_us() / 1000
         busy_ms = busy_us([(e.time_range.start, e.time_range.end) for e in kernels]) / 1000
         summary = dict(steps=list(range(self.first, self.first + self.count)), wall_ms=round(wall_ms, 2),
                        gpu_busy_ms=round(busy_ms, 2), busy_fraction=round(busy_ms / wall_ms, 4) if wall_ms else None,

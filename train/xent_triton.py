@@ -9,102 +9,42 @@ The record's head, loss and gradient cost one bf16 (T, V) logits tensor written 
 compiled passes that read it, keep float32 (T, V) tensors for the backward pass, write dL/dlogits in bf16, cast
 that to float8_e5m2 and copy the FP8 gradient transposed for dW's matmul (train/BENCHMARKS.md, profile: about
 12 ms of each 84 ms micro-step on an H200, where one read of the logits takes 1 ms). Here:
-  pass 1, one program per row: z = 30·sigmoid(logit / 7.5), an online max and sum of exp(z - max) over the row
-          -> the row's max, log of the sum, and its loss -logp[target];
+  pass 1, one program per row: z = 30·sigmoid(logit / 7.5), the row's max and sum of exp(z - 30)
+          -> the row's max, log sum exp(z - max), and its loss -logp[target];
   pass 2, one program per (rows, columns) tile: dL/dlogits in the record's arithmetic order (train/loss.py),
-          rounded to bf16 as the record's autograd does, divided by grad_s and cast to float8_e5m2, stored
-          twice: row-major for dX = g8 W8 and transposed for dW = x8ᵀ g8 (FP8 matmuls take K contiguous).
-Two reads of the bf16 logits and two FP8 writes; nothing of shape (T, V) in float32 exists.
+          rounded to bf16 as the record's autograd does, divided by grad_s and cast to float8_e5m2, row-major.
+Two reads of the bf16 logits and one FP8 write; nothing of shape (T, V) in float32 exists. dW's transposed
+copy of g8 (FP8 matmuls take K contiguous) stays in train/fp8.py's compiled products: stored from pass 2's
+tiles it cost more than the rest of the pass (train/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import torch
 from torch import Tensor
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only environments without Triton: train/loss.py computes the same in torch
-    triton = None
-
-AVAILABLE = triton is not None
+# Whether Triton is installed, found without importing it: the kernels (train/xent_kernels.py) are imported at
+# their first launch, so a process that never launches them (CPU runs) does not pay Triton's import (~0.15 s).
+AVAILABLE = importlib.util.find_spec("triton") is not None
 ROWS_BLOCK_V = 2048  # pass 1: columns per loop iteration
 TILE_T, TILE_V = 128, 64  # pass 2: one tile per program (the fastest of six shapes tried on an H200)
-
-if AVAILABLE:
-
-    @triton.jit
-    def _row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
-                          V: tl.constexpr, BLOCK_V: tl.constexpr):  # V a constant: one vocabulary per run
-        row = tl.program_id(0).to(tl.int64)
-        base = logits + row * stride
-        # 0 <= z <= 30 (a sigmoid scaled by 30): exp(z - 30) can neither overflow nor vanish in float32, so the
-        # sum needs no running max (no rescaling, no reduction per block: this pass is bound by arithmetic, not
-        # by its two bytes read per element); the max, for the record's form logp = (z - max) - log sum, is kept
-        # per lane and reduced once.
-        top_lanes = tl.zeros([BLOCK_V], dtype=tl.float32)
-        d = tl.zeros([BLOCK_V], dtype=tl.float32)
-        for start in range(0, V, BLOCK_V):
-            cols = start + tl.arange(0, BLOCK_V)
-            valid = cols < V
-            x = tl.load(base + cols, mask=valid, other=0.0).to(tl.float32)
-            z = 30.0 * tl.sigmoid(x / 7.5)
-            top_lanes = tl.maximum(top_lanes, tl.where(valid, z, 0.0))
-            d += tl.where(valid, tl.exp(z - 30.0), 0.0)
-        top = tl.max(top_lanes, axis=0)
-        logsum = tl.log(tl.sum(d, axis=0)) + (30.0 - top)  # log sum exp(z - top)
-        target = tl.load(targets + row)
-        # masked so that a target outside the vocabulary cannot read another row's memory (the loader's tokens
-        # are all below V; cross_entropy would raise on such a target, this kernel cannot)
-        hit = (target >= 0) & (target < V)
-        z_t = 30.0 * tl.sigmoid(tl.load(base + target, mask=hit, other=0.0).to(tl.float32) / 7.5)
-        tl.store(row_max + row, top)
-        tl.store(row_logsum + row, logsum)
-        tl.store(row_loss + row, -((z_t - top) - logsum))
-
-    @triton.jit
-    def _round_to_bf16(x):
-        """float32 -> the nearest bf16 (ties to even), still float32. Written out because the Triton interpreter,
-        which runs the self-check on CPUs, truncates in its bf16 casts; finite inputs only."""
-        bits = x.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return bits.to(tl.float32, bitcast=True)
-
-    @triton.jit
-    def _grad_kernel(logits, targets, row_max, row_logsum, out, T, V, stride, grad_s,
-                     BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr):
-        """out: float8_e5m2 in training; float32 in the self-check, which sees the value before the cast."""
-        rows = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)).to(tl.int64)
-        cols = (tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)).to(tl.int64)
-        rvalid, cvalid = rows < T, cols < V
-        valid = rvalid[:, None] & cvalid[None, :]
-        x = tl.load(logits + rows[:, None] * stride + cols[None, :], mask=valid, other=0.0).to(tl.float32)
-        s = tl.sigmoid(x / 7.5)
-        z = 30.0 * s
-        top = tl.load(row_max + rows, mask=rvalid, other=0.0)
-        logsum = tl.load(row_logsum + rows, mask=rvalid, other=0.0)
-        target = tl.load(targets + rows, mask=rvalid, other=-1)
-        logp = (z - top[:, None]) - logsum[:, None]
-        grad_z = tl.exp(logp) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
-        # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
-        scaled = (_round_to_bf16(grad) / grad_s).to(out.dtype.element_ty)
-        tl.store(out + rows[:, None] * V + cols[None, :], scaled, mask=valid)
 
 
 def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     if logits.stride(1) != 1 or not targets.is_contiguous():
         raise ValueError("softcap_xent_fp8 needs row-major logits and contiguous targets")
+    from train.xent_kernels import grad_kernel, row_stats_kernel  # imports Triton: at the first launch only
+
     T, V = logits.shape
     row_max, row_logsum, row_loss = (logits.new_empty(T, dtype=torch.float32) for _ in range(3))
     out = logits.new_empty(T, V, dtype=out_dtype)
-    _row_stats_kernel[(T,)](logits, targets, row_max, row_logsum, row_loss, logits.stride(0),
+    row_stats_kernel[(T,)](logits, targets, row_max, row_logsum, row_loss, logits.stride(0),
                             V=V, BLOCK_V=ROWS_BLOCK_V, num_warps=8)
-    grid = (triton.cdiv(T, TILE_T), triton.cdiv(V, TILE_V))
-    _grad_kernel[grid](logits, targets, row_max, row_logsum, out, T, V, logits.stride(0), grad_s,
+    grid = (-(-T // TILE_T), -(-V // TILE_V))
+    grad_kernel[grid](logits, targets, row_max, row_logsum, out, T, V, logits.stride(0), grad_s,
                        BLOCK_T=TILE_T, BLOCK_V=TILE_V, num_warps=4)
     return row_loss, out
 
@@ -127,7 +67,7 @@ def selfcheck(device: str, shapes=((200, 300), (64, 128), (5, 5000)), grad_s: fl
     """The kernels against the record's expression in torch (train/loss.py) on random logits.
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
-    - the loss to 1e-5 relative: float32 sums in another order and an online max;
+    - the loss to 1e-5 relative: float32 sums in another order, shifted by 30 instead of the row's max;
     - the gradient before its FP8 cast (float32 output, any device; the Triton interpreter's FP8 casts do not
       round as GPUs do): bf16-rounded dL/dlogits equal but where exp or sigmoid differ by an ulp and the bf16
       rounding flips, at most 1 % of elements, each one bf16 step (2^-7 relative);
@@ -176,7 +116,7 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
     """ms for one micro-step's loss, gradient and FP8 casts at the record's shape: the record's expression,
     compiled as its program compiles it (forward and backward through AOTAutograd, the casts in its compiled
     backward op), against these kernels."""
-    from train.ns_triton import _time_ms
+    from train.ns_triton import time_ms
 
     logits = (torch.randn(T, V, device="cuda") * 12).bfloat16().requires_grad_()
     targets = torch.randint(0, V, (T,), device="cuda")
@@ -194,7 +134,7 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
         rows, g8 = softcap_xent_fp8(logits.detach(), targets, grad_s)
         return rows.sum(), transpose(g8)
 
-    return dict(record_compiled_ms=_time_ms(record_path, reps=10), triton_ms=_time_ms(triton_path, reps=10))
+    return dict(record_compiled_ms=time_ms(record_path, reps=10), triton_ms=time_ms(triton_path, reps=10))
 
 
 if __name__ == "__main__":
