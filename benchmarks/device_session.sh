@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Issue 15's GPU measurements in one lease of an nvidia-h200-x2 node, ordered so that the work that needs no
-# quiet GPU (checks, priming compiles, the differential test) overlaps the record's cold compile (10-12 min).
+# quiet GPU (checks, timing, priming compiles) overlaps the record's cold compile (10-12 min).
 # Started detached, polled across device calls (a machine left idle for 30 s is handed back: poll at once):
 #
 #   setsid nohup bash benchmarks/device_session.sh /tmp/ds ws2 > /tmp/ds.log 2>&1 < /dev/null &
 #   tar -czf $OUT/ds.tgz --exclude=cache -C /tmp ds ds.log; cp /tmp/ds/cache/part-* $OUT/ 2>/dev/null   (each poll)
 #   next lease: copy the returned part-* files into .devcarry/inductor-cache/ and carry that folder too
 #
-# Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs), run in the order given (default: ws2 ws1):
+# Phases, run in the order given (default: ws2 ws1): diffN runs benchmarks/device_diff.py alone at world size N
+# with fused_loss (6.6 min at N = 2, mostly compiling; measured 2026-11-30 at 504f692, 100/100). Phase wsN
+# (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
 #      timing against the record's compiled loss, native and native-unfused primed (their measured runs start
-#      warm), benchmarks/device_diff.py at world size N with the chosen fused_loss;
-#   3. meanwhile sidebyside: 3 x (record, native, native-unfused) alternating, --steps $STEPS (default 40),
+#      warm). It ends well before the record's first timed step (~9 against 12.5 min), so no helper shares a
+#      GPU with a timed run;
+#   3. meanwhile sidebyside: 3 x (record, native) alternating, then native-unfused's runs in the budget left
+#      (--variants-last: the parity pairs are never the runs the budget cuts), --steps $STEPS (default 40),
 #      --seed 1 so run i of every program starts from seed i (on 2026-11-30 train/ seeded nothing and drew
 #      its weights on the GPU, from CUDA's fixed default seed: its runs shared one initialisation while the
 #      record's, drawn on the CPU, did not, and the loss comparison measured that one draw).
@@ -20,13 +24,13 @@
 # (.devcarry/docs-v1, carried). The bf16 matmul rate is measured once at the start and once at the end.
 # SBS_BUDGET_S (default 1440): sidebyside starts no run after that many seconds; set it from the lease's
 # budget_left_s less about two minutes.
-# Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/
-# (parts of 15 MB, only when it is at most 40 MB compressed, so it can come back through $OUT beside ds.tgz and
-# be carried again); a later lease that carries .devcarry/inductor-cache/ starts from it. A run's "cold" startup
-# is then not cold: progress.txt says when a cache was restored.
+# Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/ in
+# parts of 15 MB, only when it is at most 32 MB compressed: with docs-v1 (23 MB) and the tree (5 MB) it stays
+# under the 64 MiB one call carries. The parts come back through $OUT beside ds.tgz; a later lease that carries
+# .devcarry/inductor-cache/ starts from them, and progress.txt says so (its "cold" startups are then warm).
 # Measured on 2026-11-30 (docs/device-runs/2026-11-30-h200x2-ws2): phase ws2 without the variant, 20.7 min.
 set -uo pipefail
-R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2]}
+R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
 PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
@@ -48,10 +52,10 @@ pack_cache() {
   rm -rf "$R/cache" "$R/cache.tgz" && mkdir -p "$R/cache"
   tar -czf "$R/cache.tgz" -C "$CACHE" . 2> /dev/null
   local size; size=$(stat -c %s "$R/cache.tgz")
-  if [ "$size" -le 41943040 ]; then
+  if [ "$size" -le 33554432 ]; then
     split -b 15m "$R/cache.tgz" "$R/cache/part-"; note "compile cache packed: $size bytes"
   else
-    note "compile cache not packed: $size bytes compressed (over 40 MB)"
+    note "compile cache not packed: $size bytes compressed (over 32 MB)"
   fi
   rm -f "$R/cache.tgz"
 }
@@ -77,10 +81,8 @@ measure() {  # world size, GPUs of the helpers (sidebyside's runs take GPUs 0..N
       sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \
         --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
     done
-    diff_run "$n" "$helpers" "$R/diff-ws$n" --set "${natives[1]}" > "$R/diff-ws$n.txt" 2>&1
-    note "ws$n: diff exit $?"
   ) &
-  sbs --world-sizes "$n" --repeat 3 --seed 1 --steps "$STEPS" "${natives[@]}" \
+  sbs --world-sizes "$n" --repeat 3 --seed 1 --steps "$STEPS" --variants-last "${natives[@]}" \
     --out "$R/sbs-ws$n" > "$R/sbs-ws$n.txt" 2>&1
   note "ws$n: runs done"
   wait
@@ -93,7 +95,9 @@ for phase in $PHASES; do
   case $phase in
     ws1) measure 1 1; pack_cache ;;
     ws2) measure 2 0,1; pack_cache ;;
-    *) note "unknown phase $phase (ws1, ws2)" ;;
+    diff1|diff2) n=${phase#diff}; diff_run "$n" "$([ "$n" = 1 ] && echo 0 || echo 0,1)" "$R/$phase" --set fused_loss=true \
+          > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
+    *) note "unknown phase $phase (ws1, ws2, diff1, diff2)" ;;
   esac
 done
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-end.json"

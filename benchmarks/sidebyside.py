@@ -5,6 +5,7 @@
     python benchmarks/sidebyside.py --summarize $OUT/ws1 $OUT/ws2 --out merged   (one table, Welch t-test of losses)
     python benchmarks/sidebyside.py --data DIR --dry-run --out /tmp/sbs               (print the commands only)
     ... --variant unfused:fused_loss=false      (a third program: train/ with an override, named native-unfused)
+    ... --variant unfused:fused_loss=false --variants-last   (record and native first, variants in the time left)
 
 For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
   record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
@@ -346,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run train/ with these overrides, as program native-NAME (repeatable)")
     ap.add_argument("--only", help="run one program: record, native or native-NAME")
+    ap.add_argument("--variants-last", action="store_true",
+                    help="all record/native pairs first, then the variants' runs: a budget that runs out cuts "
+                         "variants, not the pairs a loss comparison needs")
     ap.add_argument("--first-gpu", type=int, default=0, help="world size N runs on GPUs first-gpu .. first-gpu+N-1")
     ap.add_argument("--matmul-file", type=Path,
                     help="JSON printed by --matmul earlier in this call: its rate and versions, not measured again")
@@ -432,39 +436,41 @@ def main(argv: list[str] | None = None) -> int:
     for ws in world_sizes:
         pair = summary["runs"].setdefault(str(ws), {})
         gpus = list(range(a.first_gpu, a.first_gpu + ws))
-        for i in range(a.repeat):
-            for who in programs:
-                run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
-                seed = None if a.seed is None else a.seed + i
-                if who == "record":
-                    cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
-                    pair["patch"] = changes
-                    if seed is not None:
-                        env["SBS_SEED"] = str(seed)
-                else:
-                    cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []), seed)
-                print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
-                      f"{' '.join(cmd)}", flush=True)
-                if a.dry_run:
-                    continue
-                left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
-                if left < 60:
-                    pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
-                    continue
-                before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
-                res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed)
-                # the record names its log by a random uuid in <program dir>/logs: this run's is the new one
-                logs = sorted(set((cwd / "logs").glob("*.txt")) - before) if who == "record" else [run_dir / "log.txt"]
-                log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""
-                if who == "record" and log_text:
-                    (run_dir / "log.txt").write_text(log_text)
-                if log_text:
-                    res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
-                pair.setdefault(who, []).append(res)
-                print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
-                      f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"
-                      f" ms", flush=True)
-                save()
+        order = [(i, who) for i in range(a.repeat) for who in programs]
+        if a.variants_last:  # stable: pairs keep alternating, each variant's runs follow in turn
+            order.sort(key=lambda run: run[1] not in ("record", "native"))
+        for i, who in order:
+            run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
+            seed = None if a.seed is None else a.seed + i
+            if who == "record":
+                cmd, env, cwd, changes = record_command(a, ws, run_dir, cycle)
+                pair["patch"] = changes
+                if seed is not None:
+                    env["SBS_SEED"] = str(seed)
+            else:
+                cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []), seed)
+            print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
+                  f"{' '.join(cmd)}", flush=True)
+            if a.dry_run:
+                continue
+            left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
+            if left < 60:
+                pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
+                continue
+            before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
+            res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed)
+            # the record names its log by a random uuid in <program dir>/logs: this run's is the new one
+            logs = sorted(set((cwd / "logs").glob("*.txt")) - before) if who == "record" else [run_dir / "log.txt"]
+            log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""
+            if who == "record" and log_text:
+                (run_dir / "log.txt").write_text(log_text)
+            if log_text:
+                res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
+            pair.setdefault(who, []).append(res)
+            print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
+                  f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"
+                  f" ms", flush=True)
+            save()
 
     if not a.dry_run and not a.matmul_file and a.budget_s - (time.perf_counter() - started) > 15:
         summary["tflops_end"] = matmul_rate()

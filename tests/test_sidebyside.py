@@ -189,6 +189,15 @@ def test_a_variant_is_a_third_program_alternating_with_the_others(tmp_path, caps
     assert [line.split("]")[0] for line in lines] == [
         f"[{who} ws2 run {i}" for i in (1, 2) for who in ("record", "native", "native-unfused")]
     assert "--set fused_loss=false --set seed=3" in lines[2] and "fused_loss" not in lines[1] + lines[0]
+    # --variants-last: the pairs a loss comparison needs come first, the variant's runs after them
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "2", "--repeat", "2", "--variant",
+                            "unfused:fused_loss=false", "--variants-last", "--seed", "5", "--dry-run",
+                            "--out", str(tmp_path / "sbs")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == [
+        "[record ws2 run 1", "[native ws2 run 1", "[record ws2 run 2", "[native ws2 run 2",
+        "[native-unfused ws2 run 1", "[native-unfused ws2 run 2"]
+    assert "SBS_SEED=6" in lines[2] and "--set seed=6" in lines[3] and "--set seed=6" in lines[5]
     with pytest.raises(SystemExit) as bad:
         sidebyside.main(["--data", str(tmp_path / "d"), "--variant", "Unfused fused_loss", "--out", str(tmp_path)])
     assert bad.value.code == 2 and "NAME:KEY=VALUE" in capsys.readouterr().err

@@ -44,7 +44,7 @@ from tests.ports import free_port
 from train.config import TrainConfig, apply_overrides, preset
 from train.data import BOS_ID, DataError, TrainLoader, ValLoader, max_docs, write_shard
 from train.loop import build_optimizers, set_hyperparameters
-from train.model import GPT
+from train.model import GPT, layer_plan
 from train.newton_schulz import orthogonalize_torch
 from train.schedule import lr_multiplier, window_blocks
 
@@ -181,7 +181,28 @@ def test_fixture_is_the_logged_program():
     assert "class GPT(nn.Module)" in top and "dist.init_process_group" in main
 
 
-# ---- model: loss and gradients in training mode, loss in eval mode ---------------------------------------------
+# ---- model: initialisation, loss and gradients in training mode, loss in eval mode -----------------------------
+
+def test_initial_weights_are_the_records_draw_for_draw(rec):
+    """Same seed, same generator (CPU): every parameter of both fresh models is equal, zero-initialised ones
+    included. Loss parity over repeated runs (sidebyside --seed) compares two samples of one distribution of
+    starting points only if the init rules are the same: scale, zeros, order of the draws."""
+    bind_globals(rec, record_args(rec, SMALL), torch.device("cpu"), SMALL.grad_accum(1))
+    torch.manual_seed(1234)
+    ours = GPT(SMALL, attention_backend="dense", fp8=False)
+    torch.manual_seed(1234)
+    record = rec.GPT(vocab_size=SMALL.vocab_size, num_layers=SMALL.num_layers, num_heads=SMALL.num_heads,
+                     head_dim=SMALL.head_dim, model_dim=SMALL.model_dim, max_seq_len=SMALL.rotary_len)
+    record_params = dict(record.named_parameters())
+    drawn = 0
+    for name, p in ours.named_parameters():
+        q = record_params[name_map(SMALL.num_layers)[name]]
+        assert torch.equal(p.detach(), q.detach().to(p.dtype)), name
+        drawn += bool((p != 0).any())
+    plan = layer_plan(SMALL.num_layers)  # embed, 3 value embeds, scalars; qkvo (o zero) per attention, fc per MLP
+    assert drawn == 5 + sum(s.has_attn for s in plan) + sum(s.has_mlp for s in plan), drawn
+
+
 
 def test_rotary_tables_and_yarn_agree_through_the_schedule(rec):
     ours, record, _ = make_pair(rec)
