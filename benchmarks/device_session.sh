@@ -28,7 +28,8 @@
 # parts of 15 MB, only when it is at most 32 MB compressed: with docs-v1 (23 MB) and the tree (5 MB) it stays
 # under the 64 MiB one call carries. The parts come back through $OUT beside ds.tgz; a later lease that carries
 # .devcarry/inductor-cache/ starts from them, and progress.txt says so (its "cold" startups are then warm).
-# Measured on 2026-11-30 (docs/device-runs/2026-11-30-h200x2-ws2): phase ws2 without the variant, 20.7 min.
+# Measured on 2026-11-30: phase ws2 20.0 min with the variant (docs/device-runs/2026-11-30-h200x2-ws2-seeded), the
+# record's cold compile 9.4 min of it; 20.7 min without the variant but with device_diff in the background.
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
