@@ -8,8 +8,8 @@
 #   next lease: copy the returned part-* files into .devcarry/inductor-cache/ and carry that folder too
 #
 # Phases, run in the order given (default: ws2 ws1): diffN runs benchmarks/device_diff.py alone at world size N
-# with fused_loss (6.6 min at N = 2, mostly compiling; measured 2026-11-30 at 504f692, 100/100). Phase wsN
-# (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
+# with fused_loss (6.6 min cold at N = 2 beside the record's compile; 61 and 78 s at N = 2 and 1 after a ws2
+# phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
 #      timing against the record's compiled loss, native and native-unfused primed (their measured runs start
@@ -96,7 +96,7 @@ for phase in $PHASES; do
   case $phase in
     ws1) measure 1 1; pack_cache ;;
     ws2) measure 2 0,1; pack_cache ;;
-    diff1|diff2) n=${phase#diff}; diff_run "$n" "$([ "$n" = 1 ] && echo 0 || echo 0,1)" "$R/$phase" --set fused_loss=true \
+    diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" --set fused_loss=true \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
     *) note "unknown phase $phase (ws1, ws2, diff1, diff2)" ;;
   esac

@@ -216,6 +216,19 @@ def test_a_variant_is_a_third_program_alternating_with_the_others(tmp_path, caps
 
 # ---- benchmarks/device_diff.py's CPU mode (its GPU results are in train/BENCHMARKS.md) ---------------------------
 
+def test_device_diff_judges_each_rank_against_its_own_bound():
+    """Each rank has its own batch and so its own bound. On 2026-11-30 the script set the largest value of any
+    rank against rank 0's bound, and failed a gradient that was within rank 1's own bound."""
+    from benchmarks.device_diff import judge
+
+    both_within = torch.tensor([[0.065, 0.087], [0.092, 0.120]], dtype=torch.float64)  # the 2026-11-30 case
+    assert judge(both_within) == (True, 1)  # rank 1 nearest its bound (0.77 of it; rank 0: 0.75)
+    rank1_over = torch.tensor([[0.080, 0.087], [0.070, 0.060]], dtype=torch.float64)  # under rank 0's bound
+    assert judge(rank1_over) == (False, 1)
+    nan = torch.tensor([[float("nan"), 0.1], [0.01, 0.1]], dtype=torch.float64)
+    assert judge(nan) == (False, 0)
+
+
 @pytest.mark.slow
 def test_device_diff_cpu_smoke_at_two_ranks_with_the_fused_loss(tmp_path):
     """The GPU differential script itself, on CPU with gloo at 2 ranks (small model), for train/ with

@@ -203,7 +203,6 @@ def test_initial_weights_are_the_records_draw_for_draw(rec):
     assert drawn == 5 + sum(s.has_attn for s in plan) + sum(s.has_mlp for s in plan), drawn
 
 
-
 def test_rotary_tables_and_yarn_agree_through_the_schedule(rec):
     ours, record, _ = make_pair(rec)
     assert torch.equal(ours.yarn.cos, record.yarn.cos) and torch.equal(ours.yarn.sin, record.yarn.sin)
