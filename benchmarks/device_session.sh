@@ -12,7 +12,7 @@
 # phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
-#      timing against the record's compiled loss, native and native-unfused primed (their measured runs start
+#      timing against the record's compiled loss (and by pass, beside one read of the logits), native and native-unfused primed (their measured runs start
 #      warm). It ends well before the record's first timed step (~9 against 12.5 min), so no helper shares a
 #      GPU with a timed run;
 #   3. meanwhile sidebyside: 3 x (record, native) alternating, then native-unfused's runs in the budget left
