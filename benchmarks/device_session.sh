@@ -12,7 +12,8 @@
 # phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
-#      timing against the record's compiled loss (and by pass, beside one read of the logits), native and native-unfused primed (their measured runs start
+#      timing against the record's compiled loss (and by pass, beside one read of the logits), DistAdam's step
+#      eager against compiled (benchmarks/adam_time.py), native and native-unfused primed (their measured runs start
 #      warm). It ends well before the record's first timed step (~9 against 12.5 min), so no helper shares a
 #      GPU with a timed run;
 #   3. meanwhile sidebyside: 3 x (record, native) alternating, then native-unfused's runs in the budget left
@@ -77,6 +78,8 @@ measure() {  # world size, GPUs of the helpers (sidebyside's runs take GPUs 0..N
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
     CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
     note "ws$n: xent_triton timing exit $?"
+    CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
+    note "ws$n: adam_time exit $?"
     for who in native native-unfused; do
       [ "$who" = native-unfused ] && [ "${#natives[@]}" -eq 2 ] && continue
       sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \

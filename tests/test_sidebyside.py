@@ -270,3 +270,21 @@ def test_seed_gives_run_i_of_both_programs_seed_base_plus_i(tmp_path, capsys, mo
         exec(SEED_LINE, {"os": os, "torch": torch})
         seeded.setdefault(value, []).append(torch.rand(3))
     assert torch.equal(*seeded["7"]) and not torch.equal(seeded["7"][0], seeded["8"][0])
+
+
+def test_adam_time_runs_both_updates_from_one_start():
+    """benchmarks/adam_time.py on the CPU (tiny preset, torch.compile off: Inductor on two cores takes minutes):
+    it times both paths over the model's Adam tensors and compares where they end."""
+    import subprocess
+    import sys
+
+    from tests.paths import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "benchmarks/adam_time.py", "--device", "cpu", "--preset", "tiny",
+                           "--steps", "2", "--warmup", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TORCHDYNAMO_DISABLE="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["eager_ms"] > 0 and result["compiled_ms"] > 0
+    assert result["max_rel_diff"] == 0.0  # without Inductor both paths are the same arithmetic
+    assert [shape for shape, _ in result["tensors"]] == [[36], *[[50304, 64]] * 5]  # scalars, head, 4 embeddings
