@@ -31,14 +31,9 @@ from train.model import GPT  # noqa: E402
 def time_steps(adam: DistAdam, device: torch.device, steps: int) -> float:
     """Mean ms per adam.step() over `steps` steps (CUDA events on a GPU, wall clock on the CPU)."""
     if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(steps):
-            adam.step()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / steps
+        from train.ns_triton import time_ms  # imports Triton, which the CPU smoke run may lack
+
+        return time_ms(adam.step, reps=steps)
     began = time.perf_counter()
     for _ in range(steps):
         adam.step()
