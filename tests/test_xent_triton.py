@@ -1,6 +1,9 @@
 """train/xent_triton.py's kernels (the loss and FP8 gradient behind fused_loss on CUDA), run by Triton's
 interpreter on the CPU against the record's expression in torch; the same self-check runs on GPUs
-(`python -m train.xent_triton --time`, benchmarks/device_session.sh), where the FP8 cast is checked too."""
+(`python -m train.xent_triton --time`, benchmarks/device_session.sh), where the FP8 cast is checked too.
+CI's Triton is 3.6.0, the device's; the record's container pins 3.4.0. Checked by hand on 2026-11-30 in a
+separate venv (torch 2.13.0 CPU, triton 3.4.0, numpy 2.4.6): `TRITON_INTERPRET=1 python -m train.xent_triton`
+passes there too (bf16 flips 0-0.005 %)."""
 
 import ast
 import os
