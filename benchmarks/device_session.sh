@@ -69,8 +69,8 @@ diff_run() {  # world size, GPUs, out, extra device_diff options
     python3 -m torch.distributed.run --standalone --nproc_per_node="$n" benchmarks/device_diff.py --out "$out" "$@"
 }
 
-measure() {  # world size, GPUs of the helpers (sidebyside's runs take GPUs 0..N-1)
-  local n=$1 helpers=$2 helper=${2%%,*}
+measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
+  local n=$1 helper=$2
   local natives=(--native-set fused_loss=true --variant unfused:fused_loss=false)
   CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
@@ -98,7 +98,7 @@ note "matmul $(cat "$R/matmul-start.json")"
 for phase in $PHASES; do
   case $phase in
     ws1) measure 1 1; pack_cache ;;
-    ws2) measure 2 0,1; pack_cache ;;
+    ws2) measure 2 0; pack_cache ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" --set fused_loss=true \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
     *) note "unknown phase $phase (ws1, ws2, diff1, diff2)" ;;

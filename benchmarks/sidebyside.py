@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus = list(range(a.first_gpu, a.first_gpu + ws))
         order = [(i, who) for i in range(a.repeat) for who in programs]
         if a.variants_last:  # stable: pairs keep alternating, each variant's runs follow in turn
-            order.sort(key=lambda run: run[1] not in ("record", "native"))
+            order.sort(key=lambda run: run[1] in variants)
         for i, who in order:
             run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
             seed = None if a.seed is None else a.seed + i

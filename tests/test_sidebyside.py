@@ -11,6 +11,7 @@ import ast
 import difflib
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -163,11 +164,16 @@ def test_dry_run_gives_both_programs_the_same_schedule_and_data(tmp_path, capsys
     assert FIXTURE.read_text() == program_text()  # the fixture itself is never touched
 
 
-def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
-    (tmp_path / "d").mkdir()
+def small_shards(folder: Path) -> None:
+    """A train and a val shard of short documents in folder (dry runs only read their sizes)."""
+    folder.mkdir()
     docs = [50256] + list(range(1, 3000))
-    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
-    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    write_shard(folder / "fineweb_train_000001.bin", docs * 300)
+    write_shard(folder / "fineweb_val_000000.bin", docs * 200)
+
+
+def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
+    small_shards(tmp_path / "d")
     assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--native-set", "fused_loss=true",
                             "--dry-run", "--out", str(tmp_path / "sbs")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
@@ -179,10 +185,7 @@ def test_native_set_reaches_the_native_command_only(tmp_path, capsys):
 
 
 def test_a_variant_is_a_third_program_alternating_with_the_others(tmp_path, capsys):
-    (tmp_path / "d").mkdir()
-    docs = [50256] + list(range(1, 3000))
-    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
-    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    small_shards(tmp_path / "d")
     assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "2", "--repeat", "2", "--variant",
                             "unfused:fused_loss=false,seed=3", "--dry-run", "--out", str(tmp_path / "sbs")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
@@ -252,10 +255,7 @@ def test_seed_gives_run_i_of_both_programs_seed_base_plus_i(tmp_path, capsys, mo
     """--seed: run i of both programs starts from seed BASE+i-1 (the record through one inserted line reading
     SBS_SEED, train/ through --set seed), so a set of runs is repeatable and each program samples the same
     initialisations."""
-    (tmp_path / "d").mkdir()
-    docs = [50256] + list(range(1, 3000))
-    write_shard(tmp_path / "d" / "fineweb_train_000001.bin", docs * 300)
-    write_shard(tmp_path / "d" / "fineweb_val_000000.bin", docs * 200)
+    small_shards(tmp_path / "d")
     out = tmp_path / "sbs"
     assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--repeat", "2", "--seed", "10",
                             "--dry-run", "--out", str(out)]) == 0

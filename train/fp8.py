@@ -71,11 +71,15 @@ def fp8_mm_backward(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, g
     return _body("backward", _backward_body, g.device)(g.contiguous(), x8, w8, x_s, w_s, grad_s)
 
 
-@fp8_mm_backward.register_fake
-def _(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor]:
+def _products_fake(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+                   ) -> tuple[Tensor, Tensor]:
+    """Shapes of (dX, dW) for fp8_mm_backward and fp8_products alike."""
     grad_x = torch.empty_like(x8, dtype=torch.bfloat16)
     grad_w = w8.new_empty(w8.size(1), w8.size(0), dtype=torch.float32).T  # column-major, like the real op
     return grad_x, grad_w
+
+
+fp8_mm_backward.register_fake(_products_fake)
 
 
 @torch.library.custom_op("repro_train::fp8_products", mutates_args=())
@@ -85,11 +89,7 @@ def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, gra
     return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s)
 
 
-@fp8_products.register_fake
-def _(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor]:
-    grad_x = torch.empty_like(x8, dtype=torch.bfloat16)
-    grad_w = w8.new_empty(w8.size(1), w8.size(0), dtype=torch.float32).T
-    return grad_x, grad_w
+fp8_products.register_fake(_products_fake)
 
 
 def _setup_context(ctx, inputs, output) -> None:
