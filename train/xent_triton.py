@@ -33,27 +33,29 @@ ROWS_BLOCK_V = 2048  # pass 1: columns per loop iteration
 TILE_T, TILE_V = 128, 64  # pass 2: one tile per program (the fastest of six shapes tried on an H200)
 
 
-def _row_stats(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Pass 1: each row's max, log sum exp(z - max) and loss, float32 (T,)."""
+def _row_stats(logits: Tensor, targets: Tensor, fast: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Pass 1: each row's max, log sum exp(z - max) and loss, float32 (T,). fast: the kernels' FAST (default:
+    on CUDA); False on a GPU times the portable lowering for comparison."""
     from train.xent_kernels import row_stats_kernel  # imports Triton: at the first launch only
 
     T, V = logits.shape
     row_max, row_logsum, row_loss = (logits.new_empty(T, dtype=torch.float32) for _ in range(3))
     row_stats_kernel[(T,)](logits, targets, row_max, row_logsum, row_loss, logits.stride(0),
-                            V=V, BLOCK_V=ROWS_BLOCK_V, num_warps=8)
+                           V=V, BLOCK_V=ROWS_BLOCK_V, FAST=logits.is_cuda if fast is None else fast, num_warps=8)
     return row_max, row_logsum, row_loss
 
 
 def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, grad_s: float,
-          out_dtype: torch.dtype) -> Tensor:
-    """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major."""
+          out_dtype: torch.dtype, fast: bool | None = None) -> Tensor:
+    """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major. fast=False: portable, every element masked."""
     from train.xent_kernels import grad_kernel
 
     T, V = logits.shape
     out = logits.new_empty(T, V, dtype=out_dtype)
     grid = (-(-T // TILE_T), -(-V // TILE_V))
     grad_kernel[grid](logits, targets, row_max, row_logsum, out, T, V, logits.stride(0), grad_s,
-                       BLOCK_T=TILE_T, BLOCK_V=TILE_V, num_warps=4)
+                      BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast is not False and T % TILE_T == 0 and V % TILE_V == 0,
+                      FAST=logits.is_cuda if fast is None else fast, num_warps=4)
     return out
 
 
@@ -78,7 +80,7 @@ def _(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor]:
     return logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=torch.float8_e5m2)
 
 
-def selfcheck(device: str, shapes=((200, 300), (64, 128), (5, 5000)), grad_s: float = 1 / 448) -> dict:
+def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096)), grad_s: float = 1 / 448) -> dict:
     """The kernels against the record's expression in torch (train/loss.py) on random logits.
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
@@ -131,7 +133,8 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
     """ms for one micro-step's loss, gradient and FP8 casts at the record's shape: the record's expression,
     compiled as its program compiles it (forward and backward through AOTAutograd, the casts in its compiled
     backward op), against these kernels; then the kernels' path by part (pass 1, pass 2, dW's transposed copy)
-    beside one bf16 read of the logits, the memory-bound floor each pass is measured against."""
+    beside one bf16 read of the logits, the memory-bound floor each pass is measured against, and each pass
+    again in its portable form."""
     from train.ns_triton import time_ms
 
     logits = (torch.randn(T, V, device="cuda") * 12).bfloat16().requires_grad_()
@@ -158,7 +161,12 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
     parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets), reps=10),
                  pass2_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2), reps=10),
                  transpose_ms=time_ms(lambda: transpose(g8), reps=10),
-                 read_logits_ms=time_ms(lambda: x.sum(), reps=10))
+                 read_logits_ms=time_ms(lambda: x.sum(), reps=10),
+                 # the same passes in the interpreter's portable form (the compiler's default exp and division,
+                 # every element masked): what FAST and EVEN buy, train/xent_sass.py counting the instructions
+                 pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False), reps=10),
+                 pass2_portable_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2,
+                                                         fast=False), reps=10))
     return dict(record_compiled_ms=time_ms(record_path, reps=10), triton_ms=time_ms(triton_path, reps=10), **parts)
 
 
