@@ -30,7 +30,9 @@
 # under the 64 MiB one call carries. The parts come back through $OUT beside ds.tgz; a later lease that carries
 # .devcarry/inductor-cache/ starts from them, and progress.txt says so (its "cold" startups are then warm).
 # Measured on 2026-11-30: phase ws2 20.0 min with the variant (docs/device-runs/2026-11-30-h200x2-ws2-seeded), the
-# record's cold compile 9.4 min of it; 20.7 min without the variant but with device_diff in the background.
+# record's cold compile 9.4 min of it; 20.7 min without the variant but with device_diff in the background; phase
+# ws1 19.8 min with the variant (docs/device-runs/2026-11-30-h200x2-ws1-kernels), the record's cold compile 8.1 min.
+# device_diff cold at world size 2 after a ws1 phase did not finish in 270 s: give it its own lease's start.
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
