@@ -38,6 +38,10 @@ R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
 PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
+# the third program, native with one option changed (sidebyside --variant); SBS_VARIANT=tstore:fused_loss_transpose=true
+# measures the loss pass that writes dW's transposed gradient itself. DIFF_SET: device_diff's train/ overrides.
+VARIANT=${SBS_VARIANT:-unfused:fused_loss=false}
+read -r -a DIFF_SET <<< "${DIFF_SET:-fused_loss=true}"
 mkdir -p "$R"
 SRC=$(pwd)
 SNAP=/tmp/ds-repo  # a private copy: later device calls re-sync the working tree under this script's feet
@@ -73,7 +77,7 @@ diff_run() {  # world size, GPUs, out, extra device_diff options
 
 measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   local n=$1 helper=$2
-  local natives=(--native-set fused_loss=true --variant unfused:fused_loss=false)
+  local natives=(--native-set fused_loss=true --variant "$VARIANT")
   CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
   note "ws$n: natives ${natives[*]}"
@@ -82,8 +86,8 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     note "ws$n: xent_triton timing exit $?"
     CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
     note "ws$n: adam_time exit $?"
-    for who in native native-unfused; do
-      [ "$who" = native-unfused ] && [ "${#natives[@]}" -eq 2 ] && continue
+    for who in native "native-${VARIANT%%:*}"; do
+      [ "$who" != native ] && [ "${#natives[@]}" -eq 2 ] && continue
       sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \
         --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
     done
@@ -101,7 +105,7 @@ for phase in $PHASES; do
   case $phase in
     ws1) measure 1 1; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
-    diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" --set fused_loss=true \
+    diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
     *) note "unknown phase $phase (ws1, ws2, diff1, diff2)" ;;
   esac

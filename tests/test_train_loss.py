@@ -69,6 +69,27 @@ def test_fp8_head_gradients_match_the_unfused_fp8_head():
         assert (got_g != want_g).float().mean().item() < 1e-2
 
 
+def test_fp8_products_from_a_given_transpose_equal_those_that_transpose_themselves():
+    """fused_loss_transpose hands dW's operand over already transposed (the Triton pass writes it; on CUDA only):
+    the products must be the same bits as when they copy g8 transposed themselves."""
+    from train.fp8 import fp8_products, fp8_products_t
+
+    gen = torch.Generator().manual_seed(2)
+    g8 = (torch.randn(64, 96, generator=gen) * 100).to(torch.float8_e5m2)  # (T, V)
+    x8 = torch.randn(64, 32, generator=gen).to(torch.float8_e4m3fn)  # (T, D)
+    w8 = torch.randn(96, 32, generator=gen).to(torch.float8_e4m3fn)  # (V, D)
+    scales = (32**0.5 / 448, 2**-9, 1 / 448)
+    try:
+        want_dx, want_dw = fp8_products(g8, x8, w8, *scales)
+    except (RuntimeError, NotImplementedError) as exc:
+        pytest.skip(f"torch._scaled_mm with float8 does not run on this CPU build: {exc}")
+    dx, dw = fp8_products_t(g8, g8.T.contiguous(), x8, w8, *scales)
+    assert torch.equal(dx, want_dx) and torch.equal(dw, want_dw) and dw.stride() == want_dw.stride()
+    assert want_dw.abs().sum() > 0
+    bad_dx, bad_dw = fp8_products_t(g8, g8.flip(0).T.contiguous(), x8, w8, *scales)  # a wrong transpose shows
+    assert torch.equal(bad_dx, want_dx) and not torch.equal(bad_dw, want_dw)
+
+
 def test_a_loss_gradient_other_than_one_scales_both_gradients():
     head = fp8_head()
     head.fp8 = False

@@ -69,6 +69,10 @@ class TrainConfig:
     # 33.0 ms per step less than without them at world size 1 on an H200 (5.0 %), 100 GPU differential checks
     # passed (train/BENCHMARKS.md)
     fused_loss: bool = True
+    # with fused_loss on CUDA: the loss's second pass also writes dW's transposed FP8 gradient, instead of a copy
+    # that reads it back (1.98 of the loss's 6.69 ms per micro-step on an H200). Off until measured end to end:
+    # it adds ~6.5 instructions per element to an issue-bound pass (python -m train.xent_sass)
+    fused_loss_transpose: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -27,16 +27,17 @@ def _backward_body(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, gr
     return _products_body(g8, x8, w8, x_s, w_s, grad_s)
 
 
-def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-                   ) -> tuple[Tensor, Tensor]:
-    """dX and dW from the FP8 gradient g8 = g / grad_s (T, V)."""
+def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
+                   g8_t: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """dX and dW from the FP8 gradient g8 = g / grad_s (T, V); g8_t: g8 already transposed, (V, T) row-major."""
     scale_x = x8.new_tensor(x_s, dtype=torch.float32)
     scale_w = x8.new_tensor(w_s, dtype=torch.float32)
     scale_g = x8.new_tensor(grad_s, dtype=torch.float32)
     # _scaled_mm wants its first operand row-major and its second column-major
     grad_x = torch._scaled_mm(g8, w8.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=scale_g, scale_b=scale_w,
                               use_fast_accum=False)  # (T, D)
-    grad_w = torch._scaled_mm(x8.T.contiguous(), g8.T.contiguous().T, out_dtype=torch.float32, scale_a=scale_x,
+    g8_t = g8.T.contiguous() if g8_t is None else g8_t
+    grad_w = torch._scaled_mm(x8.T.contiguous(), g8_t.T, out_dtype=torch.float32, scale_a=scale_x,
                               scale_b=scale_g, use_fast_accum=False).T  # (V, D), column-major
     return grad_x, grad_w
 
@@ -90,6 +91,19 @@ def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, gra
 
 
 fp8_products.register_fake(_products_fake)
+
+
+@torch.library.custom_op("repro_train::fp8_products_t", mutates_args=())
+def fp8_products_t(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+                   ) -> tuple[Tensor, Tensor]:
+    """fp8_products with dW's operand g8_t = g8 transposed (V, T) row-major, written by the loss's own pass."""
+    return _body("products_t", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, g8_t)
+
+
+@fp8_products_t.register_fake
+def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+      ) -> tuple[Tensor, Tensor]:
+    return _products_fake(g8, x8, w8, x_s, w_s, grad_s)
 
 
 def _setup_context(ctx, inputs, output) -> None:

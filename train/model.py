@@ -260,7 +260,7 @@ class GPT(nn.Module):
                 skips.append(x)
 
         if self.training and self.cfg.fused_loss:
-            return head_loss(rms_norm(x), self.head, targets)
+            return head_loss(rms_norm(x), self.head, targets, self.cfg.fused_loss_transpose)
         logits = self.head(rms_norm(x)).float()  # (T, Vp)
         logits = 30 * torch.sigmoid(logits / 7.5)
         return F.cross_entropy(logits, targets, reduction="sum" if self.training else "mean")

@@ -92,10 +92,14 @@ def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
 
 
 @triton.jit
-def grad_kernel(logits, targets, row_max, row_logsum, out, T, V, stride, grad_s,
-                BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr):
-    """out: float8_e5m2 in training; float32 in the self-check, which sees the value before the cast.
-    EVEN: T and V are multiples of the tile (the record's 49,152 x 50,304 are), so no element needs a mask."""
+def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, grad_s,
+                BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr,
+                TRANSPOSED: tl.constexpr):
+    """out (T, V): float8_e5m2 in training; float32 in the self-check, which sees the value before the cast.
+    EVEN: T and V are multiples of the tile (the record's 49,152 x 50,304 are), so no element needs a mask.
+    TRANSPOSED: also write out_t (V, T), the same values transposed, which dW's FP8 matmul takes (K = T
+    contiguous): each tile leaves as BLOCK_V rows of BLOCK_T contiguous bytes, instead of a separate copy
+    reading the whole gradient back."""
     row0 = tl.program_id(0) * BLOCK_T
     col0 = tl.program_id(1) * BLOCK_V
     rows = row0 + tl.arange(0, BLOCK_T)
@@ -128,3 +132,10 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, T, V, stride, grad_s,
         tl.store(dst + tile_out, scaled)
     else:
         tl.store(dst + tile_out, scaled, mask=valid)
+    if TRANSPOSED:
+        dst_t = out_t + col0.to(tl.int64) * T + row0
+        tile_t = tl.arange(0, BLOCK_V)[:, None] * T + tl.arange(0, BLOCK_T)[None, :]
+        if EVEN:
+            tl.store(dst_t + tile_t, tl.trans(scaled))
+        else:
+            tl.store(dst_t + tile_t, tl.trans(scaled), mask=tl.trans(valid))

@@ -61,7 +61,8 @@ def _per_element(ops: Counter, elements: int) -> dict:
 
 
 def profile(fast: bool = True) -> dict:
-    """Per element of each pass, for one thread: pass 2 straight-line over its tile, pass 1 its loop's body."""
+    """Per element of each pass, for one thread: pass 2 straight-line over its tile (pass2_t: writing the
+    transposed copy too, shared-memory traffic included), pass 1 its loop's body."""
     from train import xent_kernels as k
     from train.xent_triton import ROWS_BLOCK_V, TILE_T, TILE_V
 
@@ -71,11 +72,15 @@ def profile(fast: bool = True) -> dict:
     c = _compile(k.row_stats_kernel, sig, dict(V=V, BLOCK_V=ROWS_BLOCK_V, FAST=fast), [*ptr, "row_loss", "stride"],
                  num_warps=8)
     out["pass1"] = _per_element(_opcodes(c.asm["cubin"], loop_only=True), ROWS_BLOCK_V // (8 * 32))
-    sig = dict(ptr, out="*fp8e5", T="i32", V="i32", stride="i32", grad_s="fp32", BLOCK_T="constexpr",
-               BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr")
-    c = _compile(k.grad_kernel, sig, dict(BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast, FAST=fast),
-                 [*ptr, "out", "T", "V", "stride"], num_warps=4)
-    out["pass2"] = _per_element(_opcodes(c.asm["cubin"]), TILE_T * TILE_V // (4 * 32))
+    sig = dict(ptr, out="*fp8e5", out_t="*fp8e5", T="i32", V="i32", stride="i32", grad_s="fp32",
+               BLOCK_T="constexpr", BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr", TRANSPOSED="constexpr")
+    for name, transposed in (("pass2", False), ("pass2_t", True)):
+        c = _compile(k.grad_kernel, sig, dict(BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast, FAST=fast,
+                                              TRANSPOSED=transposed),
+                     [*ptr, "out", "out_t", "T", "V", "stride"], num_warps=4)
+        ops = _opcodes(c.asm["cubin"])
+        out[name] = dict(_per_element(ops, TILE_T * TILE_V // (4 * 32)), stores=dict(
+            (op, n) for op, n in sorted(ops.items()) if op.startswith(("STG", "STS", "LDS"))))
     return out
 
 

@@ -14,8 +14,10 @@ that to float8_e5m2 and copy the FP8 gradient transposed for dW's matmul (train/
   pass 2, one program per (rows, columns) tile: dL/dlogits in the record's arithmetic order (train/loss.py),
           rounded to bf16 as the record's autograd does, divided by grad_s and cast to float8_e5m2, row-major.
 Two reads of the bf16 logits and one FP8 write; nothing of shape (T, V) in float32 exists. dW's transposed
-copy of g8 (FP8 matmuls take K contiguous) stays in train/fp8.py's compiled products: stored from pass 2's
-tiles it cost more than the rest of the pass (train/BENCHMARKS.md).
+copy of g8 (FP8 matmuls take K contiguous) is made by train/fp8.py's compiled products (1.98 of 6.69 ms on an
+H200), or, with config `fused_loss_transpose` (softcap_xent_fp8_t), written by pass 2 from its tiles turned
+through shared memory. An earlier form of that store, element by element, cost more than the rest of the pass;
+this one compiles to 16-byte stores (train/xent_sass.py) and awaits its GPU timing (train/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -46,24 +48,28 @@ def _row_stats(logits: Tensor, targets: Tensor, fast: bool | None = None) -> tup
 
 
 def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, grad_s: float,
-          out_dtype: torch.dtype, fast: bool | None = None) -> Tensor:
-    """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major. fast=False: portable, every element masked."""
+          out_dtype: torch.dtype, fast: bool | None = None, transposed: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major, and with transposed the same (V, T) row-major.
+    fast=False: portable, every element masked."""
     from train.xent_kernels import grad_kernel
 
     T, V = logits.shape
     out = logits.new_empty(T, V, dtype=out_dtype)
+    out_t = logits.new_empty(V, T, dtype=out_dtype) if transposed else None
     grid = (-(-T // TILE_T), -(-V // TILE_V))
-    grad_kernel[grid](logits, targets, row_max, row_logsum, out, T, V, logits.stride(0), grad_s,
-                      BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast is not False and T % TILE_T == 0 and V % TILE_V == 0,
-                      FAST=logits.is_cuda if fast is None else fast, num_warps=4)
-    return out
+    grad_kernel[grid](logits, targets, row_max, row_logsum, out, out if out_t is None else out_t, T, V,
+                      logits.stride(0), grad_s, BLOCK_T=TILE_T, BLOCK_V=TILE_V,
+                      EVEN=fast is not False and T % TILE_T == 0 and V % TILE_V == 0,
+                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, num_warps=4)
+    return out, out_t
 
 
-def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype, transposed: bool = False
+            ) -> tuple[Tensor, Tensor, Tensor | None]:
     if logits.stride(1) != 1 or not targets.is_contiguous():
         raise ValueError("softcap_xent_fp8 needs row-major logits and contiguous targets")
     row_max, row_logsum, row_loss = _row_stats(logits, targets)
-    return row_loss, _grad(logits, targets, row_max, row_logsum, grad_s, out_dtype)
+    return row_loss, *_grad(logits, targets, row_max, row_logsum, grad_s, out_dtype, transposed=transposed)
 
 
 @torch.library.custom_op("repro_train::softcap_xent_fp8", mutates_args=())
@@ -71,13 +77,29 @@ def softcap_xent_fp8(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Te
     """(T, V) bf16 logits, (T,) int64 targets -> per-row loss (T,) float32, g8 = dL/dlogits / grad_s (T, V) e5m2."""
     if not AVAILABLE:
         raise RuntimeError("softcap_xent_fp8 needs Triton")
-    return _launch(logits, targets, grad_s, torch.float8_e5m2)
+    return _launch(logits, targets, grad_s, torch.float8_e5m2)[:2]
 
 
 @softcap_xent_fp8.register_fake
 def _(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor]:
     T, V = logits.shape
     return logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=torch.float8_e5m2)
+
+
+@torch.library.custom_op("repro_train::softcap_xent_fp8_t", mutates_args=())
+def softcap_xent_fp8_t(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
+    """softcap_xent_fp8, and g8 transposed (V, T) row-major from the same pass (config `fused_loss_transpose`)."""
+    if not AVAILABLE:
+        raise RuntimeError("softcap_xent_fp8_t needs Triton")
+    return _launch(logits, targets, grad_s, torch.float8_e5m2, transposed=True)
+
+
+@softcap_xent_fp8_t.register_fake
+def _(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
+    T, V = logits.shape
+    e5m2 = torch.float8_e5m2
+    return (logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=e5m2),
+            logits.new_empty(V, T, dtype=e5m2))
 
 
 def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096)), grad_s: float = 1 / 448) -> dict:
@@ -89,7 +111,8 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
       round as GPUs do): bf16-rounded dL/dlogits equal but where exp or sigmoid differ by an ulp and the bf16
       rounding flips, at most 1 % of elements, each one bf16 step (2^-7 relative);
     - on a GPU, the FP8 output: equal to torch's cast of the same bf16 gradient (divided in float32, as the
-      record's compiled backward does) but for the flips above carried through, one e5m2 step each.
+      record's compiled backward does) but for the flips above carried through, one e5m2 step each;
+    - the transposed output (fused_loss_transpose): exactly the row-major output, transposed.
     """
     from train.loss import loss_and_grad
 
@@ -101,7 +124,8 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         targets = torch.randint(0, V, (T,), device=device, generator=gen)
         loss_ref, grad_ref = loss_and_grad(logits, targets)  # grad in bf16, as the record's autograd hands it on
         want = grad_ref.float() / grad_s  # what the record's compiled backward casts to e5m2
-        rows, got = _launch(logits, targets, grad_s, torch.float32)
+        rows, got, got_t = _launch(logits, targets, grad_s, torch.float32, transposed=True)
+        assert torch.equal(got_t, got.T), f"the transposed gradient is not the gradient transposed ({T}x{V})"
         loss_err = abs(rows.sum().item() - loss_ref.item()) / abs(loss_ref.item())
         assert loss_err < 1e-5, f"loss {rows.sum().item()} vs {loss_ref.item()} ({T}x{V})"
         # compared unscaled, where the bf16 grid is: one flip is one bf16 step of dL/dlogits
@@ -110,6 +134,9 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         entry = dict(loss_rel_err=loss_err, bf16_flips=flips)
         if device == "cuda":
             _, g8 = softcap_xent_fp8(logits, targets, grad_s)
+            _, g8_again, g8_t = softcap_xent_fp8_t(logits, targets, grad_s)
+            assert torch.equal(g8_again.view(torch.uint8), g8.view(torch.uint8)), f"g8 with g8_t ({T}x{V})"
+            assert torch.equal(g8_t.view(torch.uint8), g8.view(torch.uint8).T), f"g8_t is not g8.T ({T}x{V})"
             entry["fp8_flips"] = _check_one_step(g8.float(), want.to(torch.float8_e5m2).float(), mantissa_bits=2,
                                                  min_exponent=-14, what=f"g8 ({T}x{V})")
         report[f"{T}x{V}"] = entry
@@ -133,8 +160,8 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
     """ms for one micro-step's loss, gradient and FP8 casts at the record's shape: the record's expression,
     compiled as its program compiles it (forward and backward through AOTAutograd, the casts in its compiled
     backward op), against these kernels; then the kernels' path by part (pass 1, pass 2, dW's transposed copy)
-    beside one bf16 read of the logits, the memory-bound floor each pass is measured against, and each pass
-    again in its portable form."""
+    beside one bf16 read of the logits, the memory-bound floor each pass is measured against, each pass again
+    in its portable form, and the path with pass 2 writing the transposed copy itself (fused_loss_transpose)."""
     from train.ns_triton import time_ms
 
     logits = (torch.randn(T, V, device="cuda") * 12).bfloat16().requires_grad_()
@@ -153,13 +180,20 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
         rows, g8 = softcap_xent_fp8(logits.detach(), targets, grad_s)
         return rows.sum(), transpose(g8)
 
+    def triton_transposed_path() -> tuple[Tensor, Tensor]:  # fused_loss_transpose
+        rows, _, g8_t = softcap_xent_fp8_t(logits.detach(), targets, grad_s)
+        return rows.sum(), g8_t
+
     # where the Triton path's time goes, and what the memory alone would allow: one read of the bf16 logits
     # (a bf16 sum; pass 1 reads them once, pass 2 once more and writes one byte per element)
     x = logits.detach()
     stats = _row_stats(x, targets)
-    g8 = _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2)
+    g8, _ = _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2)
     parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets), reps=10),
                  pass2_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2), reps=10),
+                 # pass 2 writing dW's transposed operand too (fused_loss_transpose), against pass2 + transpose
+                 pass2_transposed_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2,
+                                                           transposed=True), reps=10),
                  transpose_ms=time_ms(lambda: transpose(g8), reps=10),
                  read_logits_ms=time_ms(lambda: x.sum(), reps=10),
                  # the same passes in the interpreter's portable form (the compiler's default exp and division,
@@ -167,7 +201,8 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
                  pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False), reps=10),
                  pass2_portable_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2,
                                                          fast=False), reps=10))
-    return dict(record_compiled_ms=time_ms(record_path, reps=10), triton_ms=time_ms(triton_path, reps=10), **parts)
+    return dict(record_compiled_ms=time_ms(record_path, reps=10), triton_ms=time_ms(triton_path, reps=10),
+                triton_transposed_ms=time_ms(triton_transposed_path, reps=10), **parts)
 
 
 if __name__ == "__main__":
