@@ -73,3 +73,22 @@ def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
     got = fast["pass2_t"]
     assert got["sfu"] == pytest.approx(3, abs=0.05) and got["instructions"] <= 35, got
     assert got["stores"]["STG.E.128"] == 2 * fast["pass2"]["stores"]["STG.E.128"], got
+
+
+def test_the_gpu_timing_runs_every_part_it_reports_on_the_cpu():
+    """`--time`'s code (run on the device only during a lease) end to end at a small shape: Triton's interpreter,
+    torch.compile off, wall-clock timing. Its numbers mean nothing here; that it runs and reports each part does."""
+    if not xent_triton.AVAILABLE:
+        pytest.skip("Triton is not installed (make setup installs it from requirements-triton.lock)")
+    env = dict(os.environ, TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1", PYTHONPATH=str(REPO),
+               CUDA_VISIBLE_DEVICES="")
+    code = ("from train.xent_triton import time_record_shape as t; "
+            "print(t(T=256, V=384, device='cpu', reps=1))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    tiles = report.pop("pass2_tiles_ms")
+    assert {"record_compiled_ms", "triton_ms", "triton_transposed_ms", "pass1_ms", "pass2_ms", "pass2_transposed_ms",
+            "transpose_ms", "pass1_portable_ms", "pass2_portable_ms"} <= set(report)
+    assert len(tiles) == 12 and "128x64w4_t" in tiles
+    assert all(ms > 0 for ms in [*report.values(), *tiles.values()])

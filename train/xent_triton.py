@@ -48,19 +48,21 @@ def _row_stats(logits: Tensor, targets: Tensor, fast: bool | None = None) -> tup
 
 
 def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, grad_s: float,
-          out_dtype: torch.dtype, fast: bool | None = None, transposed: bool = False) -> tuple[Tensor, Tensor | None]:
+          out_dtype: torch.dtype, fast: bool | None = None, transposed: bool = False,
+          tile: tuple[int, int, int] = (TILE_T, TILE_V, 4)) -> tuple[Tensor, Tensor | None]:
     """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major, and with transposed the same (V, T) row-major.
-    fast=False: portable, every element masked."""
+    fast=False: portable, every element masked. tile: rows, columns and warps per program (--time tries others)."""
     from train.xent_kernels import grad_kernel
 
     T, V = logits.shape
+    tile_t, tile_v, warps = tile
     out = logits.new_empty(T, V, dtype=out_dtype)
     out_t = logits.new_empty(V, T, dtype=out_dtype) if transposed else None
-    grid = (-(-T // TILE_T), -(-V // TILE_V))
+    grid = (-(-T // tile_t), -(-V // tile_v))
     grad_kernel[grid](logits, targets, row_max, row_logsum, out, out if out_t is None else out_t, T, V,
-                      logits.stride(0), grad_s, BLOCK_T=TILE_T, BLOCK_V=TILE_V,
-                      EVEN=fast is not False and T % TILE_T == 0 and V % TILE_V == 0,
-                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, num_warps=4)
+                      logits.stride(0), grad_s, BLOCK_T=tile_t, BLOCK_V=tile_v,
+                      EVEN=fast is not False and T % tile_t == 0 and V % tile_v == 0,
+                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, num_warps=warps)
     return out, out_t
 
 
@@ -156,16 +158,28 @@ def _check_one_step(got: Tensor, want: Tensor, mantissa_bits: int, min_exponent:
     return frac
 
 
-def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -> dict:
+def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, device: str = "cuda",
+                      reps: int = 10) -> dict:
     """ms for one micro-step's loss, gradient and FP8 casts at the record's shape: the record's expression,
     compiled as its program compiles it (forward and backward through AOTAutograd, the casts in its compiled
     backward op), against these kernels; then the kernels' path by part (pass 1, pass 2, dW's transposed copy)
     beside one bf16 read of the logits, the memory-bound floor each pass is measured against, each pass again
-    in its portable form, and the path with pass 2 writing the transposed copy itself (fused_loss_transpose)."""
-    from train.ns_triton import time_ms
+    in its portable form, and the path with pass 2 writing the transposed copy itself (fused_loss_transpose).
+    device="cpu" (small T and V, Triton's interpreter, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
+    import time
 
-    logits = (torch.randn(T, V, device="cuda") * 12).bfloat16().requires_grad_()
-    targets = torch.randint(0, V, (T,), device="cuda")
+    def time_ms(fn, reps: int) -> float:
+        if device == "cuda":
+            from train.ns_triton import time_ms as cuda_ms  # CUDA events
+
+            return cuda_ms(fn, reps=reps)
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - start) * 1e3 / reps
+
+    logits = (torch.randn(T, V, device=device) * 12).bfloat16().requires_grad_()
+    targets = torch.randint(0, V, (T,), device=device)
     loss = torch.compile(lambda x: torch.nn.functional.cross_entropy(30 * torch.sigmoid(x.float() / 7.5), targets,
                                                                       reduction="sum"))
     casts = torch.compile(lambda g: (lambda g8: (g8, g8.T.contiguous()))(g.div(grad_s).to(torch.float8_e5m2)))
@@ -189,20 +203,27 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448) -
     x = logits.detach()
     stats = _row_stats(x, targets)
     g8, _ = _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2)
-    parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets), reps=10),
-                 pass2_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2), reps=10),
+
+    def pass2(tile=(TILE_T, TILE_V, 4), transposed=False, fast=None):
+        return lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2, fast, transposed, tile)
+
+    parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets), reps=reps),
+                 pass2_ms=time_ms(pass2(), reps=reps),
                  # pass 2 writing dW's transposed operand too (fused_loss_transpose), against pass2 + transpose
-                 pass2_transposed_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2,
-                                                           transposed=True), reps=10),
-                 transpose_ms=time_ms(lambda: transpose(g8), reps=10),
-                 read_logits_ms=time_ms(lambda: x.sum(), reps=10),
+                 pass2_transposed_ms=time_ms(pass2(transposed=True), reps=reps),
+                 transpose_ms=time_ms(lambda: transpose(g8), reps=reps),
+                 read_logits_ms=time_ms(lambda: x.sum(), reps=reps),
                  # the same passes in the interpreter's portable form (the compiler's default exp and division,
                  # every element masked): what FAST and EVEN buy, train/xent_sass.py counting the instructions
-                 pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False), reps=10),
-                 pass2_portable_ms=time_ms(lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2,
-                                                         fast=False), reps=10))
-    return dict(record_compiled_ms=time_ms(record_path, reps=10), triton_ms=time_ms(triton_path, reps=10),
-                triton_transposed_ms=time_ms(triton_transposed_path, reps=10), **parts)
+                 pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False), reps=reps),
+                 pass2_portable_ms=time_ms(pass2(fast=False), reps=reps))
+    # pass 2's tile was chosen when the pass was bound by other work (train/BENCHMARKS.md): the shapes around
+    # it, with and without the transposed store, so that the next choice is measured (V = 50,304 = 393 x 128)
+    tiles = {f"{t}x{v}w{w}{'_t' if tr else ''}": time_ms(pass2((t, v, w), tr), reps=reps)
+             for t, v, w in ((128, 64, 4), (64, 128, 4), (128, 128, 8), (64, 64, 4), (256, 64, 8), (128, 64, 8))
+             for tr in (False, True)}
+    return dict(record_compiled_ms=time_ms(record_path, reps=reps), triton_ms=time_ms(triton_path, reps=reps),
+                triton_transposed_ms=time_ms(triton_transposed_path, reps=reps), **parts, pass2_tiles_ms=tiles)
 
 
 if __name__ == "__main__":
