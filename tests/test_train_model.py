@@ -49,6 +49,13 @@ def test_smaller_topologies_follow_the_documented_rules():
             apply_overrides(TINY, [bad])
 
 
+def test_the_transposed_loss_store_needs_the_fp8_loss_kernels():
+    assert apply_overrides(preset("record"), ["fused_loss_transpose=true"]).fused_loss_transpose
+    for without in ("fused_loss=false", "fp8=false"):
+        with pytest.raises(ConfigError, match="fused_loss_transpose=true .* needs fused_loss=true and fp8=true"):
+            apply_overrides(preset("record"), ["fused_loss_transpose=true", without])
+
+
 def test_record_parameter_count_on_meta_device():
     cfg = TrainConfig()
     with torch.device("meta"):

@@ -140,6 +140,8 @@ class TrainConfig:
         need(self.warmup_steps >= 0 and self.muon_momentum_warmup_steps >= 0, "warm-up step counts must be >= 0")
         need(self.attention in ("auto", "fa3", "flex", "dense"),
              f"attention={self.attention!r}: choose auto, fa3, flex or dense")
+        need(not self.fused_loss_transpose or (self.fused_loss and self.fp8),
+             "fused_loss_transpose=true changes the FP8 loss kernels: it needs fused_loss=true and fp8=true")
         return self
 
     def with_total_steps(self, total: int) -> "TrainConfig":

@@ -49,14 +49,14 @@ class _HeadLoss(torch.autograd.Function):
                 ) -> Tensor:
         if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
-            if x.is_cuda and xent_triton.AVAILABLE and transposed:  # pass 2 also writes dW's transposed operand
-                rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2])
+            if x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, the gradient already in FP8
+                if transposed:  # pass 2 also writes dW's operand, g8 transposed
+                    rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2])
+                    grad_x, grad_w = fp8_products_t(g8, g8_t, x8, w8, *fp8_scales)
+                else:
+                    rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
+                    grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
                 loss = rows.sum()
-                grad_x, grad_w = fp8_products_t(g8, g8_t, x8, w8, *fp8_scales)
-            elif x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, the gradient already in FP8
-                rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
-                loss = rows.sum()
-                grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
             else:
                 loss, grad = loss_and_grad(logits, targets)
                 grad_x, grad_w = fp8_mm_backward(grad, x8, w8, *fp8_scales)
