@@ -6,9 +6,10 @@ Both passes are bound by instruction issue and the special-function unit, not by
 the bf16 logits in ~1 ms; tests/test_xent_triton.py counts the compiled instructions). So on a GPU (FAST) the
 transcendentals go straight to the hardware's approximations without the denormal fix-ups the compiler wraps
 around exp and division by default: same results for every normal number, and no value here is subnormal
-(exp(z - 30) >= exp(-30); exp(logp) >= exp(-41); 1 + exp(-u) >= 1). The arithmetic is the record's, operation
-for operation (train/loss.py's order), so the results equal the default lowering's. FAST=False is the portable
-form for Triton's CPU interpreter, which cannot run inline assembly.
+(exp(z - 30) >= exp(-30); exp(logp) >= exp(-41); 1 / (1 + exp(-u)) only for a logit below -654, where both
+forms give a sigmoid that the FP8 gradient rounds to 0). The arithmetic is the record's, operation for operation
+(train/loss.py's order), so the results equal the default lowering's. FAST=False is the portable form for
+Triton's CPU interpreter, which cannot run inline assembly.
 """
 
 import triton
