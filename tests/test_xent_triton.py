@@ -17,11 +17,12 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 xent_triton = pytest.importorskip("train.xent_triton")
+needs_triton = pytest.mark.skipif(
+    not xent_triton.AVAILABLE, reason="Triton is not installed (make setup installs it from requirements-triton.lock)")
 
 
+@needs_triton
 def test_the_kernels_match_the_records_loss_and_gradient_under_the_interpreter():
-    if not xent_triton.AVAILABLE:
-        pytest.skip("Triton is not installed (make setup installs it from requirements-triton.lock)")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-m", "train.xent_triton"], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -52,12 +53,11 @@ def test_the_one_step_rule_accepts_a_rounding_flip_and_rejects_more():
         xent_triton._check_one_step(too_many, want, 7, -126, "x")
 
 
+@needs_triton
 def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
     """Both passes are bound by instruction issue and the special-function unit (train/xent_sass.py): the GPU form
     must keep 3 special-function ops and at most ~1 issue slot's worth of other work per element beside them,
     with 16-byte loads. Compiled for sm_90a by Triton's bundled ptxas, on this CPU."""
-    if not xent_triton.AVAILABLE:
-        pytest.skip("Triton is not installed (make setup installs it from requirements-triton.lock)")
     from train import xent_sass
 
     fast, portable = xent_sass.profile(True), xent_sass.profile(False)
@@ -75,11 +75,10 @@ def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
     assert got["stores"]["STG.E.128"] == 2 * fast["pass2"]["stores"]["STG.E.128"], got
 
 
+@needs_triton
 def test_the_gpu_timing_runs_every_part_it_reports_on_the_cpu():
     """`--time`'s code (run on the device only during a lease) end to end at a small shape: Triton's interpreter,
     torch.compile off, wall-clock timing. Its numbers mean nothing here; that it runs and reports each part does."""
-    if not xent_triton.AVAILABLE:
-        pytest.skip("Triton is not installed (make setup installs it from requirements-triton.lock)")
     env = dict(os.environ, TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1", PYTHONPATH=str(REPO),
                CUDA_VISIBLE_DEVICES="")
     code = ("from train.xent_triton import time_record_shape as t; "
