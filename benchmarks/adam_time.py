@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repo root for train/
@@ -26,18 +25,13 @@ import torch  # noqa: E402
 from train.adam import DistAdam  # noqa: E402
 from train.config import preset  # noqa: E402
 from train.model import GPT  # noqa: E402
+from train.timing import time_ms  # noqa: E402
 
 
 def time_steps(adam: DistAdam, device: torch.device, steps: int) -> float:
     """Mean ms per adam.step() over `steps` steps (CUDA events on a GPU, wall clock on the CPU)."""
-    if device.type == "cuda":
-        from train.ns_triton import time_ms  # imports Triton, which the CPU smoke run may lack
-
-        return time_ms(adam.step, reps=steps)
-    began = time.perf_counter()
-    for _ in range(steps):
-        adam.step()
-    return (time.perf_counter() - began) * 1000 / steps
+    cuda = device.type == "cuda"
+    return time_ms(adam.step, reps=steps, warmup=3 if cuda else 0, cuda=cuda)
 
 
 def main(argv: list[str] | None = None) -> int:

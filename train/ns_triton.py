@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from train.timing import time_ms
+
 try:
     import triton
     import triton.language as tl
@@ -135,17 +137,3 @@ def selfcheck(time_it: bool = True) -> SelfCheck:
     # both paths are bf16 approximations of the same map; tests measure <= 0.077 from the exact map
     assert ns_diff < 0.1, f"Triton NS differs from torch NS by {ns_diff:.3f}"
     return SelfCheck(worst, ns_diff, ms)
-
-
-def time_ms(fn, reps: int = 20) -> float:
-    """Mean ms per call of fn on the current CUDA stream (CUDA events, after 3 warm-up calls)."""
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps

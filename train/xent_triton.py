@@ -166,17 +166,10 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, d
     beside one bf16 read of the logits, the memory-bound floor each pass is measured against, each pass again
     in its portable form, and the path with pass 2 writing the transposed copy itself (fused_loss_transpose).
     device="cpu" (small T and V, Triton's interpreter, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
-    import time
+    from train import timing
 
-    def time_ms(fn, reps: int) -> float:
-        if device == "cuda":
-            from train.ns_triton import time_ms as cuda_ms  # CUDA events
-
-            return cuda_ms(fn, reps=reps)
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        return (time.perf_counter() - start) * 1e3 / reps
+    def time_ms(fn, reps: int) -> float:  # the CPU smoke run skips the warm-up calls
+        return timing.time_ms(fn, reps, warmup=3 if device == "cuda" else 0, cuda=device == "cuda")
 
     logits = (torch.randn(T, V, device=device) * 12).bfloat16().requires_grad_()
     targets = torch.randint(0, V, (T,), device=device)
