@@ -9,14 +9,14 @@
 #
 # Phases, run in the order given (default: ws2 ws1): diffN runs benchmarks/device_diff.py alone at world size N
 # with fused_loss (6.6 min cold at N = 2 beside the record's compile; 61 and 78 s at N = 2 and 1 after a ws2
-# phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1; ws2: both GPUs):
+# phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1, or GPU 0 on a one-GPU node; ws2: both GPUs):
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
-#      timing against the record's compiled loss (and by pass, beside one read of the logits), DistAdam's step
-#      eager against compiled (benchmarks/adam_time.py), native and native-unfused primed (their measured runs start
-#      warm). It ends well before the record's first timed step (~9 against 12.5 min), so no helper shares a
-#      GPU with a timed run;
-#   3. meanwhile sidebyside: 3 x (record, native) alternating, then native-unfused's runs in the budget left
+#      timing against the record's compiled loss (and by pass, beside one read of the logits), train/qk_rope.py's
+#      check and timing, DistAdam's step eager against compiled (benchmarks/adam_time.py), native and each
+#      variant primed (their measured runs start warm). It ends before the record's first timed step (~9
+#      against 12.5 min on 2026-11-30; progress.txt's times show it), so no helper shares a GPU with a timed run;
+#   3. meanwhile sidebyside: 3 x (record, native) alternating, then the variants' runs in turn in the budget left
 #      (--variants-last: the parity pairs are never the runs the budget cuts), --steps $STEPS (default 40),
 #      --seed 1 so run i of every program starts from seed i (on 2026-11-30 train/ seeded nothing and drew
 #      its weights on the GPU, from CUDA's fixed default seed: its runs shared one initialisation while the
@@ -38,9 +38,12 @@ R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
 PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
-# the third program, native with one option changed (sidebyside --variant); SBS_VARIANT=tstore:fused_loss_transpose=true
-# measures the loss pass that writes dW's transposed gradient itself. DIFF_SET: device_diff's train/ overrides.
-VARIANT=${SBS_VARIANT:-unfused:fused_loss=false}
+# the programs after record and native: native with options changed (sidebyside --variant), space-separated,
+# e.g. SBS_VARIANT="qk:fused_qk_rope=true unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
+read -r -a VARIANTS <<< "${SBS_VARIANT:-unfused:fused_loss=false}"
+# NATIVE_SET: train/ options for the native runs beside fused_loss=true, space-separated KEY=VALUE (a candidate
+# default measured against the record in alternation, the variants then taking options back out)
+read -r -a NATIVE_SET <<< "${NATIVE_SET:-}"
 read -r -a DIFF_SET <<< "${DIFF_SET:-fused_loss=true}"
 mkdir -p "$R"
 SRC=$(pwd)
@@ -77,17 +80,24 @@ diff_run() {  # world size, GPUs, out, extra device_diff options
 
 measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   local n=$1 helper=$2
-  local natives=(--native-set fused_loss=true --variant "$VARIANT")
+  local natives=(--native-set fused_loss=true) v
+  for v in "${NATIVE_SET[@]}"; do natives+=(--native-set "$v"); done
+  for v in "${VARIANTS[@]}"; do natives+=(--variant "$v"); done
   CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
   note "ws$n: natives ${natives[*]}"
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
     CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
     note "ws$n: xent_triton timing exit $?"
-    CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
-    note "ws$n: adam_time exit $?"
-    for who in native "native-${VARIANT%%:*}"; do
-      [ "$who" != native ] && [ "${#natives[@]}" -eq 2 ] && continue
+    CUDA_VISIBLE_DEVICES=$helper python3 -m train.qk_rope --time > "$R/qk-rope-ws$n.txt" 2>&1
+    note "ws$n: qk_rope check and timing exit $?"
+    if [ "${ADAM_TIME:-1}" = 1 ]; then  # ADAM_TIME=0: skip it (unchanged since measured; the helpers end sooner)
+      CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
+      note "ws$n: adam_time exit $?"
+    fi
+    local primed=(native) v
+    [ "${natives[1]}" = fused_loss=true ] && for v in "${VARIANTS[@]}"; do primed+=("native-${v%%:*}"); done
+    for who in "${primed[@]}"; do
       sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \
         --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
     done
@@ -98,12 +108,15 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   wait
 }
 
+# ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0 (they end before the record's
+# first timed step: its cold compile takes longer than all of them)
+HELPER_GPU=1; [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && HELPER_GPU=0
 note "start: $PHASES"; restore_cache; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$R/gpus.csv"
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-start.json"
 note "matmul $(cat "$R/matmul-start.json")"
 for phase in $PHASES; do
   case $phase in
-    ws1) measure 1 1; pack_cache ;;
+    ws1) measure 1 "$HELPER_GPU"; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;

@@ -162,8 +162,8 @@ def extend_both(ours: GPT, record, old: int, new: int) -> None:
     assert ours.yarn.attn_scale == record.yarn.attn_scale
 
 
-def train_step_grads(rec, step_seed: int = 0):
-    ours, record, names = make_pair(rec)
+def train_step_grads(rec, step_seed: int = 0, cfg: TrainConfig = SMALL):
+    ours, record, names = make_pair(rec, cfg)
     extend_both(ours, record, 3, 7)  # the second third of training: windows (3, 7) after one YaRN step
     loss_ours, loss_record = forward_both(ours, record, 3, 7, seed=step_seed)
     loss_ours.backward()
@@ -214,8 +214,12 @@ def test_rotary_tables_and_yarn_agree_through_the_schedule(rec):
     assert torch.equal(ours.yarn.cos, record.yarn.cos) and ours.yarn.attn_scale == record.yarn.attn_scale == 0.1
 
 
-def test_training_loss_and_every_gradient_match(rec):
-    ours, record, names, loss_ours, loss_record = train_step_grads(rec)
+@pytest.mark.parametrize("fused_qk_rope", [False, True])
+def test_training_loss_and_every_gradient_match(rec, fused_qk_rope):
+    """fused_qk_rope: train/qk_rope.py's op (its CPU forward and its own backward formula) in place of autograd's
+    RMS norm and rotary; float32 here, so the same tolerances hold."""
+    cfg = dataclasses.replace(SMALL, fused_qk_rope=fused_qk_rope)
+    ours, record, names, loss_ours, loss_record = train_step_grads(rec, cfg=cfg)
     assert loss_record.item() > 1000  # summed over 256 tokens: the training loss is a sum in both
     assert rel(loss_ours.detach(), loss_record.detach()) < LOSS_RTOL
     record_params = dict(record.named_parameters())

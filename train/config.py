@@ -73,6 +73,8 @@ class TrainConfig:
     # that reads it back (1.98 of the loss's 6.69 ms per micro-step on an H200). Off until measured end to end:
     # it adds ~6.5 instructions per element to an issue-bound pass (python -m train.xent_sass)
     fused_loss_transpose: bool = False
+    # QK-norm and rotary in one Triton pass on CUDA (train/qk_rope.py; its torch form elsewhere): same arithmetic
+    fused_qk_rope: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

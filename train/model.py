@@ -21,6 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.loss import head_loss
+from train.qk_rope import qk_rope, rotary
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -87,15 +88,6 @@ class Yarn(nn.Module):
         self.attn_scale *= 0.2 * math.log(new_window / old_window) + 1
 
 
-def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x: (T, H, hd); cos, sin: (>= T, hd/2) bf16."""
-    cos, sin = cos[: x.size(0), None, :], sin[: x.size(0), None, :]  # (T, 1, hd/2)
-    x1, x2 = x.chunk(2, dim=-1)
-    y1 = x1 * cos + x2 * sin
-    y2 = x1 * (-sin) + x2 * cos
-    return torch.cat((y1, y2), dim=-1)
-
-
 @dataclass
 class AttnInputs:
     """What every attention layer of one forward pass shares."""
@@ -106,6 +98,7 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
+    fused_qk_rope: bool = False  # config fused_qk_rope
 
 
 class Attention(nn.Module):
@@ -126,8 +119,11 @@ class Attention(nn.Module):
         w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x))  # (T, 3D)
         q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)  # (T, H, hd) each
-        q, k = rms_norm(q), rms_norm(k)
-        q, k = rotary(q, shared.cos, shared.sin), rotary(k, shared.cos, shared.sin)
+        if shared.fused_qk_rope:  # the same arithmetic in one pass (train/qk_rope.py)
+            q, k = qk_rope(qkv, shared.cos, shared.sin, H)[0]
+        else:
+            q, k = rms_norm(q), rms_norm(k)
+            q, k = rotary(q, shared.cos, shared.sin), rotary(k, shared.cos, shared.sin)
         if ve is not None:
             v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v)
         else:
@@ -247,7 +243,8 @@ class GPT(nn.Module):
         sa_lambdas = self.scalars[3 * L:5 * L].view(L, 2)
         shared = AttnInputs(doc_bounds=doc_bounds, cos=self.yarn.cos, sin=self.yarn.sin, scale=attn_scale,
                             backend=self.attention_backend,
-                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot)
+                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot,
+                            fused_qk_rope=self.cfg.fused_qk_rope)
         half, skips = L // 2, []
         for i in range(1, L):
             spec = self.plan[i]

@@ -15,6 +15,8 @@ Triton's CPU interpreter, which cannot run inline assembly.
 import triton
 import triton.language as tl
 
+from train.triton_math import round_to_bf16
+
 LOG2E = tl.constexpr(1.4426950408889634)  # exp(v) = 2^(v·log2 e), as the compiler lowers exp: equal results
 
 
@@ -36,18 +38,6 @@ def _sigmoid_of_scaled(x, FAST: tl.constexpr):
                                          is_pure=True, pack=1)
     else:
         return 1.0 / (1.0 + e)
-
-
-@triton.jit
-def _round_to_bf16(x, FAST: tl.constexpr):
-    """float32 -> the nearest bf16 (ties to even), still float32; finite inputs only. Written out for the
-    interpreter, whose bf16 casts truncate; a GPU's cast rounds."""
-    if FAST:
-        return x.to(tl.bfloat16).to(tl.float32)
-    else:
-        bits = x.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -128,7 +118,7 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
     grad_z = _exp(logp, FAST) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
     grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
     # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
-    scaled = (_round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
+    scaled = (round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
     if EVEN:
         tl.store(dst + tile_out, scaled)
     else:
