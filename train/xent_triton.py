@@ -14,10 +14,10 @@ that to float8_e5m2 and copy the FP8 gradient transposed for dW's matmul (train/
   pass 2, one program per (rows, columns) tile: dL/dlogits in the record's arithmetic order (train/loss.py),
           rounded to bf16 as the record's autograd does, divided by grad_s and cast to float8_e5m2, row-major.
 Two reads of the bf16 logits and one FP8 write; nothing of shape (T, V) in float32 exists. dW's transposed
-copy of g8 (FP8 matmuls take K contiguous) is made by train/fp8.py's compiled products (1.98 of 6.69 ms on an
-H200), or, with config `fused_loss_transpose` (softcap_xent_fp8_t), written by pass 2 from its tiles turned
-through shared memory. An earlier form of that store, element by element, cost more than the rest of the pass;
-this one compiles to 16-byte stores (train/xent_sass.py) and awaits its GPU timing (train/BENCHMARKS.md).
+copy of g8 (FP8 matmuls take K contiguous) is written by pass 2 from its tiles turned through shared memory
+(softcap_xent_fp8_t, config `fused_loss_transpose`, on by default): 16-byte stores (train/xent_sass.py), the
+path 5.14 against 6.71 ms per micro-step on an H200 where train/fp8.py's compiled products copy it
+(softcap_xent_fp8, 1.98 ms of the 6.71; train/BENCHMARKS.md).
 """
 
 from __future__ import annotations
