@@ -74,9 +74,9 @@ class TrainConfig:
     # per micro-step; end to end 613.3 and 610.1 against 619.5 ms/step at world size 1; peak memory +2.3 GiB
     # (both FP8 gradients live until the backward pass). train/BENCHMARKS.md
     fused_loss_transpose: bool = True
-    # QK-norm and rotary in one Triton pass on CUDA (train/qk_rope.py; its torch form elsewhere): same arithmetic.
-    # Off: measured slower end to end (631.0 against 613.3 ms/step, 2026-12-01): the forward pass beats the
-    # compiled record's (0.215 against 0.264 ms per layer) but its backward, torch code compiled, does not
+    # the attention's q, k (QK-norm, rotary) and v (value-embedding mix) in one Triton pass each way on CUDA
+    # (train/qk_rope.py; its torch forms elsewhere): same arithmetic. Off: its first form (forward kernel only)
+    # was 17.7 ms/step slower end to end on 2026-12-01; this form, with a backward kernel, awaits its GPU timing
     fused_qk_rope: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 

@@ -118,16 +118,16 @@ class Attention(nn.Module):
         T, H, hd = x.size(0), self.num_heads, self.head_dim
         w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x))  # (T, 3D)
-        q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)  # (T, H, hd) each
-        if shared.fused_qk_rope:  # the same arithmetic in one pass (train/qk_rope.py)
-            q, k = qk_rope(qkv, shared.cos, shared.sin, H)[0]
+        if shared.fused_qk_rope:  # the same arithmetic in one pass each way (train/qk_rope.py)
+            q, k, v, _ = qk_rope(qkv, ve, sa_lambdas, shared.cos, shared.sin, H)
         else:
+            q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)  # (T, H, hd) each
             q, k = rms_norm(q), rms_norm(k)
             q, k = rotary(q, shared.cos, shared.sin), rotary(k, shared.cos, shared.sin)
-        if ve is not None:
-            v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v)
-        else:
-            v = sa_lambdas[0] * v
+            if ve is not None:
+                v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v)
+            else:
+                v = sa_lambdas[0] * v
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)
         y = y * torch.sigmoid(self.gate(x[:, :GATE_INPUTS])).view(T, H, 1)

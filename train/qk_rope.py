@@ -1,22 +1,28 @@
-"""QK-norm and rotary of the attention's queries and keys in one Triton pass (CUDA; config `fused_qk_rope`).
+"""The attention's inputs from its QKV projection in one Triton pass each way (CUDA; config `fused_qk_rope`).
 
     from train.qk_rope import qk_rope
-    qk, rstd = qk_rope(qkv, cos, sin, num_heads)   # (T, 3D) bf16 -> (2, T, H, hd) bf16 [q, k], (T, 2H) float32
-    TRITON_INTERPRET=1 python -m train.qk_rope                # the self-check, on the CPU
-    python -m train.qk_rope --time                             # on a GPU: also ms per layer at the record's shape
+    q, k, v, rstd = qk_rope(qkv, ve, sa, cos, sin, num_heads)   # (T, 3D) bf16 -> (T, H, hd) bf16 x 3, (T, 2H)
+    TRITON_INTERPRET=1 python -m train.qk_rope                    # the self-check, on the CPU
+    python -m train.qk_rope --time                                 # on a GPU: also ms per layer at the record's shape
 
-The record's attention normalises q and k (F.rms_norm over each head's 128 channels) and rotates them (RoPE on
-pairs of channels i, i + 64). Compiled, that is one reduction kernel per layer that reads q and k more than once
-(train/BENCHMARKS.md, profile: 159 µs per layer on an H200 where one read and one write of them take ~70 µs).
-Here one program normalises and rotates a block of rows, each read once, and writes q and k contiguous for the
-attention kernel. The arithmetic is the compiled record's: float32 statistics, the normalised row rounded to
-bf16 (F.rms_norm's output dtype), the rotation in float32 rounded once. The backward pass is torch code that the
-compiler fuses with its neighbours (the gradients of q and k arrive as two tensors, and the gradient of qkv is
-assembled with v's), from the saved input and 1/rms. Elsewhere (CPU) the forward is `reference` below, so
-the op and its backward formula run in every CPU test that turns the option on.
-Measured on an H200 (train/BENCHMARKS.md, 2026-12-01): the forward 0.215 against the compiled record's 0.264 ms
-per layer, but forward and backward 1.139 against 0.736, and 17.7 ms per step slower end to end: the option is
-off. What it lacks is a backward kernel that writes dL/dqkv in place.
+The record's attention normalises q and k (F.rms_norm over each head's 128 channels), rotates them (RoPE on
+pairs of channels i, i + 64) and mixes v with the layer's value embedding, v = sa[0]·v + sa[1]·ve (ve may be
+absent: v = sa[0]·v). Compiled, the norms and rotation are a reduction kernel per layer that reads q and k more
+than once (train/BENCHMARKS.md, profile: 159 µs forward and 197 µs backward per layer on an H200, where one read
+and one write of q and k take ~70 µs). Here:
+  forward:  one pass over qkv (and ve) writes q, k, v contiguous for the attention kernel, and 1/rms;
+  backward: one pass writes dL/dqkv whole (q's, k's and v's parts: no zero-filled part for autograd to add
+            v's gradient to), dL/dve, and per-block sums for dL/dsa.
+The arithmetic is the compiled record's: float32 statistics, the normalised row rounded to bf16 (F.rms_norm's
+output dtype), the rotation and the mix in float32 rounded once; gradients in float32, rounded once.
+
+History (train/BENCHMARKS.md, 2026-12-01): a first form had only the forward kernel and its backward in torch for
+Inductor to compile around the op. Its forward beat the compiled record's (0.215 against 0.264 ms per layer), its
+backward did not, and it was 17.7 ms per step slower end to end. This form, with the backward kernel and v,
+awaits its GPU timing; the option stays off until then.
+
+On the CPU both directions are `reference` and `reference_backward` below (torch), so the op and its autograd
+wiring run in every CPU test that turns the option on; the kernels run there in Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -43,153 +49,253 @@ def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat((y1, y2), dim=-1)
 
 
-def reference(qkv: Tensor, cos: Tensor, sin: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
-    """What the kernel computes, in torch: (2, T, H, hd) normalised and rotated q and k, (T, 2H) float32 1/rms."""
+def model_expression(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int
+                     ) -> tuple[Tensor, Tensor, Tensor]:
+    """The record's code (train/model.py without the option), in qkv's dtype: q, k, v (T, H, hd)."""
     T, H = qkv.size(0), num_heads
-    x = qkv.view(T, 3 * H, -1)[:, : 2 * H].float()  # (T, 2H, hd)
-    rstd = torch.rsqrt(x.square().mean(-1) + EPS)  # (T, 2H)
-    n = (x * rstd[..., None]).to(qkv.dtype).float()
-    y = rotary(n, cos.float(), sin.float()).to(qkv.dtype)  # (T, 2H, hd)
-    return y.view(T, 2, H, -1).transpose(0, 1).contiguous(), rstd
+    q, k, v = qkv.view(T, 3 * H, -1).chunk(3, dim=1)
+    norm = lambda t: F.rms_norm(t, (t.size(-1),))  # noqa: E731
+    v = sa[0] * v + sa[1] * ve.view_as(v) if ve is not None else sa[0] * v
+    return rotary(norm(q), cos, sin), rotary(norm(k), cos, sin), v
 
 
-def _launch(qkv: Tensor, cos: Tensor, sin: Tensor, num_heads: int, fast: bool) -> tuple[Tensor, Tensor]:
-    from train.qk_rope_kernel import qk_rope_kernel  # imports Triton: at the first launch only
+# ---- torch forms: the CPU implementation, and what the kernels are checked against ------------------------------
 
+def reference(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int
+              ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """What the forward kernel computes: q, k, v (T, H, hd) in qkv's dtype, (T, 2H) float32 1/rms."""
     T, H = qkv.size(0), num_heads
-    hd = qkv.size(1) // (3 * H)
-    if qkv.stride(1) != 1 or not (cos.is_contiguous() and sin.is_contiguous()) or hd % 2 or hd & (hd - 1):
-        raise ValueError("qk_rope needs row-major qkv, contiguous tables and a power-of-two head size")
-    out = qkv.new_empty(2, T, H, hd)
-    rstd = qkv.new_empty(T, 2 * H, dtype=torch.float32)
-    R = T * 2 * H
-    qk_rope_kernel[(-(-R // BLOCK_R),)](qkv, cos, sin, out, rstd, R, T, qkv.stride(0), EPS, H=H, HALF=hd // 2,
-                                        BLOCK_R=BLOCK_R, FAST=fast, num_warps=4)
-    return out, rstd
+    x = qkv.view(T, 3 * H, -1).float()  # (T, 3H, hd)
+    rstd = torch.rsqrt(x[:, : 2 * H].square().mean(-1) + EPS)  # (T, 2H)
+    n = (x[:, : 2 * H] * rstd[..., None]).to(qkv.dtype).float()
+    qk = rotary(n, cos.float(), sin.float()).to(qkv.dtype)  # (T, 2H, hd)
+    v = sa[0] * x[:, 2 * H:]
+    if ve is not None:
+        v = v + sa[1] * ve.float().view_as(v)
+    return qk[:, :H].contiguous(), qk[:, H:].contiguous(), v.to(qkv.dtype), rstd
 
 
-@torch.library.custom_op("repro_train::qk_rope", mutates_args=())
-def qk_rope(qkv: Tensor, cos: Tensor, sin: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
-    """(T, 3D) bf16 QKV projection -> (2, T, H, hd) q and k, normalised and rotated; (T, 2H) float32 1/rms."""
-    if qkv.is_cuda and AVAILABLE:
-        return _launch(qkv, cos, sin, num_heads, fast=True)
-    return reference(qkv, cos, sin, num_heads)
-
-
-@qk_rope.register_fake
-def _(qkv: Tensor, cos: Tensor, sin: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
+def reference_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor,
+                       sin: Tensor, rstd: Tensor, num_heads: int) -> tuple[Tensor, Tensor | None, Tensor]:
+    """What the backward kernel computes: dL/dqkv (T, 3D), dL/dve (T, D) or None, dL/dsa (2,) float32."""
     T, H = qkv.size(0), num_heads
-    return qkv.new_empty(2, T, H, qkv.size(1) // (3 * H)), qkv.new_empty(T, 2 * H, dtype=torch.float32)
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    qkv, cos, sin, num_heads = inputs
-    ctx.num_heads = num_heads
-    ctx.save_for_backward(qkv, output[1], cos, sin)
-
-
-def _backward(ctx, grad_qk: Tensor, _grad_rstd: Tensor):
-    """dL/dqkv from dL/d(q, k): the rotation's transpose, then RMS norm's backward, in float32; v's part is 0
-    here (its gradient is added by autograd, in the same compiled kernel)."""
-    qkv, rstd, cos, sin = ctx.saved_tensors
-    T, H = qkv.size(0), ctx.num_heads
-    x = qkv.view(T, 3 * H, -1)[:, : 2 * H].float()  # (T, 2H, hd)
-    dy = grad_qk.float().transpose(0, 1).reshape(T, 2 * H, -1)  # [q, k] -> (T, 2H, hd)
+    x = qkv.view(T, 3 * H, -1).float()
+    dy = torch.cat((dq, dk), dim=1).float()  # (T, 2H, hd)
     c, s = cos[:T, None, :].float(), sin[:T, None, :].float()
     dy1, dy2 = dy.chunk(2, dim=-1)
     dn = torch.cat((dy1 * c - dy2 * s, dy1 * s + dy2 * c), dim=-1)  # rotated back
     r = rstd[..., None]
-    xhat = x * r
+    xhat = x[:, : 2 * H] * r
     dx = r * (dn - xhat * (dn * xhat).mean(-1, keepdim=True))  # (T, 2H, hd)
-    grad = torch.cat((dx.to(qkv.dtype), qkv.new_zeros(T, H, x.size(-1))), dim=1).view_as(qkv)
-    return grad, None, None, None
+    dvf = dv.float()
+    grad_qkv = torch.cat((dx, sa[0] * dvf), dim=1).to(qkv.dtype).view_as(qkv)
+    grad_sa = torch.stack([(dvf * x[:, 2 * H:]).sum(), (dvf * ve.float().view_as(dvf)).sum() if ve is not None
+                           else dvf.new_zeros(())])
+    grad_ve = (sa[1] * dvf).to(ve.dtype).reshape(ve.shape) if ve is not None else None
+    return grad_qkv, grad_ve, grad_sa
+
+
+# ---- kernels ----------------------------------------------------------------------------------------------------
+
+def _check(qkv: Tensor, ve: Tensor | None, cos: Tensor, sin: Tensor, num_heads: int) -> int:
+    hd = qkv.size(1) // (3 * num_heads)
+    if qkv.stride(1) != 1 or not (cos.is_contiguous() and sin.is_contiguous()) or hd & (hd - 1) or hd < 2:
+        raise ValueError("qk_rope needs row-major qkv, contiguous tables and a power-of-two head size")
+    if ve is not None and not ve.is_contiguous():
+        raise ValueError("qk_rope needs a contiguous value embedding")
+    return hd
+
+
+def _launch(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int, fast: bool
+            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    from train.qk_rope_kernel import forward_kernel  # imports Triton: at the first launch only
+
+    T, H = qkv.size(0), num_heads
+    hd = _check(qkv, ve, cos, sin, H)
+    q, k, v = (qkv.new_empty(T, H, hd) for _ in range(3))
+    rstd = qkv.new_empty(T, 2 * H, dtype=torch.float32)
+    grid = (-(-T * H // BLOCK_R), 3)
+    forward_kernel[grid](qkv, qkv if ve is None else ve, sa, cos, sin, q, k, v, rstd, T, qkv.stride(0), EPS,
+                         H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=BLOCK_R, FAST=fast, num_warps=4)
+    return q, k, v, rstd
+
+
+def _launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor,
+                     sin: Tensor, rstd: Tensor, num_heads: int, fast: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+    from train.qk_rope_kernel import backward_kernel
+
+    T, H = qkv.size(0), num_heads
+    hd = _check(qkv, ve, cos, sin, H)
+    # the three gradients come from the attention kernel's backward: one layout, read through its strides
+    if not (dq.stride() == dk.stride() == dv.stride() and dq.stride(2) == 1):
+        dq, dk, dv = dq.contiguous(), dk.contiguous(), dv.contiguous()
+    grad_qkv = torch.empty_like(qkv)
+    grad_ve = torch.empty_like(ve) if ve is not None else None
+    blocks = -(-T * H // BLOCK_R)
+    partial = qkv.new_empty(blocks, 2, dtype=torch.float32)
+    backward_kernel[(blocks, 3)](dq, dk, dv, dq.stride(0), dq.stride(1), qkv, qkv if ve is None else ve, sa, cos,
+                                 sin, rstd, grad_qkv, grad_qkv if grad_ve is None else grad_ve, partial, T,
+                                 qkv.stride(0), H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=BLOCK_R,
+                                 FAST=fast, num_warps=4)
+    return grad_qkv, grad_ve, partial.sum(0)
+
+
+def _kernels(qkv: Tensor) -> bool:
+    """The kernels serve bf16 on CUDA (they round and store bf16); anything else takes the torch forms."""
+    return qkv.is_cuda and AVAILABLE and qkv.dtype == torch.bfloat16
+
+
+# ---- the ops ----------------------------------------------------------------------------------------------------
+
+@torch.library.custom_op("repro_train::qk_rope", mutates_args=())
+def qk_rope(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int
+            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(T, 3D) bf16 QKV projection, (T, D) value embedding or None, (2,) float32 mix -> q, k (normalised and
+    rotated) and v (mixed), each (T, H, hd); (T, 2H) float32 1/rms of q's and k's heads."""
+    if _kernels(qkv):
+        return _launch(qkv, ve, sa, cos, sin, num_heads, fast=True)
+    return reference(qkv, ve, sa, cos, sin, num_heads)
+
+
+@qk_rope.register_fake
+def _(qkv, ve, sa, cos, sin, num_heads):
+    T, H = qkv.size(0), num_heads
+    hd = qkv.size(1) // (3 * H)
+    return (*(qkv.new_empty(T, H, hd) for _ in range(3)), qkv.new_empty(T, 2 * H, dtype=torch.float32))
+
+
+@torch.library.custom_op("repro_train::qk_rope_backward", mutates_args=())
+def qk_rope_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor,
+                     sin: Tensor, rstd: Tensor, num_heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    """dL/dq, dL/dk, dL/dv -> dL/dqkv (T, 3D), dL/dve (T, D; empty without ve), dL/dsa (2,) float32."""
+    if _kernels(qkv):
+        grads = _launch_backward(dq, dk, dv, qkv, ve, sa, cos, sin, rstd, num_heads, fast=True)
+    else:
+        grads = reference_backward(dq, dk, dv, qkv, ve, sa, cos, sin, rstd, num_heads)
+    return grads[0], qkv.new_empty(0) if grads[1] is None else grads[1], grads[2]
+
+
+@qk_rope_backward.register_fake
+def _(dq, dk, dv, qkv, ve, sa, cos, sin, rstd, num_heads):
+    return torch.empty_like(qkv), qkv.new_empty(0) if ve is None else torch.empty_like(ve), \
+        sa.new_empty(2, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    qkv, ve, sa, cos, sin, num_heads = inputs
+    ctx.num_heads = num_heads
+    ctx.save_for_backward(qkv, ve, sa, cos, sin, output[3])
+
+
+def _backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
+    qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
+    grad_qkv, grad_ve, grad_sa = qk_rope_backward(dq, dk, dv, qkv, ve, sa, cos, sin, rstd, ctx.num_heads)
+    return grad_qkv, None if ve is None else grad_ve, grad_sa.to(sa.dtype), None, None, None
 
 
 qk_rope.register_autograd(_backward, setup_context=_setup_context)
 
 
-def model_expression(qkv: Tensor, cos: Tensor, sin: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
-    """The record's code (train/model.py without the option): F.rms_norm, then rotary, in qkv's dtype."""
-    T, H = qkv.size(0), num_heads
-    q, k, _ = qkv.view(T, 3 * H, -1).chunk(3, dim=1)
-    norm = lambda t: F.rms_norm(t, (t.size(-1),))  # noqa: E731
-    return rotary(norm(q), cos, sin), rotary(norm(k), cos, sin)
+# ---- checks and timing --------------------------------------------------------------------------------------------
 
-
-def selfcheck(device: str, shapes=((100, 2, 128), (64, 6, 128), (33, 3, 64)), seed: int = 0) -> dict:
-    """The op against `reference` and against the record's expression's gradients on random input.
+def selfcheck(device: str, shapes=((100, 2, 128, True), (64, 6, 128, False), (33, 3, 64, True)), seed: int = 0
+              ) -> dict:
+    """Both kernels against `reference` / `reference_backward`, and the op's gradients against the record's
+    expression differentiated in float64 (the truth), on random input.
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
-    - forward: q and k equal to `reference` but where 1/rms or a product differ by an ulp and a bf16 rounding
-      flips, at most 1 % of elements, one bf16 step each (train/xent_triton.py's counter); 1/rms to 1e-6;
-    - backward: the op's dL/dqkv against the record's expression differentiated in float64 (the truth),
-      relative L2 error at most 2 % above what the record's own bf16 autograd makes, plus 1e-3 (float32
-      intermediates, one bf16 rounding at the end: it is the more accurate of the two).
+    - kernels against their torch forms: equal but where 1/rms, a product or a sum differ by an ulp and a bf16
+      rounding flips, at most 1 % of elements, one bf16 step each (train/xent_triton.py's counter); 1/rms and
+      dL/dsa (float32 sums in another order) to 1e-5 relative;
+    - the op's gradients (dL/dqkv, dL/dve, dL/dsa) against the truth: relative L2 error at most 2 % above what the
+      record's own bf16 autograd makes, plus 1e-3 (float32 inside, one bf16 rounding at the end).
     """
     gen = torch.Generator(device=device).manual_seed(seed)
-    return {f"{T}x{H}x{hd}": _check_shape(device, gen, T, H, hd) for T, H, hd in shapes}
+    return {f"{T}x{H}x{hd}{'_ve' if has_ve else ''}": _check_shape(device, gen, T, H, hd, has_ve)
+            for T, H, hd, has_ve in shapes}
 
 
-def _grad_of(fn, qkv: Tensor, up: Tensor, dtype: torch.dtype) -> Tensor:
-    """dL/dqkv in float64 for L = <fn(qkv in dtype), up>, fn returning (q, k)."""
-    x = qkv.to(dtype, copy=True).requires_grad_()
-    q, k = fn(x)
-    torch.autograd.backward([q, k], [up[0].to(q.dtype), up[1].to(k.dtype)])
-    return x.grad.double()
+def _grads(fn, inputs: list[Tensor], ups: list[Tensor], float64: bool) -> list[Tensor]:
+    """Gradients of <fn(*inputs), ups> for every input, in float64; float64: the inputs in float64 too."""
+    xs = [x.to(torch.float64 if float64 else x.dtype, copy=True).requires_grad_() for x in inputs]
+    outs = fn(*xs)
+    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, ups)])
+    return [x.grad.double() for x in xs]
 
 
-def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int) -> dict:
+def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has_ve: bool) -> dict:
     from train.model import Yarn
     from train.xent_triton import _check_one_step
+
+    def one_step(got, want, what):
+        return _check_one_step(got.float(), want.float(), mantissa_bits=7, min_exponent=-126,
+                               what=f"{what} ({T}x{H}x{hd})")
 
     yarn = Yarn(hd, max(T, 128), 128).to(device)
     cos, sin = yarn.cos, yarn.sin
     qkv = (torch.randn(T, 3 * H * hd, device=device, generator=gen) * 3).bfloat16()
-    # the kernel itself: on the CPU in Triton's interpreter (TRITON_INTERPRET=1), else the op's CPU form
-    kernel = AVAILABLE and (device == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
-    got, rstd = _launch(qkv, cos, sin, H, fast=device == "cuda") if kernel else qk_rope(qkv, cos, sin, H)
-    want, rstd_want = reference(qkv, cos, sin, H)
-    flips = _check_one_step(got.float(), want.float(), mantissa_bits=7, min_exponent=-126,
-                            what=f"q, k ({T}x{H}x{hd})")
-    rstd_err = ((rstd - rstd_want).abs() / rstd_want).max().item()
-    assert rstd_err < 1e-6, f"1/rms {rstd_err:.2e} apart ({T}x{H}x{hd})"
-    # backward: one upstream gradient for q and k, through the op, the record's bf16 code and float64
-    up = torch.randn(2, T, H, hd, device=device, generator=gen).bfloat16()
-    truth = _grad_of(lambda x: model_expression(x, cos.double(), sin.double(), H), qkv, up, torch.float64)
-    record = _grad_of(lambda x: model_expression(x, cos, sin, H), qkv, up, torch.bfloat16)
-    ours = _grad_of(lambda x: tuple(qk_rope(x, cos, sin, H)[0]), qkv, up, torch.bfloat16)
-    err, record_err = (((g - truth).norm() / truth.norm()).item() for g in (ours, record))
-    assert err <= 1.02 * record_err + 1e-3, \
-        f"dL/dqkv error {err:.2e} against the record's {record_err:.2e} ({T}x{H}x{hd})"
-    return dict(kernel=kernel, bf16_flips=flips, rstd_rel_err=rstd_err, grad_rel_err=err,
-                record_grad_rel_err=record_err)
+    ve = torch.randn(T, H * hd, device=device, generator=gen).bfloat16() if has_ve else None
+    sa = torch.tensor([0.7, 0.4], device=device)
+    ups = [torch.randn(T, H, hd, device=device, generator=gen).bfloat16() for _ in range(3)]
+    entry = {}
+    # the kernels themselves: on the CPU in Triton's interpreter (TRITON_INTERPRET=1)
+    if AVAILABLE and (device == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"):
+        fast = device == "cuda"
+        got, want = _launch(qkv, ve, sa, cos, sin, H, fast), reference(qkv, ve, sa, cos, sin, H)
+        entry["fwd_flips"] = max(one_step(g, w, name) for g, w, name in zip(got[:3], want[:3], "qkv"))
+        entry["rstd_rel_err"] = ((got[3] - want[3]).abs() / want[3]).max().item()
+        assert entry["rstd_rel_err"] < 1e-5, f"1/rms {entry['rstd_rel_err']:.2e} apart ({T}x{H}x{hd})"
+        got = _launch_backward(*ups, qkv, ve, sa, cos, sin, want[3], H, fast)
+        want = reference_backward(*ups, qkv, ve, sa, cos, sin, want[3], H)
+        entry["bwd_flips"] = max(one_step(g, w, name) for g, w, name in zip(got[:2], want[:2], ("dqkv", "dve"))
+                                 if w is not None)
+        entry["dsa_kernel_rel_err"] = ((got[2] - want[2]).norm() / want[2].norm()).item()
+        assert entry["dsa_kernel_rel_err"] < 1e-5, f"dL/dsa {entry['dsa_kernel_rel_err']:.2e} apart ({T}x{H}x{hd})"
+    # the op's gradients, whichever implementation it dispatches to, against float64 and the record's own
+    inputs = [qkv, sa] + ([ve] if has_ve else [])
+
+    def call(expr):
+        return lambda x, s, *e: expr(x, e[0] if e else None, s, cos.to(x.dtype), sin.to(x.dtype), H)[:3]
+
+    truth = _grads(call(model_expression), inputs, ups, float64=True)
+    record = _grads(call(model_expression), inputs, ups, float64=False)
+    ours = _grads(call(qk_rope), inputs, ups, float64=False)
+    for name, t, r, o in zip(("dqkv", "dsa", "dve"), truth, record, ours):
+        err, record_err = (((g - t).norm() / t.norm()).item() for g in (o, r))
+        assert err <= 1.02 * record_err + 1e-3, f"{name} error {err:.2e} against the record's {record_err:.2e}"
+        entry[f"{name}_rel_err"], entry[f"{name}_record_rel_err"] = err, record_err
+    return entry
 
 
 def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20, device: str = "cuda") -> dict:
-    """ms per layer at the record's micro-batch (49,152 tokens, 6 heads of 128): the record's expression compiled
-    forward and forward + backward, against the op; and one copy of q and k (a read and a write: the floor of the
-    forward). device="cpu" (small shape, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
+    """ms per layer at the record's micro-batch (49,152 tokens, 6 heads of 128, with a value embedding): the
+    record's expression compiled, forward and forward + backward, against the op; and one copy of qkv (a read and
+    a write of 3D channels: the forward's floor). device="cpu" (small shape, TORCHDYNAMO_DISABLE=1) is the CI's
+    smoke run of this code."""
     from train import timing
     from train.model import Yarn
 
     yarn = Yarn(hd, T, 128).to(device)
     qkv = (torch.randn(T, 3 * H * hd, device=device) * 3).bfloat16().requires_grad_()
-    up = torch.randn(2, T, H, hd, device=device).bfloat16()
-    record = torch.compile(lambda x: model_expression(x, yarn.cos, yarn.sin, H))
-    fused = torch.compile(lambda x: tuple(qk_rope(x, yarn.cos, yarn.sin, H)[0]))
+    ve = torch.randn(T, H * hd, device=device).bfloat16().requires_grad_()
+    sa = torch.tensor([0.7, 0.4], device=device, requires_grad=True)
+    ups = [torch.randn(T, H, hd, device=device).bfloat16() for _ in range(3)]
+    record = torch.compile(lambda x, e, s: model_expression(x, e, s, yarn.cos, yarn.sin, H))
+    fused = torch.compile(lambda x, e, s: qk_rope(x, e, s, yarn.cos, yarn.sin, H)[:3])
 
     def step(fn):
         def run():
-            qkv.grad = None
-            q, k = fn(qkv)
-            torch.autograd.backward([q, k], [up[0], up[1]])
+            qkv.grad = ve.grad = sa.grad = None
+            torch.autograd.backward(list(fn(qkv, ve, sa)), ups)
         return run
 
-    qk = qkv.detach()[:, : 2 * H * hd]
+    def forward(fn):
+        return lambda: fn(qkv.detach(), ve.detach(), sa.detach())
+
     ms = lambda fn: timing.time_ms(fn, reps, warmup=3 if device == "cuda" else 0, cuda=device == "cuda")  # noqa: E731
-    return dict(record_fwd_ms=ms(lambda: record(qkv.detach())), fused_fwd_ms=ms(lambda: fused(qkv.detach())),
+    return dict(record_fwd_ms=ms(forward(record)), fused_fwd_ms=ms(forward(fused)),
                 record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                copy_qk_ms=ms(lambda: qk.clone()))
+                copy_qkv_ms=ms(lambda: qkv.detach().clone()))
 
 
 if __name__ == "__main__":

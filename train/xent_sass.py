@@ -52,6 +52,11 @@ def _opcodes(cubin: bytes, loop_only: bool = False) -> Counter:
     return Counter(op for _, op, _ in lines)
 
 
+def kernel_opcodes(fn, signature: dict, constants: dict, aligned: list[str], num_warps: int = 4) -> Counter:
+    """Any of train/'s kernels compiled for sm_90a: its opcodes, counted (loads and stores with their width)."""
+    return _opcodes(_compile(fn, signature, constants, aligned, num_warps).asm["cubin"])
+
+
 def _per_element(ops: Counter, elements: int) -> dict:
     total = sum(n for op, n in ops.items() if op not in ("NOP", "BRA", "EXIT"))
     return dict(instructions=round(total / elements, 2),
