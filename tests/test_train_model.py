@@ -10,8 +10,9 @@ import torch
 
 from train.config import ConfigError, TrainConfig, apply_overrides, preset
 from train.loop import fp8_enabled
-from train.model import GPT, Head, layer_plan, rotary
+from train.model import GPT, Head, layer_plan
 from train.muon import plan_groups
+from train.qk_rope import rotary
 
 TINY = preset("tiny")
 

@@ -21,7 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.loss import head_loss
-from train.qk_rope import qk_rope, rotary
+from train.qk_rope import qk_rope, record_expression
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -115,19 +115,13 @@ class Attention(nn.Module):
         nn.init.zeros_(self.gate.weight)
 
     def forward(self, x: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window, shared: AttnInputs) -> Tensor:
-        T, H, hd = x.size(0), self.num_heads, self.head_dim
+        T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x))  # (T, 3D)
-        if shared.fused_qk_rope:  # the same arithmetic in one pass each way (train/qk_rope.py)
-            q, k, v, _ = qk_rope(qkv, ve, sa_lambdas, shared.cos, shared.sin, H)
-        else:
-            q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)  # (T, H, hd) each
-            q, k = rms_norm(q), rms_norm(k)
-            q, k = rotary(q, shared.cos, shared.sin), rotary(k, shared.cos, shared.sin)
-            if ve is not None:
-                v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v)
-            else:
-                v = sa_lambdas[0] * v
+        # q, k normalised and rotated, v mixed with the value embedding: (T, H, hd) each; fused_qk_rope does the
+        # same arithmetic in one Triton pass each way (train/qk_rope.py)
+        prepare = qk_rope if shared.fused_qk_rope else record_expression
+        q, k, v = prepare(qkv, ve, sa_lambdas, shared.cos, shared.sin, H)[:3]
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)
         y = y * torch.sigmoid(self.gate(x[:, :GATE_INPUTS])).view(T, H, 1)

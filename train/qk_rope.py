@@ -49,7 +49,7 @@ def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat((y1, y2), dim=-1)
 
 
-def model_expression(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int
+def record_expression(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int
                      ) -> tuple[Tensor, Tensor, Tensor]:
     """The record's code (train/model.py without the option), in qkv's dtype: q, k, v (T, H, hd)."""
     T, H = qkv.size(0), num_heads
@@ -257,8 +257,8 @@ def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has
     def call(expr):
         return lambda x, s, *e: expr(x, e[0] if e else None, s, cos.to(x.dtype), sin.to(x.dtype), H)[:3]
 
-    truth = _grads(call(model_expression), inputs, ups, float64=True)
-    record = _grads(call(model_expression), inputs, ups, float64=False)
+    truth = _grads(call(record_expression), inputs, ups, float64=True)
+    record = _grads(call(record_expression), inputs, ups, float64=False)
     ours = _grads(call(qk_rope), inputs, ups, float64=False)
     for name, t, r, o in zip(("dqkv", "dsa", "dve"), truth, record, ours):
         err, record_err = (((g - t).norm() / t.norm()).item() for g in (o, r))
@@ -280,7 +280,7 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
     ve = torch.randn(T, H * hd, device=device).bfloat16().requires_grad_()
     sa = torch.tensor([0.7, 0.4], device=device, requires_grad=True)
     ups = [torch.randn(T, H, hd, device=device).bfloat16() for _ in range(3)]
-    record = torch.compile(lambda x, e, s: model_expression(x, e, s, yarn.cos, yarn.sin, H))
+    record = torch.compile(lambda x, e, s: record_expression(x, e, s, yarn.cos, yarn.sin, H))
     fused = torch.compile(lambda x, e, s: qk_rope(x, e, s, yarn.cos, yarn.sin, H)[:3])
 
     def step(fn):
