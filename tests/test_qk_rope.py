@@ -92,15 +92,18 @@ def test_the_model_with_the_option_runs_through_the_op_and_computes_the_same():
         assert torch.allclose(grads[True][name], g, rtol=1e-4, atol=1e-6), name
 
 
+@needs_triton
 def test_the_gpu_timing_runs_on_the_cpu():
     """`--time`'s code at a small shape, torch.compile off, wall-clock timing: that it runs and reports each part."""
     code = "from train.qk_rope import time_record_shape; print(time_record_shape(64, 2, 32, reps=1, device='cpu'))"
-    env = dict(os.environ, TORCHDYNAMO_DISABLE="1", PYTHONPATH=str(REPO))
+    env = dict(os.environ, TORCHDYNAMO_DISABLE="1", TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    blocks = report.pop("kernels_fwd_bwd_ms_by_block")
     assert set(report) == {"record_fwd_ms", "fused_fwd_ms", "record_fwd_bwd_ms", "fused_fwd_bwd_ms", "copy_qkv_ms"}
-    assert all(v > 0 for v in report.values())
+    assert set(blocks) == {"32w4", "64w4", "64w8", "128w8"}
+    assert all(v > 0 for v in report.values()) and all(f > 0 and b > 0 for f, b in blocks.values())
 
 
 @needs_triton

@@ -106,22 +106,24 @@ def _check(qkv: Tensor, ve: Tensor | None, cos: Tensor, sin: Tensor, num_heads: 
     return hd
 
 
-def _launch(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int, fast: bool
-            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _launch(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, num_heads: int, fast: bool,
+            block: tuple[int, int] = (BLOCK_R, 4)) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """block: rows per program and warps (--time tries others)."""
     from train.qk_rope_kernel import forward_kernel  # imports Triton: at the first launch only
 
     T, H = qkv.size(0), num_heads
     hd = _check(qkv, ve, cos, sin, H)
     q, k, v = (qkv.new_empty(T, H, hd) for _ in range(3))
     rstd = qkv.new_empty(T, 2 * H, dtype=torch.float32)
-    grid = (-(-T * H // BLOCK_R), 3)
+    grid = (-(-T * H // block[0]), 3)
     forward_kernel[grid](qkv, qkv if ve is None else ve, sa, cos, sin, q, k, v, rstd, T, qkv.stride(0), EPS,
-                         H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=BLOCK_R, FAST=fast, num_warps=4)
+                         H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=block[0], FAST=fast, num_warps=block[1])
     return q, k, v, rstd
 
 
 def _launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor,
-                     sin: Tensor, rstd: Tensor, num_heads: int, fast: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+                     sin: Tensor, rstd: Tensor, num_heads: int, fast: bool, block: tuple[int, int] = (BLOCK_R, 4)
+                     ) -> tuple[Tensor, Tensor | None, Tensor]:
     from train.qk_rope_kernel import backward_kernel
 
     T, H = qkv.size(0), num_heads
@@ -131,12 +133,12 @@ def _launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor
         dq, dk, dv = dq.contiguous(), dk.contiguous(), dv.contiguous()
     grad_qkv = torch.empty_like(qkv)
     grad_ve = torch.empty_like(ve) if ve is not None else None
-    blocks = -(-T * H // BLOCK_R)
+    blocks = -(-T * H // block[0])
     partial = qkv.new_empty(blocks, 2, dtype=torch.float32)
     backward_kernel[(blocks, 3)](dq, dk, dv, dq.stride(0), dq.stride(1), qkv, qkv if ve is None else ve, sa, cos,
                                  sin, rstd, grad_qkv, grad_qkv if grad_ve is None else grad_ve, partial, T,
-                                 qkv.stride(0), H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=BLOCK_R,
-                                 FAST=fast, num_warps=4)
+                                 qkv.stride(0), H=H, HALF=hd // 2, HAS_VE=ve is not None, BLOCK_R=block[0],
+                                 FAST=fast, num_warps=block[1])
     return grad_qkv, grad_ve, partial.sum(0)
 
 
@@ -269,9 +271,10 @@ def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has
 
 def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20, device: str = "cuda") -> dict:
     """ms per layer at the record's micro-batch (49,152 tokens, 6 heads of 128, with a value embedding): the
-    record's expression compiled, forward and forward + backward, against the op; and one copy of qkv (a read and
-    a write of 3D channels: the forward's floor). device="cpu" (small shape, TORCHDYNAMO_DISABLE=1) is the CI's
-    smoke run of this code."""
+    record's expression compiled, forward and forward + backward, against the op; one copy of qkv (a read and
+    a write of 3D channels: the forward's floor); each kernel alone at four block shapes. device="cpu" (small
+    shape, Triton's interpreter when TRITON_INTERPRET=1, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this
+    code."""
     from train import timing
     from train.model import Yarn
 
@@ -293,9 +296,16 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
         return lambda: fn(qkv.detach(), ve.detach(), sa.detach())
 
     ms = lambda fn: timing.time_ms(fn, reps, warmup=3 if device == "cuda" else 0, cuda=device == "cuda")  # noqa: E731
+    # each kernel alone at rows per program x warps around the default, so that the next choice is measured
+    x, e, s_ = qkv.detach(), ve.detach(), sa.detach()
+    rstd = reference(x, e, s_, yarn.cos, yarn.sin, H)[3]
+    fast = device == "cuda"
+    blocks = {f"{r}w{w}": (ms(lambda b=(r, w): _launch(x, e, s_, yarn.cos, yarn.sin, H, fast, b)),
+                           ms(lambda b=(r, w): _launch_backward(*ups, x, e, s_, yarn.cos, yarn.sin, rstd, H, fast, b)))
+              for r, w in ((32, 4), (64, 4), (64, 8), (128, 8))}
     return dict(record_fwd_ms=ms(forward(record)), fused_fwd_ms=ms(forward(fused)),
                 record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                copy_qkv_ms=ms(lambda: qkv.detach().clone()))
+                copy_qkv_ms=ms(lambda: x.clone()), kernels_fwd_bwd_ms_by_block=blocks)
 
 
 if __name__ == "__main__":
