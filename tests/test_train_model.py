@@ -178,3 +178,17 @@ def test_fp8_switches(monkeypatch):
     assert not fp8_enabled(apply_overrides(TrainConfig(), ["fp8=false"]), cuda)
     monkeypatch.setenv("DISABLE_FP8", "1")
     assert not fp8_enabled(TrainConfig(), cuda)
+
+
+def test_gemm_autotune_options_are_inductor_settings_that_compile():
+    """Off by default; on, its options are real Inductor settings (torch.compile rejects unknown keys)."""
+    import dataclasses
+
+    from train.loop import inductor_options
+
+    assert inductor_options(preset("record")) == {}
+    options = inductor_options(dataclasses.replace(preset("record"), gemm_autotune=True))
+    assert options["max_autotune_gemm"] is True
+    f = torch.compile(lambda a, b: torch.relu(a @ b).square(), dynamic=False, options=options)
+    a, b = torch.randn(32, 16), torch.randn(16, 8)
+    assert torch.allclose(f(a, b), torch.relu(a @ b).square(), rtol=1e-5, atol=1e-6)
