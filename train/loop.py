@@ -226,7 +226,7 @@ def inductor_options(cfg: TrainConfig) -> dict:
     """The model's compile options. gemm_autotune: Inductor times Triton matmul templates against cuBLAS for each
     of the model's matmul shapes, with the pointwise work after a matmul (ReLU², the residual adds) fused into the
     template's epilogue where that measures faster (max_autotune_gemm; benchmark_epilogue_fusion is on by default).
-    Minutes more of compiling, once per cache."""
+    The timing adds to the cold compile (how much is not yet measured); warm caches keep the choices."""
     return dict(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON") if cfg.gemm_autotune else {}
 
 
