@@ -81,12 +81,17 @@ class FileServer:
         self.files: dict[str, bytes] = dict(files or {})
         self.range_support = range_support
         self.faults: dict[str, list[Fault]] = {}
-        self.requests: list[Request] = []
-        self.served: dict[str, int] = {}
+        self._requests: list[Request] = []
+        self._served: dict[str, int] = {}
         self.headers: dict[str, dict] = {}  # extra response headers per path (an ETag, a Digest)
         # path -> "wrong" (206 whose Content-Range starts at 0, whatever was asked) or "missing" (206 without one)
         self.broken_ranges: dict[str, str] = {}
         self._guard = threading.Lock()
+        # A client has its answer before the handler thread logs it: readers of the counters wait until every
+        # request that has arrived is logged, so a test never reads them one request short.
+        self._logged = threading.Condition(self._guard)
+        self._unlogged = 0
+        self._current = threading.local()  # whether this handler thread's request is still unlogged
         self._closing = threading.Event()  # ends stalls when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
@@ -118,14 +123,25 @@ class FileServer:
             self.faults.setdefault(path, []).append(fault)
 
     @property
-    def bytes_served(self) -> int:
+    def requests(self) -> list[Request]:
         with self._guard:
-            return sum(self.served.values())
+            self._logged.wait_for(lambda: self._unlogged == 0, timeout=5)
+            return self._requests
+
+    @property
+    def served(self) -> dict[str, int]:
+        with self._guard:
+            self._logged.wait_for(lambda: self._unlogged == 0, timeout=5)
+            return self._served
+
+    @property
+    def bytes_served(self) -> int:
+        return sum(self.served.values())
 
     def reset_counts(self) -> None:
         with self._guard:
-            self.served.clear()
-            self.requests.clear()
+            self._served.clear()
+            self._requests.clear()
 
     def _take_fault(self, path: str) -> Fault | None:
         with self._guard:
@@ -141,15 +157,30 @@ class FileServer:
 
     def _log(self, handler, status: int, body_bytes: int, path: str) -> None:
         with self._guard:
-            self.requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes,
-                                         {k.lower(): v for k, v in handler.headers.items()}))
-            self.served[path] = self.served.get(path, 0) + body_bytes
+            self._requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes,
+                                          {k.lower(): v for k, v in handler.headers.items()}))
+            self._served[path] = self._served.get(path, 0) + body_bytes
+            self._settle()
+
+    def _settle(self) -> None:
+        """This thread's request is logged (or its handler ended without a log); under the guard."""
+        if getattr(self._current, "pending", False):
+            self._current.pending = False
+            self._unlogged -= 1
+            self._logged.notify_all()
 
     # -- serving
     def handle(self, handler: _Handler, head: bool) -> None:
-        path = unquote(urlsplit(handler.path).path)
-        if not self.route(handler, path, head):
-            self.send_status(handler, 404, path)
+        with self._guard:
+            self._unlogged += 1
+            self._current.pending = True
+        try:
+            path = unquote(urlsplit(handler.path).path)
+            if not self.route(handler, path, head):
+                self.send_status(handler, 404, path)
+        finally:
+            with self._guard:
+                self._settle()
 
     def route(self, handler: _Handler, path: str, head: bool) -> bool:
         """Serve `path` if this server knows it; subclasses add routes (the hub)."""
