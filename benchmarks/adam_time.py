@@ -30,8 +30,7 @@ from train.timing import time_ms  # noqa: E402
 
 def time_steps(adam: DistAdam, device: torch.device, steps: int) -> float:
     """Mean ms per adam.step() over `steps` steps (CUDA events on a GPU, wall clock on the CPU)."""
-    cuda = device.type == "cuda"
-    return time_ms(adam.step, reps=steps, warmup=3 if cuda else 0, cuda=cuda)
+    return time_ms(adam.step, reps=steps, device=device.type)
 
 
 def main(argv: list[str] | None = None) -> int:

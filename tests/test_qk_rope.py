@@ -5,31 +5,20 @@ The GPU half (the kernels compiled, timed against the record's compiled expressi
 comparison with the option on (float32, CPU: the op's torch forms in both directions).
 """
 
-import ast
 import dataclasses
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from tests.test_xent_triton import needs_triton
+from tests.helpers_triton import needs_triton, run_interpreted
 from train import qk_rope
 from train.config import preset
 from train.model import GPT
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @needs_triton
 def test_the_kernels_match_their_torch_forms_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-m", "train.qk_rope"], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    report = run_interpreted("-m", "train.qk_rope")
     # 100 x 2 rows: a ragged last block of 64; layers with a value embedding and without
     assert set(report) == {"100x2x128_ve", "64x6x128", "33x3x64_ve"}
     for shape, entry in report.items():
@@ -96,10 +85,7 @@ def test_the_model_with_the_option_runs_through_the_op_and_computes_the_same():
 def test_the_gpu_timing_runs_on_the_cpu():
     """`--time`'s code at a small shape, torch.compile off, wall-clock timing: that it runs and reports each part."""
     code = "from train.qk_rope import time_record_shape; print(time_record_shape(64, 2, 32, reps=1, device='cpu'))"
-    env = dict(os.environ, TORCHDYNAMO_DISABLE="1", TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
     blocks = report.pop("kernels_fwd_bwd_ms_by_block")
     assert set(report) == {"record_fwd_ms", "fused_fwd_ms", "record_fwd_bwd_ms", "fused_fwd_bwd_ms", "copy_qkv_ms"}
     assert set(blocks) == {"32w4", "64w4", "64w8", "128w8"}

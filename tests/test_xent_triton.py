@@ -6,28 +6,17 @@ separate venv (torch 2.13.0 CPU, triton 3.4.0, numpy 2.4.6): `TRITON_INTERPRET=1
 passes there too (bf16 flips 0-0.005 %); again after the FAST/EVEN forms, and `python -m train.xent_sass`
 compiles there (pass 1 13.75, pass 2 25.95 instructions per element)."""
 
-import ast
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers_triton import needs_triton, run_interpreted
+
 xent_triton = pytest.importorskip("train.xent_triton")
-needs_triton = pytest.mark.skipif(
-    not xent_triton.AVAILABLE, reason="Triton is not installed (make setup installs it from requirements-triton.lock)")
 
 
 @needs_triton
 def test_the_kernels_match_the_records_loss_and_gradient_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-m", "train.xent_triton"], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the dict selfcheck printed
+    report = run_interpreted("-m", "train.xent_triton")  # the dict selfcheck printed
     # ragged tiles and whole ones (pass 2's unmasked EVEN form); rows with a tail block in pass 1 and without
     assert set(report) == {"200x300", "256x192", "5x5000", "3x4096"}
     for shape, entry in report.items():
@@ -79,13 +68,9 @@ def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
 def test_the_gpu_timing_runs_every_part_it_reports_on_the_cpu():
     """`--time`'s code (run on the device only during a lease) end to end at a small shape: Triton's interpreter,
     torch.compile off, wall-clock timing. Its numbers mean nothing here; that it runs and reports each part does."""
-    env = dict(os.environ, TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1", PYTHONPATH=str(REPO),
-               CUDA_VISIBLE_DEVICES="")
     code = ("from train.xent_triton import time_record_shape as t; "
             "print(t(T=256, V=384, device='cpu', reps=1))")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
     tiles = report.pop("pass2_tiles_ms")
     assert {"record_compiled_ms", "triton_ms", "triton_transposed_ms", "pass1_ms", "pass2_ms", "pass2_transposed_ms",
             "transpose_ms", "pass1_portable_ms", "pass2_portable_ms"} <= set(report)

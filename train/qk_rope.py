@@ -295,7 +295,7 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
     def forward(fn):
         return lambda: fn(qkv.detach(), ve.detach(), sa.detach())
 
-    ms = lambda fn: timing.time_ms(fn, reps, warmup=3 if device == "cuda" else 0, cuda=device == "cuda")  # noqa: E731
+    ms = lambda fn: timing.time_ms(fn, reps, device)  # noqa: E731
     # each kernel alone at rows per program x warps around the default, so that the next choice is measured
     x, e, s_ = qkv.detach(), ve.detach(), sa.detach()
     rstd = reference(x, e, s_, yarn.cos, yarn.sin, H)[3]

@@ -2,10 +2,11 @@
 
     from train.timing import time_ms
     ms = time_ms(lambda: kernel(x), reps=10)                      # CUDA events on the current stream
-    ms = time_ms(fn, reps=1, warmup=0, cuda=False)                # wall clock: a CPU smoke run
+    ms = time_ms(fn, reps=1, device="cpu")                        # wall clock, no warm-up: a CPU smoke run
 
 On CUDA, calls are queued without waiting, so the host clock would time the launches: events bracket the GPU
-work instead. The warm-up calls take the first call's compiles and allocations out of the mean.
+work instead, after 3 warm-up calls that take the first call's compiles and allocations out of the mean. On the
+CPU (the smoke runs of the GPU benchmarks' code) the numbers mean nothing, so nothing is warmed up.
 """
 
 import time
@@ -13,14 +14,14 @@ import time
 import torch
 
 
-def time_ms(fn, reps: int = 20, warmup: int = 3, cuda: bool = True) -> float:
-    for _ in range(warmup):
-        fn()
-    if not cuda:
+def time_ms(fn, reps: int = 20, device: str = "cuda") -> float:
+    if device != "cuda":
         began = time.perf_counter()
         for _ in range(reps):
             fn()
         return (time.perf_counter() - began) * 1000 / reps
+    for _ in range(3):
+        fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     start.record()

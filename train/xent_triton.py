@@ -168,8 +168,8 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, d
     device="cpu" (small T and V, Triton's interpreter, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
     from train import timing
 
-    def time_ms(fn, reps: int) -> float:  # the CPU smoke run skips the warm-up calls
-        return timing.time_ms(fn, reps, warmup=3 if device == "cuda" else 0, cuda=device == "cuda")
+    def time_ms(fn) -> float:
+        return timing.time_ms(fn, reps, device)
 
     logits = (torch.randn(T, V, device=device) * 12).bfloat16().requires_grad_()
     targets = torch.randint(0, V, (T,), device=device)
@@ -200,23 +200,23 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, d
     def pass2(tile=(TILE_T, TILE_V, 4), transposed=False, fast=None):
         return lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2, fast, transposed, tile)
 
-    parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets), reps=reps),
-                 pass2_ms=time_ms(pass2(), reps=reps),
+    parts = dict(pass1_ms=time_ms(lambda: _row_stats(x, targets)),
+                 pass2_ms=time_ms(pass2()),
                  # pass 2 writing dW's transposed operand too (fused_loss_transpose), against pass2 + transpose
-                 pass2_transposed_ms=time_ms(pass2(transposed=True), reps=reps),
-                 transpose_ms=time_ms(lambda: transpose(g8), reps=reps),
-                 read_logits_ms=time_ms(lambda: x.sum(), reps=reps),
+                 pass2_transposed_ms=time_ms(pass2(transposed=True)),
+                 transpose_ms=time_ms(lambda: transpose(g8)),
+                 read_logits_ms=time_ms(lambda: x.sum()),
                  # the same passes in the interpreter's portable form (the compiler's default exp and division,
                  # every element masked): what FAST and EVEN buy, train/xent_sass.py counting the instructions
-                 pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False), reps=reps),
-                 pass2_portable_ms=time_ms(pass2(fast=False), reps=reps))
+                 pass1_portable_ms=time_ms(lambda: _row_stats(x, targets, fast=False)),
+                 pass2_portable_ms=time_ms(pass2(fast=False)))
     # pass 2's tile was chosen when the pass was bound by other work (train/BENCHMARKS.md): the shapes around
     # it, with and without the transposed store, so that the next choice is measured (V = 50,304 = 393 x 128)
-    tiles = {f"{t}x{v}w{w}{'_t' if tr else ''}": time_ms(pass2((t, v, w), tr), reps=reps)
+    tiles = {f"{t}x{v}w{w}{'_t' if tr else ''}": time_ms(pass2((t, v, w), tr))
              for t, v, w in ((128, 64, 4), (64, 128, 4), (128, 128, 8), (64, 64, 4), (256, 64, 8), (128, 64, 8))
              for tr in (False, True)}
-    return dict(record_compiled_ms=time_ms(record_path, reps=reps), triton_ms=time_ms(triton_path, reps=reps),
-                triton_transposed_ms=time_ms(triton_transposed_path, reps=reps), **parts, pass2_tiles_ms=tiles)
+    return dict(record_compiled_ms=time_ms(record_path), triton_ms=time_ms(triton_path),
+                triton_transposed_ms=time_ms(triton_transposed_path), **parts, pass2_tiles_ms=tiles)
 
 
 if __name__ == "__main__":
