@@ -13,9 +13,10 @@
 #   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
 #      timing against the record's compiled loss (and by pass, beside one read of the logits), train/qk_rope.py's
-#      check and timing, DistAdam's step eager against compiled (benchmarks/adam_time.py), native and each
-#      variant primed (their measured runs start warm). It ends before the record's first timed step (~9
-#      against 12.5 min on 2026-11-30; progress.txt's times show it), so no helper shares a GPU with a timed run;
+#      and train/relu2_mlp.py's checks and timings, DistAdam's step eager against compiled
+#      (benchmarks/adam_time.py), native and each variant primed ($PRIME_STEPS steps: their measured runs start
+#      warm). A prime is skipped once the record's first run has printed its step 0 (its timed steps follow), so
+#      no helper shares a GPU with a timed run; progress.txt's times show it;
 #   3. meanwhile sidebyside: 3 x (record, native) alternating, then the variants' runs in turn in the budget left
 #      (--variants-last: the parity pairs are never the runs the budget cuts), --steps $STEPS (default 40),
 #      --seed 1 so run i of every program starts from seed i (on 2026-11-30 train/ seeded nothing and drew
@@ -38,6 +39,7 @@ R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
 shift
 PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
+PRIME_STEPS=${PRIME_STEPS:-6}  # the warm-up compiles every window size; a priming run need not train long
 # the programs after record and native: native with options changed (sidebyside --variant), space-separated,
 # e.g. SBS_VARIANT="qk:fused_qk_rope=true unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
 read -r -a VARIANTS <<< "${SBS_VARIANT:-unfused:fused_loss=false}"
@@ -91,6 +93,8 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     note "ws$n: xent_triton timing exit $?"
     CUDA_VISIBLE_DEVICES=$helper python3 -m train.qk_rope --time > "$R/qk-rope-ws$n.txt" 2>&1
     note "ws$n: qk_rope check and timing exit $?"
+    CUDA_VISIBLE_DEVICES=$helper python3 -m train.relu2_mlp --time > "$R/relu2-mlp-ws$n.txt" 2>&1
+    note "ws$n: relu2_mlp check and timing exit $?"
     if [ "${ADAM_TIME:-1}" = 1 ]; then  # ADAM_TIME=0: skip it (unchanged since measured; the helpers end sooner)
       CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
       note "ws$n: adam_time exit $?"
@@ -98,7 +102,10 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     local primed=(native) v
     [ "${natives[1]}" = fused_loss=true ] && for v in "${VARIANTS[@]}"; do primed+=("native-${v%%:*}"); done
     for who in "${primed[@]}"; do
-      sbs --world-sizes "$n" --first-gpu "$helper" --steps "$STEPS" --only "$who" "${natives[@]}" \
+      # a prime started after the record's first timed run began would share its GPU: that program compiles in
+      # its own first run instead (its startup, not its step time, pays)
+      if grep -qs "^step:0/" "$R/sbs-ws$n/record-ws$n-1/stdout.txt"; then note "ws$n: $who not primed"; continue; fi
+      sbs --world-sizes "$n" --first-gpu "$helper" --steps "$PRIME_STEPS" --only "$who" "${natives[@]}" \
         --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
     done
   ) &

@@ -78,6 +78,10 @@ class TrainConfig:
     # (train/qk_rope.py; its torch forms elsewhere): same arithmetic. Off: its first form (forward kernel only)
     # was 17.7 ms/step slower end to end on 2026-12-01; this form, with a backward kernel, awaits its GPU timing
     fused_qk_rope: bool = False
+    # the MLP's ReLU² in its matmuls' epilogues on CUDA (train/relu2_mlp.py; torch forms elsewhere): the forward
+    # matmul writes h and relu(h)², the backward's dy·proj writes dL/dh, so the two ReLU² passes (30 ms per step
+    # on an H200) vanish; the fused matmul is Triton's where cuBLAS ran. Same arithmetic. Awaits its GPU timing
+    fused_mlp: bool = False
     # Inductor's matmul autotuning with epilogue fusion for the compiled model (train/loop.py inductor_options):
     # the one way to fold ReLU²'s two memory passes (30 ms per step on an H200) into matmuls. Not yet measured
     gemm_autotune: bool = False

@@ -22,6 +22,7 @@ from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.loss import head_loss
 from train.qk_rope import qk_rope, record_expression
+from train.relu2_mlp import relu2_mlp
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -130,8 +131,9 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, fused: bool = False):
         super().__init__()
+        self.fused = fused  # config fused_mlp: ReLU² in the matmuls' epilogues (train/relu2_mlp.py), same arithmetic
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():
@@ -140,17 +142,19 @@ class MLP(nn.Module):
             self.proj.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.fused:
+            return relu2_mlp(x, self.fc.type_as(x), self.proj.type_as(x))[0]
         h = F.linear(x, self.fc.T.type_as(x))  # (T, 4D)
         h = F.relu(h).square()
         return F.linear(h, self.proj.type_as(h))
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, fused_mlp: bool = False):
         super().__init__()
         self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
-        self.mlp = MLP(dim) if spec.has_mlp else None
+        self.mlp = MLP(dim, fused_mlp) if spec.has_mlp else None
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
@@ -187,7 +191,7 @@ class GPT(nn.Module):
         self.smear_gate = nn.Linear(GATE_INPUTS, 1, bias=False)
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, cfg.fused_mlp) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the

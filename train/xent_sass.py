@@ -23,14 +23,15 @@ V = 50304
 INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T] )?([A-Z0-9]+)(\.[A-Z0-9_.]+)?([^;]*);", re.M)
 
 
-def _compile(fn, signature: dict, constants: dict, aligned: list[str], num_warps: int):
+def _compile(fn, signature: dict, constants: dict, aligned: list[str], num_warps: int, num_stages: int = 3):
     """Compile as Triton's launcher would for 16-byte-aligned pointers and sizes divisible by 16 (the record's)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
 def _opcodes(cubin: bytes, loop_only: bool = False) -> Counter:
@@ -52,9 +53,10 @@ def _opcodes(cubin: bytes, loop_only: bool = False) -> Counter:
     return Counter(op for _, op, _ in lines)
 
 
-def kernel_opcodes(fn, signature: dict, constants: dict, aligned: list[str], num_warps: int = 4) -> Counter:
+def kernel_opcodes(fn, signature: dict, constants: dict, aligned: list[str], num_warps: int = 4,
+                   num_stages: int = 3) -> Counter:
     """Any of train/'s kernels compiled for sm_90a: its opcodes, counted (loads and stores with their width)."""
-    return _opcodes(_compile(fn, signature, constants, aligned, num_warps).asm["cubin"])
+    return _opcodes(_compile(fn, signature, constants, aligned, num_warps, num_stages).asm["cubin"])
 
 
 def _per_element(ops: Counter, elements: int) -> dict:
