@@ -168,9 +168,10 @@ def selfcheck(device: str, shapes=((100, 64, 256), (256, 128, 512)), seed: int =
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
     - h and a against torch's: float32 sums in another order, so a bf16 rounding of h flips now and then: at
-      most 1 % of elements apart, one bf16 step each (train/xent_triton.py's counter); a = relu(h)² follows h,
-      so a flip of h moves a by up to two steps (2·δh/h relative, rounded);
-    - dL/dh: likewise two steps (a flip of dL/da, times 2·relu(h), rounded again);
+      most 1 % of elements apart, h by one bf16 step (train/xent_triton.py's counter). a = relu(h)² follows h:
+      a flip of h (δh ≤ 2^-7·h) moves h² by 2·h·δh ≤ 2^-6·a, and a's step is at least 2^-8·a, so up to 4 of
+      a's steps, 5 after both sides' rounding (an H200 showed 3 on 2026-12-01, where 2 had been allowed);
+    - dL/dh: a flip of dL/da (≤ 2^-7 relative) times 2·relu(h) is at most 2 of dL/dh's steps, 3 rounded;
     - the op's gradients against the truth: relative L2 error at most 2 % above what the record's own bf16
       autograd makes, plus 1e-3 (the same roundings in another place).
     """
@@ -201,8 +202,8 @@ def _check_shape(device: str, gen: torch.Generator, T: int, D: int, F4: int) -> 
         for config in configs:
             h, a = _launch(x, fc, None, config, fast)
             dh = _launch(dy, proj, h_want, config, fast)[0]
-            flips += [steps(h, h_want, f"h {config}", 1), steps(a, a_want, f"a {config}", 2),
-                      steps(dh, dh_want, f"dL/dh {config}", 2)]
+            flips += [steps(h, h_want, f"h {config}", 1), steps(a, a_want, f"a {config}", 5),
+                      steps(dh, dh_want, f"dL/dh {config}", 3)]
         entry["flips"] = max(flips)
     # the op's gradients, whichever implementation it dispatches to, against float64 and the record's own
     inputs = [x, fc, proj]
