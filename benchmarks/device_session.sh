@@ -72,8 +72,9 @@ pack_cache() {
   fi
   rm -f "$R/cache.tgz"
 }
-sbs() { python3 benchmarks/sidebyside.py --data "$DATA" --program-dir /tmp/sbs-record --budget-s "${SBS_BUDGET_S:-1440}" \
-          --matmul-file "$R/matmul-start.json" "$@"; }
+SBS=(python3 benchmarks/sidebyside.py --data "$DATA" --program-dir /tmp/sbs-record --budget-s "${SBS_BUDGET_S:-1440}"
+     --matmul-file "$R/matmul-start.json")
+sbs() { "${SBS[@]}" "$@"; }
 diff_run() {  # world size, GPUs, out, extra device_diff options
   local n=$1 gpus=$2 out=$3; shift 3
   CUDA_VISIBLE_DEVICES=$gpus PYTHONPATH=$SNAP/pipeline/runs/fa3_standin:$SNAP \
@@ -101,12 +102,23 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     fi
     local primed=(native) v
     [ "${natives[1]}" = fused_loss=true ] && for v in "${VARIANTS[@]}"; do primed+=("native-${v%%:*}"); done
+    # no prime may share a GPU with the record's timed steps: where the helpers' GPU is one the runs use, none
+    # starts once the record's first run has printed step 0, and one still running then is stopped (SIGTERM:
+    # sidebyside stops its program too). On 2026-12-01 gemm_autotune's prime (407 s) began 63 s before the
+    # record's step 0 and ran through two record runs: those are void. A program not primed compiles in its own
+    # first run (its startup pays, not its step time)
+    local record_out=/dev/null
+    [ "$helper" -lt "$n" ] && record_out="$R/sbs-ws$n/record-ws$n-1/stdout.txt"
     for who in "${primed[@]}"; do
-      # a prime started after the record's first timed run began would share its GPU: that program compiles in
-      # its own first run instead (its startup, not its step time, pays)
-      if grep -qs "^step:0/" "$R/sbs-ws$n/record-ws$n-1/stdout.txt"; then note "ws$n: $who not primed"; continue; fi
-      sbs --world-sizes "$n" --first-gpu "$helper" --steps "$PRIME_STEPS" --only "$who" "${natives[@]}" \
-        --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1; note "ws$n: $who primed"
+      if grep -qs "^step:0/" "$record_out"; then note "ws$n: $who not primed"; continue; fi
+      (exec "${SBS[@]}" --world-sizes "$n" --first-gpu "$helper" --steps "$PRIME_STEPS" --only "$who" \
+        "${natives[@]}" --out "$R/prime-$who-ws$n" > "$R/prime-$who-ws$n.txt" 2>&1) &
+      local pid=$! outcome=primed  # sidebyside's own pid (exec): the SIGTERM below reaches it
+      while kill -0 "$pid" 2> /dev/null; do
+        if grep -qs "^step:0/" "$record_out"; then kill -TERM "$pid"; outcome="prime stopped (record timing)"; break; fi
+        sleep 2
+      done
+      wait "$pid"; note "ws$n: $who $outcome"
     done
   ) &
   sbs --world-sizes "$n" --repeat 3 --seed 1 --steps "$STEPS" --variants-last "${natives[@]}" \
@@ -115,8 +127,8 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   wait
 }
 
-# ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0 (they end before the record's
-# first timed step: its cold compile takes longer than all of them)
+# ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0, and the primes yield to the
+# record's timed steps (measure)
 HELPER_GPU=1; [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && HELPER_GPU=0
 note "start: $PHASES"; restore_cache; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$R/gpus.csv"
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-start.json"

@@ -198,6 +198,20 @@ def programs_of(pair: dict) -> list[str]:
     return [who for who in pair if who != "patch"]
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to a program's process group (torchrun passes it to its ranks), SIGKILL 15 s later."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
     """Run one program on `gpus`; stdout+stderr to out_file; kill its process group on timeout.
 
@@ -222,13 +236,11 @@ def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[i
         try:
             rc = proc.wait(timeout=max(timeout, 1))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
             rc = "timeout"
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (main): the program runs in its own session, stop it too
+            stop_group(proc)
+            raise
         reader.join(timeout=10)
     startup = round(first_step[0] - started, 1) if first_step else None
     return dict(rc=rc, wall_s=round(time.perf_counter() - started, 1), startup_s=startup, gpus=gpus)
@@ -331,6 +343,9 @@ def table(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM stops the running program too (device_session.sh stops a priming run that way): without this the
+    # program, in its own session, would outlive this process and share the GPU with the next timed run
+    signal.signal(signal.SIGTERM, _interrupt)
     ap = argparse.ArgumentParser(prog="benchmarks/sidebyside.py")
     ap.add_argument("--data", help="folder with fineweb_train_*.bin and fineweb_val_*.bin")
     ap.add_argument("--train-files", help="glob of training shards (instead of --data)")

@@ -288,3 +288,36 @@ def test_adam_time_runs_both_updates_from_one_start():
     assert result["eager_ms"] > 0 and result["compiled_ms"] > 0
     assert result["max_rel_diff"] == 0.0  # without Inductor both paths are the same arithmetic
     assert [shape for shape, _ in result["tensors"]] == [[36], *[[50304, 64]] * 5]  # scalars, head, 4 embeddings
+
+
+def test_sigterm_stops_the_running_program_with_sidebyside(tmp_path):
+    """device_session.sh stops a priming run with SIGTERM; the program runs in its own session, so sidebyside
+    must stop it itself, or it would keep the GPU through the next timed run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    code = ("import signal, sys; from pathlib import Path; from benchmarks import sidebyside as s; "
+            "signal.signal(signal.SIGTERM, s._interrupt); "
+            f"s.run([sys.executable, '-c', {child!r}], {{}}, Path('.'), Path({str(tmp_path / 'out.txt')!r}), [], 100)")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=sidebyside.REPO,
+                              env=dict(os.environ, PYTHONPATH=str(sidebyside.REPO)))
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child_pid = int(pid_file.read_text())
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) != 0  # interrupted, not a normal end
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child_pid, signal.SIGKILL)
+        pytest.fail("the program outlived sidebyside")
