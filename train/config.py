@@ -75,15 +75,19 @@ class TrainConfig:
     # (both FP8 gradients live until the backward pass). train/BENCHMARKS.md
     fused_loss_transpose: bool = True
     # the attention's q, k (QK-norm, rotary) and v (value-embedding mix) in one Triton pass each way on CUDA
-    # (train/qk_rope.py; its torch forms elsewhere): same arithmetic. Off: its first form (forward kernel only)
-    # was 17.7 ms/step slower end to end on 2026-12-01; this form, with a backward kernel, awaits its GPU timing
+    # (train/qk_rope.py; its torch forms elsewhere): same arithmetic. Off: on an H200 (2026-12-01) forward and
+    # backward took 0.607 ms per layer against the compiled record's 0.556, and alone it ran 618.5 against the
+    # default's 614.5 ms/step (train/BENCHMARKS.md)
     fused_qk_rope: bool = False
     # the MLP's ReLU² in its matmuls' epilogues on CUDA (train/relu2_mlp.py; torch forms elsewhere): the forward
     # matmul writes h and relu(h)², the backward's dy·proj writes dL/dh, so the two ReLU² passes (30 ms per step
-    # on an H200) vanish; the fused matmul is Triton's where cuBLAS ran. Same arithmetic. Awaits its GPU timing
+    # on an H200) vanish; the fused matmul is Triton's where cuBLAS ran. Same arithmetic. Off: on an H200
+    # (2026-12-01) that matmul took 0.431 ms where cuBLAS's plain one takes 0.342, which cancels the saving (the
+    # MLP 2.150 against 2.154 ms per layer forward and backward; 614.2 against 614.5 ms/step; train/BENCHMARKS.md)
     fused_mlp: bool = False
     # Inductor's matmul autotuning with epilogue fusion for the compiled model (train/loop.py inductor_options):
-    # the one way to fold ReLU²'s two memory passes (30 ms per step on an H200) into matmuls. Not yet measured
+    # a way to fold ReLU²'s two memory passes (30 ms per step on an H200) into matmuls. It adds ~5 minutes to a
+    # cold compile (startup 391 against 89 s, 2026-12-01); its step time is not yet measured
     gemm_autotune: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 

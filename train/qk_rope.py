@@ -16,10 +16,10 @@ and one write of q and k take ~70 µs). Here:
 The arithmetic is the compiled record's: float32 statistics, the normalised row rounded to bf16 (F.rms_norm's
 output dtype), the rotation and the mix in float32 rounded once; gradients in float32, rounded once.
 
-History (train/BENCHMARKS.md, 2026-12-01): a first form had only the forward kernel and its backward in torch for
-Inductor to compile around the op. Its forward beat the compiled record's (0.215 against 0.264 ms per layer), its
-backward did not, and it was 17.7 ms per step slower end to end. This form, with the backward kernel and v,
-awaits its GPU timing; the option stays off until then.
+Measured (train/BENCHMARKS.md, 2026-12-01, one H200, one layer at the record's shape): a first form had only the
+forward kernel, its backward in torch for Inductor to compile around the op: forward and backward 1.139 ms against
+the compiled record's 0.736, 17.7 ms per step slower end to end. This form: 0.607 against 0.556 (the kernels
+alone 0.140 forward and 0.254 backward; the rest goes around the op), 4 ms per step slower end to end. Off.
 
 On the CPU both directions are `reference` and `reference_backward` below (torch), so the op and its autograd
 wiring run in every CPU test that turns the option on; the kernels run there in Triton's interpreter.
