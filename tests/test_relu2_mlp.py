@@ -71,7 +71,7 @@ def test_the_gpu_timing_runs_on_the_cpu():
     report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
     tiles = report.pop("tiles_fwd_bwd_ms")
     assert set(report) == {"record_fwd_ms", "fused_fwd_ms", "record_fwd_bwd_ms", "fused_fwd_bwd_ms", "cublas_x_fc_ms"}
-    assert list(tiles) == ["64x128x64w4s2"] and all(f > 0 and b > 0 for f, b in tiles.values())
+    assert list(tiles) == ["64x128x64w4s2", "64x128x64w4s2p"] and all(f > 0 and b > 0 for f, b in tiles.values())
     assert all(v > 0 for v in report.values())
 
 
@@ -80,20 +80,21 @@ def test_the_gpu_timing_runs_on_the_cpu():
 def test_every_tile_candidate_compiles_for_an_h100_to_tensor_core_and_16_byte_code(config):
     """Each candidate compiled on the CPU with Triton's ptxas (train/xent_sass.py): the products on Hopper's
     warpgroup tensor cores (HGMMA), tiles loaded asynchronously into shared memory (LDGSTS, the software
-    pipeline), and every output and h's read in 16-byte accesses."""
+    pipeline; the persistent form by TMA, UTMALDG), and every output and h's read in 16-byte accesses."""
     from train import relu2_mlp_kernel as k
     from train.xent_sass import kernel_opcodes
 
-    block_m, block_n, block_k, warps, stages = config
-    sig = dict(a="*bf16", b="*bf16", aux="*bf16", out="*bf16", out2="*bf16", M="i32", N="i32", stride_a="i32",
-               stride_b="i32", **dict.fromkeys(("K", "BACKWARD", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "FAST"),
-                                               "constexpr"))
+    block_m, block_n, block_k, warps, stages, persistent = config
+    ints = ("stride_a", "stride_b") if persistent else ("M", "N", "stride_a", "stride_b")
+    consts = ("M", "N", "K", "PROGRAMS") if persistent else ("K",)
+    sig = dict(a="*bf16", b="*bf16", aux="*bf16", out="*bf16", out2="*bf16", **dict.fromkeys(ints, "i32"),
+               **dict.fromkeys((*consts, "BACKWARD", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "FAST"), "constexpr"))
+    fn = k.matmul_relu2_persistent_kernel if persistent else k.matmul_relu2_kernel
     for backward in (False, True):
-        consts = dict(K=768, BACKWARD=backward, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8,
-                      FAST=True)
-        ops = kernel_opcodes(k.matmul_relu2_kernel, sig, consts, ["a", "b", "aux", "out", "out2", "M", "N",
-                                                                  "stride_a", "stride_b"], warps, stages)
-        assert ops["HGMMA"] > 0 and ops["LDGSTS"] > 0, (backward, ops)
+        values = dict(K=768, BACKWARD=backward, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8,
+                      FAST=True, **(dict(M=49152, N=3072, PROGRAMS=132) if persistent else {}))
+        ops = kernel_opcodes(fn, sig, values, ["a", "b", "aux", "out", "out2", *ints], warps, stages)
+        assert ops["HGMMA"] > 0 and ops["UTMALDG" if persistent else "LDGSTS"] > 0, (backward, ops)
         narrow = {op: n for op, n in ops.items() if op in ("LDG.E.U16", "STG.E.U16", "LDG.E.64", "STG.E.64", "LDG.E")}
         assert not narrow, (backward, narrow)
         # per thread, 16-byte stores: h and a forward, dL/dh backward; h read backward

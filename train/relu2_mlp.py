@@ -38,10 +38,14 @@ from torch import Tensor
 
 from train.xent_triton import AVAILABLE
 
-# tile candidates for the fused matmul, (BLOCK_M, BLOCK_N, BLOCK_K, warps, pipeline stages): the shapes that
-# keep Hopper's tensor cores fed at K = 768 with at most ~200 KB of shared memory
-CONFIGS = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4),
-           (128, 128, 64, 8, 4))
+# candidates for the fused matmul, (BLOCK_M, BLOCK_N, BLOCK_K, warps, pipeline stages, persistent): tile shapes
+# that keep Hopper's tensor cores fed at K = 768 with at most ~200 KB of shared memory, in either kernel form
+# (train/relu2_mlp_kernel.py: persistent = one program per SM, TMA loads, the epilogue overlapping the next tile)
+CONFIGS = ((128, 256, 64, 8, 3, False), (128, 256, 64, 8, 4, False), (256, 128, 64, 8, 3, False),
+           (128, 128, 64, 4, 4, False), (128, 128, 64, 8, 4, False),
+           (128, 256, 64, 8, 3, True), (128, 256, 64, 8, 4, True), (128, 128, 64, 8, 4, True),
+           (128, 128, 64, 4, 4, True))
+INTERPRETED = ((64, 128, 64, 4, 2, False), (64, 128, 64, 4, 2, True))  # what the CPU checks run, one per form
 GROUP_M = 8
 _chosen: dict[tuple, tuple] = {}  # (M, N, K, backward) -> the fastest config measured in this process
 
@@ -80,16 +84,26 @@ def _fits(a: Tensor, b: Tensor) -> bool:
 
 def _launch(a: Tensor, b: Tensor, aux: Tensor | None, config: tuple, fast: bool) -> tuple[Tensor, Tensor | None]:
     """a (M, K) · b (K, N); aux (M, N) = h for the backward epilogue, None for the forward's."""
-    from train.relu2_mlp_kernel import matmul_relu2_kernel  # imports Triton: at the first launch only
+    import triton  # at the first launch only
+
+    from train import relu2_mlp_kernel as kernels
 
     (M, K), N = a.shape, b.size(1)
-    block_m, block_n, block_k, warps, stages = config
+    block_m, block_n, block_k, warps, stages, persistent = config
     out = a.new_empty(M, N)
     out2 = a.new_empty(M, N) if aux is None else None
-    grid = (-(-M // block_m) * (N // block_n),)
-    matmul_relu2_kernel[grid](a, b, aux if aux is not None else out, out, out2 if out2 is not None else out, M, N,
-                              a.stride(0), b.stride(0), K=K, BACKWARD=aux is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-                              BLOCK_K=block_k, GROUP_M=GROUP_M, FAST=fast, num_warps=warps, num_stages=stages)
+    tensors = (a, b, aux if aux is not None else out, out, out2 if out2 is not None else out)
+    shared = dict(K=K, BACKWARD=aux is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+                  FAST=fast, num_warps=warps, num_stages=stages)
+    tiles = -(-M // block_m) * (N // block_n)
+    if persistent:
+        # the kernel builds its TMA descriptors on the device, in global scratch memory Triton asks for here
+        triton.set_allocator(lambda size, _alignment, _stream: torch.empty(size, dtype=torch.int8, device=a.device))
+        programs = min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4)
+        kernels.matmul_relu2_persistent_kernel[(programs,)](*tensors, a.stride(0), b.stride(0), M=M, N=N,
+                                                           PROGRAMS=programs, **shared)
+    else:
+        kernels.matmul_relu2_kernel[(tiles,)](*tensors, M, N, a.stride(0), b.stride(0), **shared)
     return out, out2
 
 
@@ -197,11 +211,11 @@ def _check_shape(device: str, gen: torch.Generator, T: int, D: int, F4: int) -> 
     proj = (torch.randn(D, F4, device=device, generator=gen) / F4 ** 0.5).bfloat16()
     dy = torch.randn(T, D, device=device, generator=gen).bfloat16()
     entry = {}
-    # the kernel itself: on the CPU in Triton's interpreter (TRITON_INTERPRET=1), with the one config that the
-    # interpreter's time allows; on a GPU every candidate
+    # the kernels themselves: on the CPU in Triton's interpreter (TRITON_INTERPRET=1), one small config of each
+    # form; on a GPU every candidate
     if AVAILABLE and (device == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"):
         fast = device == "cuda"
-        configs = CONFIGS if fast else ((64, 128, 64, 4, 2),)
+        configs = CONFIGS if fast else INTERPRETED
         h_want, a_want = reference_up(x, fc)
         dh_want = reference_dh(dy, proj, h_want)
         flips = []
@@ -253,10 +267,9 @@ def time_record_shape(T: int = 49152, D: int = 768, reps: int = 20, device: str 
     xd, fcd, projd = x.detach(), fc.detach(), proj.detach()
     fast = device == "cuda"
     h = reference_up(xd, fcd)[0]
-    configs = CONFIGS if fast else ((64, 128, 64, 4, 2),)
     tiles = {}
-    for c in configs:
-        name = "x".join(map(str, c[:3])) + f"w{c[3]}s{c[4]}"
+    for c in CONFIGS if fast else INTERPRETED:
+        name = "x".join(map(str, c[:3])) + f"w{c[3]}s{c[4]}" + ("p" if c[5] else "")
         try:
             tiles[name] = (ms(lambda c=c: _launch(xd, fcd, None, c, fast)),
                            ms(lambda c=c: _launch(dy, projd, h, c, fast)))
