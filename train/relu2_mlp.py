@@ -21,7 +21,8 @@ Measured (train/BENCHMARKS.md, 2026-12-01, one H200, one layer at the record's s
 × 64 with 8 warps and 4 stages, took 0.431 ms forward and 0.446 backward where cuBLAS's plain x·fc takes 0.342.
 The ReLU² passes are gone, but the slower matmul pays for them: the MLP took 2.150 ms forward and backward
 against the compiled record's 2.154. So the option is off. To gain, the matmul would have to come within
-~0.05 ms of cuBLAS, e.g. as a persistent kernel with TMA loads and an epilogue that overlaps the next tile.
+~0.05 ms of cuBLAS: CONFIGS has since gained the kernel's persistent form (TMA loads, the epilogue overlapping the
+next tile's loads), not yet timed on a GPU.
 
 On the CPU, and for any dtype but bf16, both directions are `reference_up`, `reference_dh` and `backward_from_dh`
 below (torch), so the op and its autograd wiring run in every CPU test that turns the option on.
