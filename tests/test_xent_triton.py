@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.helpers_triton import needs_triton, run_interpreted
+from train.kernel_checks import steps_apart
 
 xent_triton = pytest.importorskip("train.xent_triton")
 
@@ -28,18 +29,19 @@ def test_the_one_step_rule_accepts_a_rounding_flip_and_rejects_more():
     want[:2] = torch.tensor([1.0, 3.0e-5])
     bf16_flip = want.clone()
     bf16_flip[0] = 1.0 + 2**-7  # one bf16 step above 1: one element in 1,000
-    assert xent_triton._check_one_step(bf16_flip, want, 7, -126, "x") == pytest.approx(1e-3)
+    assert steps_apart(bf16_flip, want, 7, -126, "x") == pytest.approx(1e-3)
     e5m2_subnormal_flip = want.clone()
     e5m2_subnormal_flip[1] += 2**-16  # e5m2's fixed spacing below 2^-14
-    xent_triton._check_one_step(e5m2_subnormal_flip, want, 2, -14, "x")
+    steps_apart(e5m2_subnormal_flip, want, 2, -14, "x")
     two_steps = want.clone()
     two_steps[0] = 1.0 + 2 * 2**-7
     with pytest.raises(AssertionError, match="up to 2.00 steps"):
-        xent_triton._check_one_step(two_steps, want, 7, -126, "x")
+        steps_apart(two_steps, want, 7, -126, "x")
+    assert steps_apart(two_steps, want, 7, -126, "x", max_steps=2) == pytest.approx(1e-3)  # where a bound allows 2
     too_many = want.clone()
     too_many[:20] = too_many[:20] * (1 + 2**-7)  # 2 % of elements, each within a step
     with pytest.raises(AssertionError, match="2.00% of elements apart"):
-        xent_triton._check_one_step(too_many, want, 7, -126, "x")
+        steps_apart(too_many, want, 7, -126, "x")
 
 
 @needs_triton

@@ -207,7 +207,7 @@ def selfcheck(device: str, shapes=((100, 2, 128, True), (64, 6, 128, False), (33
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
     - kernels against their torch forms: equal but where 1/rms, a product or a sum differ by an ulp and a bf16
-      rounding flips, at most 1 % of elements, one bf16 step each (train/xent_triton.py's counter); 1/rms and
+      rounding flips, at most 1 % of elements, one bf16 step each (train/kernel_checks.py); 1/rms and
       dL/dsa (float32 sums in another order) to 1e-5 relative;
     - the op's gradients (dL/dqkv, dL/dve, dL/dsa) against the truth: relative L2 error at most 2 % above what the
       record's own bf16 autograd makes, plus 1e-3 (float32 inside, one bf16 rounding at the end).
@@ -217,21 +217,12 @@ def selfcheck(device: str, shapes=((100, 2, 128, True), (64, 6, 128, False), (33
             for T, H, hd, has_ve in shapes}
 
 
-def _grads(fn, inputs: list[Tensor], ups: list[Tensor], float64: bool) -> list[Tensor]:
-    """Gradients of <fn(*inputs), ups> for every input, in float64; float64: the inputs in float64 too."""
-    xs = [x.to(torch.float64 if float64 else x.dtype, copy=True).requires_grad_() for x in inputs]
-    outs = fn(*xs)
-    torch.autograd.backward(list(outs), [u.to(o.dtype) for o, u in zip(outs, ups)])
-    return [x.grad.double() for x in xs]
-
-
 def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has_ve: bool) -> dict:
+    from train.kernel_checks import against_truth, gradients, steps_apart
     from train.model import Yarn
-    from train.xent_triton import _check_one_step
 
     def one_step(got, want, what):
-        return _check_one_step(got.float(), want.float(), mantissa_bits=7, min_exponent=-126,
-                               what=f"{what} ({T}x{H}x{hd})")
+        return steps_apart(got, want, mantissa_bits=7, min_exponent=-126, what=f"{what} ({T}x{H}x{hd})")
 
     yarn = Yarn(hd, max(T, 128), 128).to(device)
     cos, sin = yarn.cos, yarn.sin
@@ -259,13 +250,9 @@ def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has
     def call(expr):
         return lambda x, s, *e: expr(x, e[0] if e else None, s, cos.to(x.dtype), sin.to(x.dtype), H)[:3]
 
-    truth = _grads(call(record_expression), inputs, ups, float64=True)
-    record = _grads(call(record_expression), inputs, ups, float64=False)
-    ours = _grads(call(qk_rope), inputs, ups, float64=False)
-    for name, t, r, o in zip(("dqkv", "dsa", "dve"), truth, record, ours):
-        err, record_err = (((g - t).norm() / t.norm()).item() for g in (o, r))
-        assert err <= 1.02 * record_err + 1e-3, f"{name} error {err:.2e} against the record's {record_err:.2e}"
-        entry[f"{name}_rel_err"], entry[f"{name}_record_rel_err"] = err, record_err
+    entry.update(against_truth(("dqkv", "dsa", "dve"), truth=gradients(call(record_expression), inputs, ups, True),
+                               record=gradients(call(record_expression), inputs, ups, False),
+                               ours=gradients(call(qk_rope), inputs, ups, False)))
     return entry
 
 

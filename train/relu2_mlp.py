@@ -189,7 +189,7 @@ def selfcheck(device: str, shapes=((100, 64, 256), (256, 128, 512)), seed: int =
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
     - h and a against torch's: float32 sums in another order, so a bf16 rounding of h flips now and then: at
-      most 1 % of elements apart, h by one bf16 step (train/xent_triton.py's counter). a = relu(h)² follows h:
+      most 1 % of elements apart, h by one bf16 step (train/kernel_checks.py). a = relu(h)² follows h:
       a flip of h (δh ≤ 2^-7·h) moves h² by 2·h·δh ≤ 2^-6·a, and a's step is at least 2^-8·a, so up to 4 of
       a's steps, 5 after both sides' rounding (an H200 showed 3 on 2026-12-01, where 2 had been allowed);
     - dL/dh: a flip of dL/da (≤ 2^-7 relative) times 2·relu(h) is at most 2 of dL/dh's steps, 3 rounded;
@@ -201,11 +201,11 @@ def selfcheck(device: str, shapes=((100, 64, 256), (256, 128, 512)), seed: int =
 
 
 def _check_shape(device: str, gen: torch.Generator, T: int, D: int, F4: int) -> dict:
-    from train.xent_triton import _check_one_step
+    from train.kernel_checks import against_truth, gradients, steps_apart
 
     def steps(got, want, what, most):
-        return _check_one_step(got.float(), want.float(), mantissa_bits=7, min_exponent=-126,
-                               what=f"{what} ({T}x{D}x{F4})", max_steps=most)
+        return steps_apart(got, want, mantissa_bits=7, min_exponent=-126, what=f"{what} ({T}x{D}x{F4})",
+                           max_steps=most)
 
     x = torch.randn(T, D, device=device, generator=gen).bfloat16()
     fc = (torch.randn(D, F4, device=device, generator=gen) / D ** 0.5).bfloat16()
@@ -227,20 +227,11 @@ def _check_shape(device: str, gen: torch.Generator, T: int, D: int, F4: int) -> 
                       steps(dh, dh_want, f"dL/dh {config}", 3)]
         entry["flips"] = max(flips)
     # the op's gradients, whichever implementation it dispatches to, against float64 and the record's own
-    inputs = [x, fc, proj]
-
-    def grads(fn, float64):
-        xs = [t.to(torch.float64 if float64 else t.dtype, copy=True).requires_grad_() for t in inputs]
-        fn(*xs).backward(dy.to(xs[0].dtype))
-        return [t.grad.double() for t in xs]
-
-    truth = grads(record_expression, True)
-    record = grads(record_expression, False)
-    ours = grads(lambda *t: relu2_mlp(*t)[0], False)
-    for name, t, r, o in zip(("dx", "dfc", "dproj"), truth, record, ours):
-        err, record_err = (((g - t).norm() / t.norm()).item() for g in (o, r))
-        assert err <= 1.02 * record_err + 1e-3, f"{name} error {err:.2e} against the record's {record_err:.2e}"
-        entry[f"{name}_rel_err"], entry[f"{name}_record_rel_err"] = err, record_err
+    inputs, ups = [x, fc, proj], [dy]
+    entry.update(against_truth(("dx", "dfc", "dproj"),
+                               truth=gradients(lambda *t: (record_expression(*t),), inputs, ups, True),
+                               record=gradients(lambda *t: (record_expression(*t),), inputs, ups, False),
+                               ours=gradients(lambda *t: relu2_mlp(*t)[:1], inputs, ups, False)))
     return entry
 
 

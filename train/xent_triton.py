@@ -28,6 +28,8 @@ import sys
 import torch
 from torch import Tensor
 
+from train.kernel_checks import steps_apart
+
 # Whether Triton is installed, found without importing it: the kernels (train/xent_kernels.py) are imported at
 # their first launch, so a process that never launches them (CPU runs) does not pay Triton's import (~0.15 s).
 AVAILABLE = importlib.util.find_spec("triton") is not None
@@ -131,7 +133,7 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         loss_err = abs(rows.sum().item() - loss_ref.item()) / abs(loss_ref.item())
         assert loss_err < 1e-5, f"loss {rows.sum().item()} vs {loss_ref.item()} ({T}x{V})"
         # compared unscaled, where the bf16 grid is: one flip is one bf16 step of dL/dlogits
-        flips = _check_one_step(got * grad_s, grad_ref.float(), mantissa_bits=7, min_exponent=-126,
+        flips = steps_apart(got * grad_s, grad_ref.float(), mantissa_bits=7, min_exponent=-126,
                                 what=f"dL/dlogits ({T}x{V})")
         entry = dict(loss_rel_err=loss_err, bf16_flips=flips)
         if device == "cuda":
@@ -139,24 +141,10 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
             _, g8_again, g8_t = softcap_xent_fp8_t(logits, targets, grad_s)
             assert torch.equal(g8_again.view(torch.uint8), g8.view(torch.uint8)), f"g8 with g8_t ({T}x{V})"
             assert torch.equal(g8_t.view(torch.uint8), g8.view(torch.uint8).T), f"g8_t is not g8.T ({T}x{V})"
-            entry["fp8_flips"] = _check_one_step(g8.float(), want.to(torch.float8_e5m2).float(), mantissa_bits=2,
+            entry["fp8_flips"] = steps_apart(g8.float(), want.to(torch.float8_e5m2).float(), mantissa_bits=2,
                                                  min_exponent=-14, what=f"g8 ({T}x{V})")
         report[f"{T}x{V}"] = entry
     return report
-
-
-def _check_one_step(got: Tensor, want: Tensor, mantissa_bits: int, min_exponent: int, what: str,
-                    max_steps: int = 1) -> float:
-    """Fraction of elements apart; asserts at most 1 % are, each by at most max_steps steps of the format at its
-    magnitude (min_exponent: the smallest normal exponent, below which the spacing stays fixed)."""
-    big = torch.maximum(got.abs(), want.abs()).clamp(min=torch.finfo(torch.float32).tiny)
-    spacing = torch.exp2(torch.clamp(torch.floor(torch.log2(big)), min=min_exponent) - mantissa_bits)
-    steps = (got - want).abs() / spacing
-    # 1e-3 of a step: the float32 rounding of a division by grad_s and its undoing, not a flip
-    frac = (steps > 1e-3).float().mean().item()
-    worst = steps.max().item()
-    assert frac <= 0.01 and worst <= max_steps + 0.001, f"{what}: {frac:.2%} of elements apart, up to {worst:.2f} steps"
-    return frac
 
 
 def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, device: str = "cuda",
