@@ -5,15 +5,13 @@ The GPU half (the kernels compiled, timed against the record's compiled expressi
 comparison with the option on (float32, CPU: the op's torch forms in both directions).
 """
 
-import dataclasses
 
 import pytest
 import torch
 
+from tests.helpers_model import assert_option_computes_the_same
 from tests.helpers_triton import needs_triton, run_interpreted
 from train import qk_rope
-from train.config import preset
-from train.model import GPT
 
 
 @needs_triton
@@ -50,35 +48,9 @@ def test_the_selfcheck_rejects_a_wrong_backward(monkeypatch):
     assert qk_rope.selfcheck("cpu", shapes=((16, 2, 32, True),))
 
 
-def backward_nodes(loss) -> set[str]:
-    seen, stack = set(), [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is not None and node not in seen:
-            seen.add(node)
-            stack += [f for f, _ in node.next_functions]
-    return {type(n).__name__ for n in seen}
-
-
 def test_the_model_with_the_option_runs_through_the_op_and_computes_the_same():
-    cfg = preset("tiny")
-    T = cfg.train_tokens_per_slot
-    inputs = torch.randint(0, 1000, (T,), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
-    targets = torch.randint(0, 1000, (T,), generator=torch.Generator().manual_seed(2))
-    bounds = torch.tensor([0, 100, T], dtype=torch.int32)
-    losses, grads = {}, {}
-    for fused in (False, True):
-        torch.manual_seed(0)
-        model = GPT(dataclasses.replace(cfg, fused_qk_rope=fused))
-        for p in model.parameters():  # the zero-initialised projections and gates too: every path carries
-            torch.nn.init.normal_(p, std=0.05)
-        loss = model(inputs, targets, bounds, torch.tensor(16), torch.tensor(32), torch.tensor(0.1))
-        assert any("qk_rope" in n for n in backward_nodes(loss)) == fused
-        loss.backward()
-        losses[fused], grads[fused] = loss.detach(), {n: p.grad for n, p in model.named_parameters()}
-    assert torch.allclose(losses[True], losses[False], rtol=1e-6)
-    for name, g in grads[False].items():  # value embeddings and the SA lambdas in `scalars` included
-        assert torch.allclose(grads[True][name], g, rtol=1e-4, atol=1e-6), name
+    nodes = assert_option_computes_the_same("fused_qk_rope")
+    assert not any("qk_rope" in n for n in nodes[False]) and any("qk_rope" in n for n in nodes[True])
 
 
 @needs_triton

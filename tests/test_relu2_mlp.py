@@ -6,15 +6,12 @@ device: `python -m train.relu2_mlp --time`, train/BENCHMARKS.md. tests/test_trai
 comparison with the option on (float32, CPU: the op's torch forms in both directions).
 """
 
-import dataclasses
 
 import pytest
-import torch
 
+from tests.helpers_model import assert_option_computes_the_same
 from tests.helpers_triton import needs_triton, run_interpreted
 from train import relu2_mlp
-from train.config import preset
-from train.model import GPT
 
 
 @needs_triton
@@ -40,28 +37,9 @@ def test_the_selfcheck_rejects_a_wrong_backward(monkeypatch):
     assert relu2_mlp.selfcheck("cpu", shapes=((32, 16, 64),))
 
 
-def test_the_model_with_the_option_runs_through_the_op_and_computes_the_same(monkeypatch):
-    cfg = preset("tiny")
-    backward_calls = []
-    real_backward = relu2_mlp.relu2_mlp_backward
-    monkeypatch.setattr(relu2_mlp, "relu2_mlp_backward", lambda *a: backward_calls.append(1) or real_backward(*a))
-    T = cfg.train_tokens_per_slot
-    inputs = torch.randint(0, 1000, (T,), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
-    targets = torch.randint(0, 1000, (T,), generator=torch.Generator().manual_seed(2))
-    bounds = torch.tensor([0, 100, T], dtype=torch.int32)
-    losses, grads = {}, {}
-    for fused in (False, True):
-        torch.manual_seed(0)
-        model = GPT(dataclasses.replace(cfg, fused_mlp=fused))
-        for p in model.parameters():  # the zero-initialised projections too: every path carries
-            torch.nn.init.normal_(p, std=0.05)
-        loss = model(inputs, targets, bounds, torch.tensor(16), torch.tensor(32), torch.tensor(0.1))
-        loss.backward()
-        losses[fused], grads[fused] = loss.detach(), {n: p.grad for n, p in model.named_parameters()}
-    assert torch.allclose(losses[True], losses[False], rtol=1e-6)
-    for name, g in grads[False].items():
-        assert torch.allclose(grads[True][name], g, rtol=1e-4, atol=1e-6), name
-    assert len(backward_calls) == sum(b.mlp is not None for b in model.blocks) > 0  # the op's backward, per MLP
+def test_the_model_with_the_option_runs_through_the_op_and_computes_the_same():
+    nodes = assert_option_computes_the_same("fused_mlp")
+    assert not any("relu2_mlp" in n for n in nodes[False]) and any("relu2_mlp" in n for n in nodes[True])
 
 
 @needs_triton
