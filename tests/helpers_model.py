@@ -20,9 +20,9 @@ def backward_nodes(loss) -> set[str]:
     return {type(n).__name__ for n in seen}
 
 
-def assert_option_computes_the_same(option: str) -> dict[bool, set[str]]:
-    """The tiny preset's loss and every gradient with `option` False and True: equal to float32 rounding.
-    Returns each run's backward node names, so the caller can check which graph ran through its op."""
+def assert_option_runs_through_op_and_computes_the_same(option: str, op: str) -> None:
+    """The tiny preset's loss and every gradient with `option` False and True: equal to float32 rounding, and
+    only the run with it on has the custom op `op` in its backward graph."""
     cfg = preset("tiny")
     T = cfg.train_tokens_per_slot
     inputs = torch.randint(0, 1000, (T,), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
@@ -41,4 +41,4 @@ def assert_option_computes_the_same(option: str) -> dict[bool, set[str]]:
     assert torch.allclose(losses[True], losses[False], rtol=1e-6)
     for name, g in grads[False].items():  # value embeddings and the lambdas in `scalars` included
         assert torch.allclose(grads[True][name], g, rtol=1e-4, atol=1e-6), name
-    return nodes
+    assert not any(op in n for n in nodes[False]) and any(op in n for n in nodes[True]), nodes[True]

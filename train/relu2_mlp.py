@@ -30,6 +30,7 @@ below (torch), so the op and its autograd wiring run in every CPU test that turn
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -83,11 +84,19 @@ def _fits(a: Tensor, b: Tensor) -> bool:
             and a.size(1) % 64 == 0 and a.stride(1) == 1 and b.stride(1) == 1)
 
 
+@functools.cache
+def _programs(device: torch.device) -> int:
+    """The persistent kernel's program count on this device (its SMs; 4 in the interpreter), set up once: the
+    kernel builds its TMA descriptors on the device, in global scratch memory that Triton asks this allocator for."""
+    import triton
+
+    triton.set_allocator(lambda size, _alignment, _stream: torch.empty(size, dtype=torch.int8, device=device))
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
 def _launch(a: Tensor, b: Tensor, aux: Tensor | None, config: tuple, fast: bool) -> tuple[Tensor, Tensor | None]:
     """a (M, K) · b (K, N); aux (M, N) = h for the backward epilogue, None for the forward's."""
-    import triton  # at the first launch only
-
-    from train import relu2_mlp_kernel as kernels
+    from train import relu2_mlp_kernel as kernels  # imports Triton: at the first launch only
 
     (M, K), N = a.shape, b.size(1)
     block_m, block_n, block_k, warps, stages, persistent = config
@@ -98,9 +107,7 @@ def _launch(a: Tensor, b: Tensor, aux: Tensor | None, config: tuple, fast: bool)
                   FAST=fast, num_warps=warps, num_stages=stages)
     tiles = -(-M // block_m) * (N // block_n)
     if persistent:
-        # the kernel builds its TMA descriptors on the device, in global scratch memory Triton asks for here
-        triton.set_allocator(lambda size, _alignment, _stream: torch.empty(size, dtype=torch.int8, device=a.device))
-        programs = min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4)
+        programs = min(tiles, _programs(a.device))
         kernels.matmul_relu2_persistent_kernel[(programs,)](*tensors, a.stride(0), b.stride(0), M=M, N=N,
                                                            PROGRAMS=programs, **shared)
     else:

@@ -134,7 +134,7 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         assert loss_err < 1e-5, f"loss {rows.sum().item()} vs {loss_ref.item()} ({T}x{V})"
         # compared unscaled, where the bf16 grid is: one flip is one bf16 step of dL/dlogits
         flips = steps_apart(got * grad_s, grad_ref.float(), mantissa_bits=7, min_exponent=-126,
-                                what=f"dL/dlogits ({T}x{V})")
+                            what=f"dL/dlogits ({T}x{V})")
         entry = dict(loss_rel_err=loss_err, bf16_flips=flips)
         if device == "cuda":
             _, g8 = softcap_xent_fp8(logits, targets, grad_s)
@@ -142,7 +142,7 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
             assert torch.equal(g8_again.view(torch.uint8), g8.view(torch.uint8)), f"g8 with g8_t ({T}x{V})"
             assert torch.equal(g8_t.view(torch.uint8), g8.view(torch.uint8).T), f"g8_t is not g8.T ({T}x{V})"
             entry["fp8_flips"] = steps_apart(g8.float(), want.to(torch.float8_e5m2).float(), mantissa_bits=2,
-                                                 min_exponent=-14, what=f"g8 ({T}x{V})")
+                                             min_exponent=-14, what=f"g8 ({T}x{V})")
         report[f"{T}x{V}"] = entry
     return report
 
