@@ -64,6 +64,7 @@ def _world_worker(rank: int, world: int, port: int, corpus, out: str) -> None:
     result = train(fp32_tiny(corpus), None, None, env=env, save_model=Path(out) / "model.pt", console=False)
     if rank == 0:
         torch.save(dict(grads=grads, final_val_loss=result.final_val_loss), Path(out) / "grads.pt")
+    dist.barrier()  # as in train/__main__: all ranks done before any closes its connections
     dist.destroy_process_group()
 
 

@@ -302,6 +302,7 @@ def _gloo_worker(rank: int, world: int, port: int, out_dir: str) -> None:
                             timeout=timedelta(seconds=60))
     try:
         torch.save(run_problem(rank, world), f"{out_dir}/rank{rank}.pt")
+        dist.barrier()  # no rank closes its connections while a peer's last all-gather is still in flight
     finally:
         dist.destroy_process_group()
 

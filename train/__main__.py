@@ -54,6 +54,15 @@ def build_config(args: argparse.Namespace):
     return cfg
 
 
+def _wait_for_every_rank() -> None:
+    """After a finished run, before teardown: a rank that closes its connections while a peer's last collective
+    is still in flight can abort that peer. Only on success: after an error a peer may never arrive."""
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     from train.config import ConfigError
@@ -64,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = build_config(args)
         train(cfg, args.log_file, args.metrics_file, save_model=args.save_model, profile_dir=args.profile)
+        _wait_for_every_rank()
     except (ConfigError, DataError) as exc:
         prefix = f"[rank {rank}] " if os.environ.get("WORLD_SIZE", "1") != "1" else ""
         print(f"{prefix}error: {exc}", file=sys.stderr)
