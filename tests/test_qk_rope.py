@@ -58,6 +58,9 @@ def test_the_gpu_timing_runs_on_the_cpu():
     code = "from train.qk_rope import time_record_shape; print(time_record_shape(64, 2, 32, reps=1, device='cpu'))"
     report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
     blocks = report.pop("kernels_fwd_bwd_ms_by_block")
+    profiles = report.pop("profile_fwd_bwd")
+    assert set(profiles) == {"record", "fused"}
+    assert all(0 < p["busy_us"] <= p["wall_us"] and p["kernels_us"] for p in profiles.values())
     assert set(report) == {"record_fwd_ms", "fused_fwd_ms", "record_fwd_bwd_ms", "fused_fwd_bwd_ms", "copy_qkv_ms"}
     assert set(blocks) == {"32w4", "64w4", "64w8", "128w8"}
     assert all(v > 0 for v in report.values()) and all(f > 0 and b > 0 for f, b in blocks.values())

@@ -259,11 +259,13 @@ def _check_shape(device: str, gen: torch.Generator, T: int, H: int, hd: int, has
 def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20, device: str = "cuda") -> dict:
     """ms per layer at the record's micro-batch (49,152 tokens, 6 heads of 128, with a value embedding): the
     record's expression compiled, forward and forward + backward, against the op; one copy of qkv (a read and
-    a write of 3D channels: the forward's floor); each kernel alone at four block shapes. device="cpu" (small
+    a write of 3D channels: the forward's floor); each kernel alone at four block shapes; both sides' forward +
+    backward under the profiler (train/profile.py's per_call: kernels, busy against wall). device="cpu" (small
     shape, Triton's interpreter when TRITON_INTERPRET=1, TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this
     code."""
     from train import timing
     from train.model import Yarn
+    from train.profile import per_call
 
     yarn = Yarn(hd, T, 128).to(device)
     qkv = (torch.randn(T, 3 * H * hd, device=device) * 3).bfloat16().requires_grad_()
@@ -292,7 +294,10 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
               for r, w in ((32, 4), (64, 4), (64, 8), (128, 8))}
     return dict(record_fwd_ms=ms(forward(record)), fused_fwd_ms=ms(forward(fused)),
                 record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                copy_qkv_ms=ms(lambda: x.clone()), kernels_fwd_bwd_ms_by_block=blocks)
+                copy_qkv_ms=ms(lambda: x.clone()), kernels_fwd_bwd_ms_by_block=blocks,
+                # where each side's forward + backward goes: kernels, and whether the GPU waits on the host
+                profile_fwd_bwd={"record": per_call(step(record), device=device),
+                                 "fused": per_call(step(fused), device=device)})
 
 
 if __name__ == "__main__":

@@ -245,9 +245,11 @@ def _check_shape(device: str, gen: torch.Generator, T: int, D: int, F4: int) -> 
 def time_record_shape(T: int = 49152, D: int = 768, reps: int = 20, device: str = "cuda") -> dict:
     """ms per layer at the record's micro-batch (49,152 tokens, D = 768): the record's MLP compiled, forward and
     forward + backward, against the op; cuBLAS's plain x·fc (the fused matmul's floor) and every tile candidate
-    in both epilogues. device="cpu" (small shape, Triton's interpreter when TRITON_INTERPRET=1,
+    in both epilogues; both sides' forward + backward under the profiler (train/profile.py's per_call).
+    device="cpu" (small shape, Triton's interpreter when TRITON_INTERPRET=1,
     TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
     from train import timing
+    from train.profile import per_call
 
     x = torch.randn(T, D, device=device).bfloat16().requires_grad_()
     fc = (torch.randn(D, 4 * D, device=device) / D ** 0.5).bfloat16().requires_grad_()
@@ -276,7 +278,9 @@ def time_record_shape(T: int = 49152, D: int = 768, reps: int = 20, device: str 
             tiles[name] = repr(e)[:80]
     return dict(record_fwd_ms=ms(lambda: record(xd, fcd, projd)), fused_fwd_ms=ms(lambda: fused(xd, fcd, projd)),
                 record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                cublas_x_fc_ms=ms(lambda: xd @ fcd), tiles_fwd_bwd_ms=tiles)
+                cublas_x_fc_ms=ms(lambda: xd @ fcd), tiles_fwd_bwd_ms=tiles,
+                profile_fwd_bwd={"record": per_call(step(record), device=device),
+                                 "fused": per_call(step(fused), device=device)})
 
 
 if __name__ == "__main__":
