@@ -4,11 +4,14 @@ a kernel's rounded output may sit from its torch form, and how its gradients com
     from train.kernel_checks import steps_apart, gradients, against_truth
     frac = steps_apart(got, want, mantissa_bits=7, min_exponent=-126, what="h")     # bf16, one step
     report = against_truth(("dx",), truth=gradients(f, xs, ups, True), record=..., ours=...)
+    main(selfcheck, time_record_shape)      # a kernel module's `python -m`: the self-check, then --time's report
 
 Each raises AssertionError naming the tensor and the distance when a check fails.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from torch import Tensor
@@ -48,3 +51,11 @@ def against_truth(names, truth: list[Tensor], record: list[Tensor], ours: list[T
         assert err <= 1.02 * record_err + 1e-3, f"{name} error {err:.2e} against the record's {record_err:.2e}"
         report[f"{name}_rel_err"], report[f"{name}_record_rel_err"] = err, record_err
     return report
+
+
+def main(selfcheck, time_record_shape) -> None:
+    """`python -m train.<kernel module> [--time]`: the self-check on the GPU (the CPU without one), then with
+    --time the timing report at the record's shape."""
+    print(selfcheck("cuda" if torch.cuda.is_available() else "cpu"))
+    if "--time" in sys.argv[1:]:
+        print(time_record_shape())

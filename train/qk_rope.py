@@ -28,7 +28,6 @@ wiring run in every CPU test that turns the option on; the kernels run there in 
 from __future__ import annotations
 
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -265,7 +264,6 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
     code."""
     from train import timing
     from train.model import Yarn
-    from train.profile import per_call
 
     yarn = Yarn(hd, T, 128).to(device)
     qkv = (torch.randn(T, 3 * H * hd, device=device) * 3).bfloat16().requires_grad_()
@@ -292,16 +290,11 @@ def time_record_shape(T: int = 49152, H: int = 6, hd: int = 128, reps: int = 20,
     blocks = {f"{r}w{w}": (ms(lambda b=(r, w): _launch(x, e, s_, yarn.cos, yarn.sin, H, fast, b)),
                            ms(lambda b=(r, w): _launch_backward(*ups, x, e, s_, yarn.cos, yarn.sin, rstd, H, fast, b)))
               for r, w in ((32, 4), (64, 4), (64, 8), (128, 8))}
-    return dict(record_fwd_ms=ms(forward(record)), fused_fwd_ms=ms(forward(fused)),
-                record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                copy_qkv_ms=ms(lambda: x.clone()), kernels_fwd_bwd_ms_by_block=blocks,
-                # where each side's forward + backward goes: kernels, and whether the GPU waits on the host
-                profile_fwd_bwd={"record": per_call(step(record), device=device),
-                                 "fused": per_call(step(fused), device=device)})
+    return dict(timing.record_and_fused((forward(record), forward(fused)), (step(record), step(fused)), reps, device),
+                copy_qkv_ms=ms(lambda: x.clone()), kernels_fwd_bwd_ms_by_block=blocks)
 
 
 if __name__ == "__main__":
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    print(selfcheck(dev))
-    if "--time" in sys.argv[1:]:
-        print(time_record_shape())
+    from train.kernel_checks import main
+
+    main(selfcheck, time_record_shape)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -249,7 +248,6 @@ def time_record_shape(T: int = 49152, D: int = 768, reps: int = 20, device: str 
     device="cpu" (small shape, Triton's interpreter when TRITON_INTERPRET=1,
     TORCHDYNAMO_DISABLE=1) is the CI's smoke run of this code."""
     from train import timing
-    from train.profile import per_call
 
     x = torch.randn(T, D, device=device).bfloat16().requires_grad_()
     fc = (torch.randn(D, 4 * D, device=device) / D ** 0.5).bfloat16().requires_grad_()
@@ -276,15 +274,12 @@ def time_record_shape(T: int = 49152, D: int = 768, reps: int = 20, device: str 
                            ms(lambda c=c: _launch(dy, projd, h, c, fast)))
         except Exception as e:  # noqa: BLE001  (a candidate that does not fit this GPU: reported, not fatal)
             tiles[name] = repr(e)[:80]
-    return dict(record_fwd_ms=ms(lambda: record(xd, fcd, projd)), fused_fwd_ms=ms(lambda: fused(xd, fcd, projd)),
-                record_fwd_bwd_ms=ms(step(record)), fused_fwd_bwd_ms=ms(step(fused)),
-                cublas_x_fc_ms=ms(lambda: xd @ fcd), tiles_fwd_bwd_ms=tiles,
-                profile_fwd_bwd={"record": per_call(step(record), device=device),
-                                 "fused": per_call(step(fused), device=device)})
+    forward = (lambda: record(xd, fcd, projd), lambda: fused(xd, fcd, projd))
+    return dict(timing.record_and_fused(forward, (step(record), step(fused)), reps, device),
+                cublas_x_fc_ms=ms(lambda: xd @ fcd), tiles_fwd_bwd_ms=tiles)
 
 
 if __name__ == "__main__":
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    print(selfcheck(dev))
-    if "--time" in sys.argv[1:]:
-        print(time_record_shape())
+    from train.kernel_checks import main
+
+    main(selfcheck, time_record_shape)

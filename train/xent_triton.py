@@ -23,7 +23,6 @@ path 5.14 against 6.71 ms per micro-step on an H200 where train/fp8.py's compile
 from __future__ import annotations
 
 import importlib.util
-import sys
 
 import torch
 from torch import Tensor
@@ -209,7 +208,6 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, d
 
 
 if __name__ == "__main__":
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    print(selfcheck(dev))
-    if "--time" in sys.argv[1:]:
-        print(time_record_shape())
+    from train.kernel_checks import main
+
+    main(selfcheck, time_record_shape)
