@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "fixtures" / "upstream-sample"
 COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"
 IMPORTED = ["2024-06-06_AdamW", "2024-10-10_Muon", "2025-09-23_MuonCustomSizing", "2026-01-18_UnifiedOptimizers"]
-SAMPLE_RECORDS = ["2024-06-06_AdamW", "2024-10-10_Muon", "2024-11-19_FlexAttention", "2025-01-13_Fp8LmHead",
+SAMPLE_RECORDS = ["2024-06-06_AdamW", "2024-10-10_Muon", "2024-11-06_ShortcutsTweaks", "2024-11-19_FlexAttention",
+                  "2024-12-04_ValueEmbed", "2025-01-13_Fp8LmHead", "2025-01-18", "2025-01-18-row1",
                   "2025-07-13_UpgradeTorch190", "2025-09-03_FA3", "2025-09-21_DropAttn", "2025-09-23_MuonCustomSizing",
-                  "2025-09-27_BF16CE", "2026-01-18_UnifiedOptimizers", "2026-02-10_ShortWindow",
-                  "2026-07-17_FP8DownProjection"]
+                  "2025-09-27_BF16CE", "2026-01-10_FusedLinearReLUSquare", "2026-01-18_UnifiedOptimizers",
+                  "2026-01-30_MimeticValueOutput", "2026-02-10_ShortWindow", "2026-05-27-MuddGatedAndDC",
+                  "2026-06-11_RecursiveFromBest", "2026-07-13_PrefixTokenPrediction", "2026-07-17_FP8DownProjection"]
 
 
 def registry(tmp_path: Path, with_hand_written: bool = False) -> Path:
@@ -61,12 +63,13 @@ def test_sample_writes_one_manifest_per_record_folder(tmp_path):
     # rows without a link, and rows whose folder is not in the sample, are named, not imported
     assert any("row 3 " in line and "no log link" in line for line in result["skipped_rows"])
     assert any("2025-09-21_DropAttn" in line and "not in this clone" in line for line in result["skipped_rows"])
-    # the sibling folder of the linked log's folder is skipped, and said
-    assert any("UnifiedOptimizers/baseline/" in w and "skipped" in w for w in result["warnings"])
+    # the sibling folder of the linked log's folder holds a baseline: left out, with its reason
     unified = load_record("2026-01-18_UnifiedOptimizers", reg / "records")
     assert [log.file for log in unified.logs] == sorted(
-        p.name for p in (SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers/unified-optimizer").iterdir())
-    assert unified.imported.skipped_folders == ("records/track_1_short/2026-01-18_UnifiedOptimizers/baseline/",)
+        f"unified-optimizer/{p.name}"
+        for p in (SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers/unified-optimizer").iterdir())
+    assert [(x["file"], x["reason"]) for x in unified.imported.left_out] == [
+        ("baseline/30446aee-70bb-4d79-9ad4-3407acd477ae.txt", "baseline")]
 
 
 def test_manifest_pins_logs_programs_and_headers(tmp_path):
@@ -179,14 +182,16 @@ def test_edge_cases_warn_and_never_crash(tmp_path):
     result = do_import(reg, _edge_clone(tmp_path))
     assert sorted(result["written"]) == ["2025-01-01_MissingLog", "2025-01-02_NoProgram", "2025-01-03_Subfolders"]
     warnings = "\n".join(result["warnings"])
-    assert "gone.txt is missing; the logs beside it are used" in warnings
-    assert "garbage.txt: no final validation loss" in warnings
-    assert "2025-01-03_Subfolders/baseline/" in warnings and "2025-01-03_Subfolders/ablation/" in warnings
+    assert "the table links gone.txt, which is not in the folder: the logs beside it are taken" in warnings
     skipped = "\n".join(result["skipped_rows"])
     assert "row 3 " in skipped and "no log link" in skipped and "2025-01-04_Absent" in skipped
     assert "row 6 " in skipped and "row 7 " in skipped  # links that climb out of their record folder
-    assert "link.txt links outside the clone" in warnings
     no_program = load_record("2025-01-02_NoProgram", reg / "records")
+    out = {x["file"]: x["reason"] for x in no_program.imported.left_out}
+    assert out == {"garbage.txt": "incomplete", "link.txt": "symlink"}  # the link is never followed
+    subfolders = load_record("2025-01-03_Subfolders", reg / "records")
+    assert {x["file"]: x["reason"] for x in subfolders.imported.left_out} == {
+        "baseline/baseline.txt": "baseline", "ablation/ablation.txt": "other-experiment"}
     tail = next(log for log in no_program.logs if log.file == "tail.txt")
     assert tail.program_sha256 == "" and "program" in tail.missing and tail.val_loss is not None
     # parents follow the table: row 2's parent is row 1, row 4's previous row has no link
@@ -215,7 +220,7 @@ def test_commit_comes_from_git_or_must_be_given(tmp_path):
 
 @pytest.mark.parametrize("name", SAMPLE_RECORDS)
 def test_committed_manifests_cover_the_sample(name):
-    """The 12 manifests imported from the full sample: each loads, pins its logs and names an environment."""
+    """The 21 manifests imported from the full sample (both tracks): each loads, pins its logs, names an environment."""
     r = load_record(name, ROOT / "manifests" / "records")
     assert r.imported is not None and r.imported.commit == COMMIT
     assert r.logs and all(len(log.sha256) == 64 for log in r.logs)

@@ -7,7 +7,7 @@ from statistics import mean
 
 import click
 
-from pipeline.errors import InputError
+from pipeline.errors import CheckFailed, InputError
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
     choose_environment,
@@ -216,3 +216,46 @@ def fetch_logs(ws, name, source_dir, as_json):
     for f in fetched:
         click.echo(f"  {f.file}  sha256 ok  ({f.source})")
     click.echo(f"{len(fetched)} published log(s) of {name} verified in {fetched[0].path.parent}")
+
+
+@records.command("check")
+@click.argument("names", nargs=-1)
+@click.option("--from", "upstream_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder laid out like the upstream repository (a clone of modded-nanogpt).")
+@click.option("--commit", default=None, help="The upstream commit the folder is a copy of (checked when it is a "
+                                             "git clone).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per record, in a list.")
+@pass_workspace
+def check(ws, names, upstream_dir, commit, as_json):
+    """Judge each record on its own published logs (all records, or NAMES), by its own rules."""
+    from pipeline.records.check import check_records, upstream_head
+
+    upstream_head(upstream_dir, commit)
+    chosen = [load_record(n, ws.records_dir) for n in names] if names else \
+        [r for r in _all(ws) if r.imported is not None or r.upstream.commit]
+    rows = check_records(chosen, upstream_dir)
+    if as_json:
+        emit_json([row.to_dict() for row in rows])
+    else:
+        _print_check(rows)
+    failed = [r for r in rows if r.verdict in ("not-reproduced", "invalid")]
+    if failed:
+        raise CheckFailed(f"{len(failed)} of {len(rows)} record(s) are not upheld by their own logs: "
+                          + ", ".join(r.name for r in failed), "read each record's reasons above")
+
+
+def _print_check(rows) -> None:
+    def num(value, spec):
+        return "—" if value is None else format(value, spec)
+
+    click.echo(f"{'record':<34} {'verdict':<27} {'rule':<10} {'runs':>4} {'out':>4} {'mean loss':>9} "
+               f"{'p':>8} {'time s':>8} {'/claim':>7}")
+    for r in rows:
+        click.echo(f"{r.name[:34]:<34} {r.verdict:<27} {r.rule:<10} {len(r.runs_judged):>4} {len(r.left_out):>4} "
+                   f"{num(r.mean_loss, '.4f'):>9} {num(r.p, '.2g'):>8} {num(r.time_s, '.2f'):>8} "
+                   f"{num(r.time_ratio, '.3f'):>7}")
+    for r in rows:
+        if r.reasons or r.flags:
+            click.echo(f"\n{r.name}: {r.verdict} (rule {r.rule}: {r.rule_why})")
+            for line in (*r.reasons, *(f"editor: {f}" for f in r.flags)):
+                click.echo(f"  - {line}")

@@ -3,11 +3,13 @@
     result = import_records(clone, registry_records_dir, track=1, commit=None, environments=[...])
     result.written, result.unchanged, result.changes, result.warnings
 
-For each row of the README's track table: the folder of the row's linked log is the record's log
-folder; every `.txt`/`.log` file in it is one published run (subfolders beside it, such as `baseline/`,
-are other experiments: skipped, and said). Each log gives its sha256, its program's sha256 and code
-fingerprint, its final validation loss and train time, and the header's hardware and software
-(pipeline/records/logfacts.py). The parent is the previous row.
+For each row of the README's track table, pipeline/records/selection.py tells the record's runs from the
+other logs of its folder (baselines, earlier versions, single-GPU runs, the parent's log, truncated or
+duplicated logs), and every log left out is written with its reason (`imported.left_out`). Each run gives
+its sha256, its program's sha256 and code fingerprint, its final validation loss and train time, and the
+header's hardware and software (pipeline/records/logfacts.py). The parent is the previous row.
+pipeline/records/eras.py proposes the rule that judges the loss claim (`imported.rule`, with its reason);
+the track's target and GPU count are read from the README's statement above the table.
 
 Merging with what is already in the registry (so a second import changes nothing, and a hand-edited
 manifest keeps its edits): the importer owns the fields it derives from the logs (GENERATED below) and
@@ -32,9 +34,11 @@ import yaml
 from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, choose_environment, environment_family
-from pipeline.records.logfacts import LogFacts, LogUnreadable, logs_in, most_common, read_log_facts
+from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, propose_rule
+from pipeline.records.logfacts import LogFacts, most_common
 from pipeline.records.model import NAME_RE, load_record_file
-from pipeline.records.upstream_table import TableRow, read_track_table
+from pipeline.records.selection import FolderInput, Selection, select_runs
+from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_table, track_terms
 from pipeline.yamlio import YamlRefused, load_file
 
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
@@ -46,14 +50,14 @@ HEADER = ("# Imported by `repro records import` from the upstream records table 
 # Derived from the logs: rewritten by every import. Everything else is the author's once it has a value.
 GENERATED = {
     "date": None, "logs": None, "imported": None,
-    "published": ("steps", "losses", "times_s", "mean_time_s", "step_avg_ms", "peak_memory_allocated_mib"),
+    "published": ("steps", "losses", "times_s", "mean_time_s", "step_avg_ms", "peak_memory_allocated_mib", "quoted"),
     "hardware": ("gpu_model", "gpu_count", "driver", "cuda_driver"),
     "software": ("python", "torch", "torch_cuda", "triton"),
     "program": ("fingerprint",),
 }
 
 DEFAULT_RULES = {
-    "version": 1, "target_val_loss": 3.28, "p_value_max": 0.01, "loss_evidence": "own",
+    "version": RULES_VERSION, "target_val_loss": 3.28, "p_value_max": 0.01, "loss_evidence": "own",
     "consistency_alpha": 0.01, "consistency_required": ["record"], "time_confidence": 0.95,
     "time_tolerance": 0.02, "compare_hardware": ["gpu_model", "gpu_count"], "compare_software": ["torch"]}
 DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1, "val_tokens": 10485760,
@@ -69,6 +73,7 @@ class ImportResult:
     changes: dict[str, list[str]] = field(default_factory=dict)  # name -> dotted fields that changed
     warnings: list[str] = field(default_factory=list)
     skipped_rows: list[str] = field(default_factory=list)
+    flags: dict[str, list[str]] = field(default_factory=dict)  # name -> what the editor should decide
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -76,10 +81,9 @@ class ImportResult:
 
 def upstream_commit(clone: Path, commit: str | None) -> str:
     """--commit when given, else `git rev-parse HEAD` of the clone; a sample copy must say its commit."""
-    if commit:
-        if not re.fullmatch(r"[0-9a-f]{40}", commit):
-            raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
-        return commit
+    if commit and not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
+
     def git(*args: str) -> str:
         try:
             out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, timeout=30,
@@ -91,6 +95,12 @@ def upstream_commit(clone: Path, commit: str | None) -> str:
     # A copy inside some other repository (this tool's own checkout, say) is not a clone of upstream.
     top = git("rev-parse", "--show-toplevel")
     head = git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(clone).resolve() else ""
+    if commit:
+        # a clone says which commit it is at: a --commit it contradicts would pin files it never had
+        if head and head != commit:
+            raise InputError(f"--commit {commit[:12]} is not the commit {clone} is at ({head[:12]})",
+                             f"check out {commit[:12]} in the clone, or leave --commit out to pin {head[:12]}")
+        return commit
     if not re.fullmatch(r"[0-9a-f]{40}", head):
         raise InputError(f"{clone} is not the root of a git clone, so its upstream commit is unknown",
                          "pass --commit SHA: the upstream commit this copy was taken from")
@@ -116,8 +126,8 @@ def _form_factor(gpu_model: str) -> str:
     return "SXM" if "H100" in gpu_model and "HBM3" in gpu_model else ""
 
 
-def _log_entry(f: LogFacts) -> dict:
-    entry = {"file": f.file, "sha256": f.sha256, "program_sha256": f.program_sha256,
+def _log_entry(rel: str, f: LogFacts) -> dict:
+    entry = {"file": rel, "sha256": f.sha256, "program_sha256": f.program_sha256,
              "program_bytes": f.program_bytes, "fingerprint": f.fingerprint,
              "val_loss": f.val_loss, "train_time_ms": f.train_time_ms, "torch": f.torch}
     if f.missing:
@@ -125,39 +135,72 @@ def _log_entry(f: LogFacts) -> dict:
     return entry
 
 
-def _generated(row: TableRow, previous: str, folder_rel: str, facts: list[LogFacts], commit: str,
-               repository: str, licence: str, skipped: list[str], warnings: list[str],
-               environments: list[EnvironmentPin]) -> dict:
+@dataclass(frozen=True)
+class RowImport:
+    """Everything one manifest is generated from."""
+
+    row: TableRow
+    name: str
+    previous: str
+    selection: Selection
+    proposal: Proposal
+    terms: TrackTerms
+    commit: str
+    repository: str
+    licence: str
+
+
+def _published(facts: list[LogFacts], claimed_s: float | None, quoted: dict) -> dict:
     complete = [f for f in facts if f.val_loss is not None and f.train_time_ms is not None]
     times = [round(f.train_time_ms / 1000, 3) for f in complete]
-    torch = most_common(f.torch for f in facts) or ""
-    fingerprints = sorted({f.fingerprint for f in facts if f.fingerprint})
-    if len(fingerprints) > 1:
-        warnings.append(f"{row.record_name}: its logs ran {len(fingerprints)} different programs (by code "
-                        "fingerprint): program.fingerprint left empty, each log keeps its own")
-    mean_time = round(mean(times), 4) if times else row.claimed_time_s or 0.0
-    missing = sorted({m for f in facts for m in f.missing})
-    # The environment the record ran in: chosen as of the record's date, when its nightly was on the index
-    # (`repro records show` says what can be built today, and what stands in when it cannot).
-    as_of = date.fromisoformat(row.date) if row.date else None
-    choice = choose_environment(torch, row.record_name, row.date, environments, today=as_of)
-    gpu_model = most_common(f.gpu_model for f in facts) or ""
     published = {"steps": most_common(f.scheduled_steps for f in facts) or 0,
-                 "losses": [f.val_loss for f in complete], "times_s": times, "mean_time_s": mean_time,
-                 "ml_validation": "own"}
+                 "losses": [f.val_loss for f in complete], "times_s": times,
+                 "mean_time_s": round(mean(times), 4) if times else claimed_s or 0.0, "ml_validation": "own"}
+    if not complete and (single := [f.val_loss for f in facts if f.val_loss is not None]):
+        published["losses"], published["times_s"] = single, [claimed_s or 0.0] * len(single)  # llm.c: no time
     if (avg := [f.step_avg_ms for f in complete if f.step_avg_ms]):
         published["step_avg_ms"] = round(mean(avg), 2)
     if (peak := most_common(f.peak_allocated_mib for f in complete)) is not None:
         published["peak_memory_allocated_mib"] = peak
+    if quoted:
+        published["quoted"] = quoted
+    return published
+
+
+def _rules(x: RowImport, gpu_model: str, torch: str) -> dict:
+    evidence = x.proposal.evidence
+    return {**DEFAULT_RULES, "target_val_loss": x.terms.target_val_loss, "loss_evidence": evidence,
+            "consistency_required": ["record", "parent"] if evidence == "retiming" else ["record"],
+            # compare only what the headers told (an old log without nvidia-smi pins no GPU to compare with)
+            "compare_hardware": ["gpu_model", "gpu_count"] if gpu_model else [],
+            "compare_software": ["torch"] if torch else []}
+
+
+def _generated(x: RowImport, environments: list[EnvironmentPin], warnings: list[str]) -> dict:
+    row, sel = x.row, x.selection
+    facts = [r.facts for r in sel.runs]
+    torch = most_common(f.torch for f in facts) or ""
+    fingerprints = sorted({f.fingerprint for f in facts if f.fingerprint})
+    if len(fingerprints) > 1:
+        warnings.append(f"{x.name}: its runs ran {len(fingerprints)} different programs (by code "
+                        "fingerprint): program.fingerprint left empty, each log keeps its own")
+    missing = sorted({m for f in facts for m in f.missing})
+    # The environment the record ran in: chosen as of the record's date, when its nightly was on the index
+    # (`repro records show` says what can be built today, and what stands in when it cannot).
+    as_of = date.fromisoformat(row.date) if row.date else None
+    choice = choose_environment(torch, x.name, row.date, environments, today=as_of)
+    gpu_model = most_common(f.gpu_model for f in facts) or ""
+    published = _published(facts, row.claimed_time_s, x.proposal.quoted)
+    folder = f"{row.track_folder}/{row.record_name}"
     return {
-        "schema_version": 1, "name": row.record_name, "title": row.description or row.record_name,
+        "schema_version": 1, "name": x.name, "title": row.description or x.name,
         "date": row.date, "track": row.track_folder.split("/", 1)[1],
         "description": f"Record #{row.number} of the upstream track table: {row.description} "
                        f"(claimed {row.claimed_time}).",
-        "parent": previous,
-        "upstream": {"repository": repository, "licence": licence, "commit": commit, "folder": folder_rel,
-                     "raw_url_template": _raw_template(repository)},
-        "logs": [_log_entry(f) for f in facts],
+        "parent": x.previous,
+        "upstream": {"repository": x.repository, "licence": x.licence, "commit": x.commit, "folder": folder,
+                     "raw_url_template": _raw_template(x.repository)},
+        "logs": [_log_entry(r.rel, r.facts) for r in sel.runs],
         "program": {"fingerprint": fingerprints[0] if len(fingerprints) == 1 else "", "separator": SEPARATOR_TEXT},
         "published": published,
         "hardware": {"gpu_model": gpu_model, "gpu_form_factor": _form_factor(gpu_model),
@@ -169,14 +212,18 @@ def _generated(row: TableRow, previous: str, folder_rel: str, facts: list[LogFac
                      "triton": most_common(f.triton for f in facts) or ""},
         "environment": choice.environment,
         "dataset": dict(DEFAULT_DATASET),
-        # compare only what the headers told (an old log without nvidia-smi pins no GPU to compare with)
-        "rules": {**DEFAULT_RULES, "compare_hardware": ["gpu_model", "gpu_count"] if gpu_model else [],
-                  "compare_software": ["torch"] if torch else []},
-        "imported": {"commit": commit, "row": row.number, "claimed_time": row.claimed_time,
+        "rules": _rules(x, gpu_model, torch),
+        "imported": {"commit": x.commit, "row": row.number, "claimed_time": row.claimed_time,
                      "claimed_time_s": row.claimed_time_s, "linked_log": row.log_link,
                      "environment_family": environment_family(torch) if torch else "unknown",
-                     "mean_time_source": "logs" if times else "claimed",
-                     "skipped_folders": skipped, "missing": missing},
+                     "mean_time_source": "logs" if published["times_s"] and any(f.train_time_ms for f in facts)
+                     else "claimed",
+                     "skipped_folders": [], "missing": missing, "runs_basis": sel.basis,
+                     "left_out": [{"file": o.file, "reason": o.reason, "detail": o.detail, "sha256": o.sha256}
+                                  for o in sel.left_out],
+                     "flags": list(sel.flags),
+                     "rule": {"evidence": x.proposal.evidence, "why": x.proposal.why},
+                     "target_val_loss": x.terms.target_val_loss},
     }
 
 
@@ -294,19 +341,47 @@ def _read_existing(path: Path) -> tuple[str | None, dict | None]:
     return path.read_text(encoding="utf-8"), doc if isinstance(doc, dict) else None
 
 
-def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str]:
-    """(the log folder in the clone, a warning) for a row. A link is followed only inside its record's folder
-    (a README is input: `..` or a symlink must not lead the importer to read files outside the clone)."""
+def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str, str]:
+    """(the record's folder in the clone, the link below it, a reason when it cannot be used). A link is
+    followed only inside its record's folder (a README is input: `..` or a symlink must not lead the importer
+    to read files outside the clone)."""
+    record_root = clone / row.track_folder / row.record_name
     target = clone / row.log_link
-    record_root = (clone / row.track_folder / row.record_name).resolve()
-    if not target.resolve().is_relative_to(record_root) or not record_root.is_relative_to(clone.resolve()):
-        return None, f"{row.log_link} leads outside its record's folder: not followed"
-    if target.is_dir():
-        return target, ""
-    if target.parent.is_dir() and target.parent.resolve().is_relative_to(record_root):
-        missing = "" if target.is_file() else f"its linked log {target.name} is missing; the logs beside it are used"
-        return target.parent, missing
-    return None, f"{row.log_link} is not in this clone"
+    if not record_root.resolve().is_relative_to(clone.resolve()) or record_root.is_symlink():
+        return None, "", f"{row.track_folder}/{row.record_name} leads outside the clone: not followed"
+    if not target.resolve().is_relative_to(record_root.resolve()):
+        return None, "", f"{row.log_link} leads outside its record's folder: not followed"
+    if not record_root.is_dir():
+        return None, "", f"{row.log_link} is not in this clone"
+    return record_root, row.log_link[len(f"{row.track_folder}/{row.record_name}"):].strip("/"), ""
+
+
+def _names(rows: list[TableRow]) -> dict[int, str]:
+    """Registry names by row line: the record folder's name; when two rows link logs of one folder (track 2's
+    llm.c baseline beside its first record), the row dated as the folder keeps it and the other gets `-rowN`."""
+    by_folder: dict[str, list[TableRow]] = {}
+    for row in rows:
+        by_folder.setdefault(row.record_name, []).append(row)
+    names = {}
+    for folder, group in by_folder.items():
+        keeper = next((r for r in group if r.date and folder.startswith(r.date)), group[0])
+        for row in group:
+            names[row.line] = folder if row is keeper else f"{folder}-row{row.number}"
+    return names
+
+
+def _linked_file_name(row: TableRow | None) -> frozenset[str]:
+    if row is None or Path(row.log_link).suffix not in (".txt", ".log"):
+        return frozenset()
+    return frozenset({Path(row.log_link).name})
+
+
+def _readme(folder: Path) -> str:
+    path = folder / "README.md"
+    if not path.is_file() or path.is_symlink():
+        return ""
+    with open(path, "rb") as f:
+        return f.read(1 << 20).decode("utf-8", errors="replace")  # a README is prose: 1 MiB is plenty
 
 
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
@@ -317,12 +392,15 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
     if not readme.is_file():
         raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
     sha = upstream_commit(clone, commit)
-    rows = read_track_table(readme.read_text(encoding="utf-8", errors="replace"), track)
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    rows = read_track_table(text, track)
+    terms = track_terms(text, track)
     result = ImportResult(commit=sha, track=track)
     licence = _licence(clone)
     records_dir = Path(records_dir)
     known = {p.stem for p in records_dir.glob("*.yaml")} if records_dir.is_dir() else set()
-    plan: list[tuple[TableRow, Path]] = []
+    names = _names([r for r in rows if r.track_folder])
+    plan: list[tuple[TableRow, Path, str]] = []
     for row in rows:
         label = f"row {row.number} ({row.date or row.claimed_time}, {row.description[:50]!r})"
         if not row.log_link:
@@ -334,65 +412,88 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         if not NAME_RE.match(row.record_name) or ".." in row.record_name:
             result.skipped_rows.append(f"{label}: {row.record_name!r} is not a record folder name")
             continue
-        folder, note = _row_folder(clone, row)
+        folder, linked, why = _row_folder(clone, row)
         if folder is None:
-            result.skipped_rows.append(f"{label}: {note}")
+            result.skipped_rows.append(f"{label}: {why}")
             continue
-        if note:
-            result.warnings.append(f"{row.record_name}: {note}")
-        if any(r.record_name == row.record_name for r, _ in plan):
-            result.warnings.append(f"{label}: a second row for {row.record_name}; the first row is kept")
-            continue
-        plan.append((row, folder))
-    importing = {r.record_name for r, _ in plan}
-    for row, folder in plan:
-        previous_row = rows[rows.index(row) - 1] if rows.index(row) > 0 else None
-        previous = previous_row.record_name if previous_row else ""
+        plan.append((row, folder, linked))
+    importing = {names[r.line] for r, _, _ in plan}
+    for row, folder, linked in plan:
+        name = names[row.line]
+        index = rows.index(row)
+        previous_row = rows[index - 1] if index > 0 else None
+        previous = names.get(previous_row.line, previous_row.record_name) if previous_row else ""
         if previous and previous not in importing and previous not in known:
-            result.warnings.append(f"{row.record_name}: the previous row, {previous}, is not in this clone "
+            result.warnings.append(f"{name}: the previous row, {previous}, is not in this clone "
                                    "or the registry: parent left empty")
             previous = ""
+        inp = FolderInput(record_dir=folder, linked=linked, readme=_readme(folder),
+                          era_single_run=bool(row.date) and row.date < "2024-12-04", track_gpus=terms.gpu_count,
+                          parent_log_names=_linked_file_name(previous_row),
+                          editor_folder=_editor_folder(records_dir / f"{name}.yaml"))
         try:
-            _import_one(clone, records_dir, row, folder, previous, sha, repository, licence,
-                        environments or [], result, dry_run)
+            selection = select_runs(inp)
+            proposal = _propose(row, previous_row, selection, inp.readme, terms)
+            _import_one(records_dir, RowImport(row, name, previous, selection, proposal, terms, sha, repository,
+                                               licence), environments or [], result, dry_run)
         except ReproError as exc:
-            result.warnings.append(f"{row.record_name}: not imported: {exc.what}")
+            result.skipped_rows.append(f"row {row.number} ({name}): not imported: {exc.what}")
     return result
 
 
-def _import_one(clone: Path, records_dir: Path, row: TableRow, folder: Path, previous: str, sha: str,
-                repository: str, licence: str, environments: list[EnvironmentPin], result: ImportResult,
+def _propose(row: TableRow, previous_row: TableRow | None, selection: Selection, readme: str,
+             terms: TrackTerms) -> Proposal:
+    return propose_rule(RuleInput(
+        date=row.date, repeats_previous=bool(previous_row and previous_row.number == row.number),
+        first_baseline=row.number == "1" and "baseline" in row.description.lower(), readme=readme,
+        target=terms.target_val_loss,
+        losses=[r.facts.val_loss for r in selection.runs if r.facts.val_loss is not None]))
+
+
+def _editor_folder(path: Path) -> str | None:
+    """The editor's `selection.folder` in an existing manifest (read loosely: the import validates it later)."""
+    if not path.is_file():
+        return None
+    try:
+        doc = load_file(path)
+    except YamlRefused:
+        return None
+    sel = doc.get("selection") if isinstance(doc, dict) else None
+    return str(sel["folder"]) if isinstance(sel, dict) and isinstance(sel.get("folder"), str) else None
+
+
+def _sanity(x: RowImport, facts: list[LogFacts]) -> list[str]:
+    """What a maintainer would question in the runs the selection took."""
+    out = []
+    times = [f.train_time_ms / 1000 for f in facts if f.train_time_ms]
+    claimed = x.row.claimed_time_s
+    if times and claimed:
+        ratio = mean(times) / claimed
+        if not 0.67 <= ratio <= 1.5:
+            out.append(f"{x.name}: its runs' mean time {mean(times):.1f} s is {ratio:.2f} x the claimed "
+                       f"{claimed:.1f} s: these logs may not be the record's timed runs")
+    gpus = {f.gpu_count for f in facts if f.gpu_count}
+    if gpus and gpus != {x.terms.gpu_count}:
+        out.append(f"{x.name}: its runs ran on {sorted(gpus)} GPU(s), the track on {x.terms.gpu_count}")
+    return out
+
+
+def _import_one(records_dir: Path, x: RowImport, environments: list[EnvironmentPin], result: ImportResult,
                 dry_run: bool) -> None:
-    name = row.record_name
-    record_root = clone / row.track_folder / name
-    log_paths, subfolders = logs_in(folder)
-    outside = [p for p in log_paths if not p.resolve().is_relative_to(clone.resolve())]
-    for p in outside:
-        result.warnings.append(f"{name}: {p.name} links outside the clone: left out")
-    log_paths = [p for p in log_paths if p not in outside]
-    skipped = [f"{folder.relative_to(clone).as_posix()}/{s}/" for s in subfolders]
-    if folder != record_root and record_root.is_dir():
-        skipped += [f"{p.relative_to(clone).as_posix()}/" for p in sorted(record_root.iterdir())
-                    if p.is_dir() and p != folder]
-    for s in skipped:
-        result.warnings.append(f"{name}: skipped folder {s} (not the linked log's folder)")
-    facts, warnings = [], []
-    for path in log_paths:
-        try:
-            f = read_log_facts(path)
-        except LogUnreadable as exc:
-            warnings.append(f"{name}: log {exc}: left out")
-            continue
-        warnings += [f"{name}: {f.file}: {w}" for w in f.warnings]
-        if f.val_loss is None:
-            warnings.append(f"{name}: {f.file}: no final validation loss (missing: {', '.join(f.missing)})")
-        facts.append(f)
+    name, sel = x.name, x.selection
+    facts = [r.facts for r in sel.runs]
     if not facts:
-        result.warnings += warnings + [f"{name}: no readable log in {folder.relative_to(clone).as_posix()}/: "
-                                       "no manifest written"]
-        return
-    generated = _generated(row, previous, folder.relative_to(clone).as_posix(), facts, sha, repository, licence,
-                           skipped, warnings, environments)
+        why = "; ".join(sel.flags) or "no run log"
+        raise InputError(f"no run of the record among its folder's logs ({why}; "
+                         f"{len(sel.left_out)} log(s) left out)", "")
+    warnings: list[str] = []
+    for f in facts:
+        warnings += [f"{name}: {f.file}: {w}" for w in f.warnings]
+    warnings += _sanity(x, facts)
+    if sel.flags:
+        result.flags[name] = list(sel.flags)
+        warnings += [f"{name}: needs the editor: {flag}" for flag in sel.flags]
+    generated = _generated(x, environments, warnings)
     result.warnings += warnings
     path = records_dir / f"{name}.yaml"
     text, old = _read_existing(path)

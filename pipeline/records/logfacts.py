@@ -3,33 +3,24 @@
     facts = read_log_facts(Path("records/track_1_short/2025-09-23_MuonCustomSizing/b067….txt"))
     facts.val_loss, facts.train_time_ms, facts.fingerprint, facts.torch, facts.missing
 
-Three layouts (pipeline/records/logparse.py reads the current one; this module adds the older two):
-- current (2025 on): `<program>` SEP `<header: Running Python/PyTorch/Triton, nvidia-smi>` SEP `<steps>`;
-- late 2024: SEP `<program>` SEP `<header: "Running pytorch X compiled for CUDA Y", nvidia-smi>` SEP `<steps>`,
-  step lines carrying `train_loss:`;
-- mid 2024 (llm.c style): no program, no header, only `s:N trl:X` / `s:N tel:X` lines (tel = validation
-  loss), and no train time at all.
-A log is parsed for what it has; `missing` names what it lacks, so an old log is described, never refused.
-Files are read up to MAX_LOG_BYTES (an untrusted file must not exhaust memory).
+The reading is pipeline/records/logparse.py's (the one log reader, shared with `verify`); this module
+only summarises it for the importer and for submissions. A log is described for what it has; `missing`
+names what it lacks, so an old log is described, never refused. Files are read up to MAX_LOG_BYTES (an
+untrusted file must not exhaust memory).
 """
 
 from __future__ import annotations
 
-import ast
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import program_fingerprint
-from pipeline.records.logparse import SEPARATOR, parse_text
+from pipeline.records.logparse import parse_text
 
 MAX_LOG_BYTES = 64 << 20
 LOG_SUFFIXES = (".txt", ".log")
-
-_TORCH_ANY_CASE = re.compile(r"^Running [Pp]y[Tt]orch (\S+) compiled for CUDA (\S+)", re.M)
-_LLMC_VAL = re.compile(rb"^s:(\d+) tel:([\d.]+)\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -56,26 +47,15 @@ class LogFacts:
     layout: str  # current | late-2024 | llmc | unknown
     missing: tuple[str, ...]  # what this log lacks: program, header, final validation, train time, ...
     warnings: tuple[str, ...]
+    problems: tuple[str, ...] = ()  # logparse issue codes that make the run unusable (BLOCKING)
+
+
+# What makes a completed log unusable as a run: its numbers cannot be trusted.
+BLOCKING = ("non_finite", "duplicate_val", "schedule_disagrees", "too_many_points")
 
 
 class LogUnreadable(Exception):
     """The file cannot be read at all (the caller turns this into a named warning)."""
-
-
-def _late_2024_program(raw: bytes) -> bytes | None:
-    """SEP program SEP header...: the first segment is the program when it is Python, not a header."""
-    start = len(SEPARATOR) + 1
-    cut = raw.find(b"\n" + SEPARATOR + b"\n", start)
-    if cut < 0:
-        return None
-    segment = raw[start:cut]
-    if segment.lstrip().startswith(b"Running"):
-        return None
-    try:
-        ast.parse(segment)
-    except (SyntaxError, ValueError):
-        return None
-    return segment + b"\n"
 
 
 def _gpu_summary(table) -> tuple[str, int | None, str, str]:
@@ -87,30 +67,11 @@ def _gpu_summary(table) -> tuple[str, int | None, str, str]:
 
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
     parsed = parse_text(raw, file)
-    text = raw.decode("utf-8", errors="replace")
-    layout = "current"
     program = parsed.program
-    if program is None and raw.startswith(SEPARATOR + b"\n"):
-        program = _late_2024_program(raw)
-        if program is not None:
-            layout = "late-2024"
-    torch, torch_cuda = parsed.torch or "", parsed.torch_cuda or ""
-    if not torch and (m := _TORCH_ANY_CASE.search(text)):
-        torch, torch_cuda = m.group(1), m.group(2)
-        layout = "late-2024"
-    val_loss = parsed.final_val_loss
-    train_ms = parsed.train_time_ms
     warnings: list[str] = []
-    scheduled = parsed.scheduled_steps
-    llmc = _LLMC_VAL.findall(raw) if not parsed.vals else []
-    if llmc:
-        layout = "llmc"
-        val_loss = float(llmc[-1][1])
-        scheduled = int(llmc[-1][0])  # the llm.c format prints no schedule: its last validation step stands in
-        warnings.append(f"llm.c-style log: the final validation loss is the last `tel` line (step {int(llmc[-1][0])}); "
-                        "it prints no train time")
-    elif not parsed.vals and not parsed.steps:
-        layout = "unknown"
+    if parsed.layout == "llmc":
+        warnings.append(f"llm.c-style log: the final validation loss is the last `tel` line (step "
+                        f"{parsed.scheduled_steps}); it prints no train time")
     fp = ""
     if program is not None:
         try:
@@ -118,24 +79,27 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
         except (SyntaxError, ValueError) as exc:
             warnings.append(f"the program text is not valid Python: {exc}")
     gpu_model, gpu_count, driver, cuda_driver = _gpu_summary(parsed.hardware)
-    avg = parsed.vals[-1].train_time_ms / parsed.vals[-1].step if parsed.completed and parsed.vals[-1].step else None
+    last = parsed.vals[-1] if parsed.completed else None
+    avg = last.train_time_ms / last.step if last and last.step and last.train_time_ms is not None else None
+    val_loss, train_ms = parsed.final_val_loss, parsed.train_time_ms
     missing = [name for name, absent in (
         ("program", program is None), ("python version", not parsed.python),
-        ("pytorch version", not torch), ("triton version", not parsed.triton),
+        ("pytorch version", not parsed.torch), ("triton version", not parsed.triton),
         ("nvidia-smi table", parsed.hardware is None), ("final validation loss", val_loss is None),
         ("train time", train_ms is None)) if absent]
-    if val_loss is None and layout != "llmc":
+    if val_loss is None:
         # why the run has no final loss (truncated, crashed, empty): logparse's own words, a few of them
         warnings += [i.detail for i in parsed.issues if i.code != "unreadable_lines"][:3]
     return LogFacts(
         file=file, sha256=sha256_bytes(raw), size=len(raw),
         program_sha256=sha256_bytes(program) if program is not None else "",
         program_bytes=len(program) if program is not None else 0, fingerprint=fp,
-        val_loss=val_loss, train_time_ms=train_ms, scheduled_steps=scheduled,
+        val_loss=val_loss, train_time_ms=train_ms, scheduled_steps=parsed.scheduled_steps,
         step_avg_ms=round(avg, 2) if avg is not None else None, peak_allocated_mib=parsed.peak_allocated_mib,
-        python=parsed.python or "", torch=torch, torch_cuda=torch_cuda, triton=parsed.triton or "",
-        gpu_model=gpu_model, gpu_count=gpu_count, driver=driver, cuda_driver=cuda_driver,
-        layout=layout, missing=tuple(missing), warnings=tuple(warnings))
+        python=parsed.python or "", torch=parsed.torch or "", torch_cuda=parsed.torch_cuda or "",
+        triton=parsed.triton or "", gpu_model=gpu_model, gpu_count=gpu_count, driver=driver,
+        cuda_driver=cuda_driver, layout=parsed.layout, missing=tuple(missing), warnings=tuple(warnings),
+        problems=tuple(i.code for i in parsed.issues if i.code in BLOCKING))
 
 
 def read_log_facts(path: Path) -> LogFacts:

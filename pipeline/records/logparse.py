@@ -1,13 +1,22 @@
-"""Parse record-format run logs (trainer.md section 5) — the record's own and our native trainer's.
+"""The one reader of run logs, in every layout the speedrun has used since 2024: the record's own logs,
+its history's, a submission's and our native trainer's. `verify`, the importer and `records check` all
+read logs through this module, so none of them can see less than another.
 
     from pipeline.records.logparse import parse_log
     log = parse_log(Path("runs/.../log.txt"))
-    log.final_val_loss, log.train_time_ms, log.hardware.gpus[0].name
+    log.final_val_loss, log.train_time_ms, log.hardware.gpus[0].name, log.layout
 
-Layout: `<program>` "\n" + "="*100 + "\n" `<environment header + nvidia-smi>` "="*100 "\n" `<steps>`.
+Layouts (`layout`):
+- current (2025 on): `<program>` "\n" + "="*100 + "\n" `<header: Running Python/PyTorch/Triton, nvidia-smi>`
+  "="*100 `<steps>`; late 2024 logs have the same shape with `Running pytorch` in lower case and
+  `train_loss:` in their step lines;
+- late-2024: "="*100 `<program>` "="*100 `<header>` "="*100 `<steps>` (the program after the first line);
+- llmc (mid 2024, llm.c style): no program, no header, only `s:N trl:X` / `s:N tel:X` lines (tel is the
+  validation loss). It prints no schedule, so its last validation step stands in for it, and no train time.
 A log may lack the program (the fixtures start at the first "=" line), may be cut anywhere by a
 crash, or may be empty: all of these parse, and `problems` says what is missing. Only an unreadable
-file raises.
+file raises. A validation step printed twice (say, a final-loss line appended after the real one) is a
+problem: which of the two the run printed cannot be told.
 
 Logs are untrusted (a bundle's, a stranger's), so they are read line by line in bounded memory: a line
 is read at most MAX_LINE bytes at a time, the program and the header are kept up to a cap each, at most
@@ -18,10 +27,12 @@ never judged.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -35,16 +46,19 @@ MAX_PROGRAM = 16 << 20  # the record's program is 60 KB
 MAX_HEADER = 1 << 20  # the environment block and nvidia-smi table: a few KB on 8 GPUs
 MAX_POINTS = 100_000  # step + validation points kept (the record has 1,680 steps; ~10 MB at most)
 
-_PYTHON = re.compile(r"^Running Python (\S+)", re.M)
-_TORCH = re.compile(r"^Running PyTorch (\S+) compiled for CUDA (\S+)", re.M)
-_TRITON = re.compile(r"^Running Triton version (\S+)", re.M)
+# Upstream printed these in more than one case over the years ("Running pytorch", "Running python").
+_PYTHON = re.compile(r"^Running Python (\S+)", re.M | re.I)
+_TORCH = re.compile(r"^Running PyTorch (\S+) compiled for CUDA (\S+)", re.M | re.I)
+_TRITON = re.compile(r"^Running Triton version (\S+)", re.M | re.I)
 _NUMBER = rb"[-+]?(?:\d{1,400}(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,5})?|[-+]?(?:nan|inf|infinity)"
 # Step lines are matched as bytes (no decoding on the hot path); numbers are bounded in length so that no
 # int() or float() of a hostile line can be slow or raise.
 _VAL = re.compile(rb"^step:(\d{1,12})/(\d{1,12}) val_loss:(" + _NUMBER + rb") train_time:(\d{1,15})ms "
                   rb"step_avg:(" + _NUMBER + rb")ms\s*$", re.I)
-_STEP = re.compile(rb"^step:(\d{1,12})/(\d{1,12}) train_time:(\d{1,15})ms step_avg:(" + _NUMBER + rb")ms\s*$",
-                   re.I)
+# 2024 step lines carry the train loss before the time: `step:1/3200 train_loss:10.8 train_time:4005ms ...`
+_STEP = re.compile(rb"^step:(\d{1,12})/(\d{1,12}) (?:train_loss:(?:" + _NUMBER + rb") )?train_time:(\d{1,15})ms "
+                   rb"step_avg:(" + _NUMBER + rb")ms\s*$", re.I)
+_LLMC = re.compile(rb"^s:(\d{1,12}) (tel|trl):(" + _NUMBER + rb")\s*$")
 _PEAK = re.compile(rb"^peak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB\s*$")
 
 
@@ -52,7 +66,7 @@ _PEAK = re.compile(rb"^peak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}
 class ValPoint:
     step: int
     val_loss: float
-    train_time_ms: int
+    train_time_ms: int | None  # None in llm.c logs, which print no time
 
 
 @dataclass(frozen=True)
@@ -67,7 +81,7 @@ class LogIssue:
     """Something a log lacks or gets wrong: `code` for programs, `detail` for people."""
 
     code: str  # empty | no_header | smi_table | unreadable_lines | non_finite | too_many_points |
-    #            schedule_disagrees | never_started | truncated | no_peak
+    #            schedule_disagrees | never_started | truncated | no_peak | duplicate_val
     detail: str
 
 
@@ -87,6 +101,7 @@ class ParsedLog:
     peak_allocated_mib: int | None
     peak_reserved_mib: int | None
     issues: tuple[LogIssue, ...]
+    layout: str = "current"  # current | late-2024 | llmc | unknown (see the module docstring)
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -119,7 +134,7 @@ class _Parser:
         self.path = path
         self.digest = hashlib.sha256()
         self.size = 0
-        self.phase = "start"  # start -> program -> body (header lines, then steps)
+        self.phase = "start"  # start -> program | lead -> body (header lines, then steps)
         self.program = bytearray()
         self.program_found: bytes | None = None
         self.header: list[str] = []
@@ -140,6 +155,10 @@ class _Parser:
         self.saw_separator = False
         self.nonblank = False
         self.continuing = False  # the previous piece was part of an over-long line
+        self.late_2024 = False  # the program came after a leading separator line
+        self.llmc_last: int | None = None  # the last `s:N` step of an llm.c log
+        self.val_steps: set[int] = set()
+        self.repeated_vals: list[tuple[int, float]] = []
 
     # -- feeding ----------------------------------------------------------------------------------
     def feed(self, chunk: bytes, complete: bool) -> None:
@@ -150,20 +169,32 @@ class _Parser:
             self.nonblank = True
         if self.phase == "start":
             if chunk.rstrip(b"\n") == SEPARATOR and chunk.endswith(b"\n"):
-                self.phase, self.saw_separator = "body", True  # no program: the log starts at the header
+                # the header (fixtures, native logs) or, in late-2024 logs, the program follows
+                self.phase, self.saw_separator = "lead", True
                 return
             self.phase = "program"
-        if self.phase == "program":
-            if complete and chunk == SEPARATOR + b"\n" and self.program.endswith(b"\n"):
-                self.program_found = bytes(self.program[:-1])
-                self.program = bytearray()
-                self.phase, self.saw_separator = "body", True
+        if self.phase in ("program", "lead"):
+            if complete and chunk == SEPARATOR + b"\n" and (self.program.endswith(b"\n") or not self.program):
+                self._end_of_first_segment()
                 return
             self.program += chunk
             if len(self.program) > MAX_PROGRAM:  # no separator within any plausible program: not one
                 self._replay_program()
             return
         self._body_line(chunk, complete)
+
+    def _end_of_first_segment(self) -> None:
+        """A separator closed the first segment: it is the program, unless a leading separator opened it and
+        it reads as a header (a log that starts at its environment block)."""
+        segment = bytes(self.program)
+        if self.phase == "lead" and not _is_program(segment):
+            self._replay_program()
+            self._body_line(SEPARATOR + b"\n", True)
+            return
+        self.program_found = segment[:-1] if segment.endswith(b"\n") else segment
+        self.late_2024 = self.phase == "lead"
+        self.program = bytearray()
+        self.phase, self.saw_separator = "body", True
 
     def _replay_program(self) -> None:
         """What looked like a program is no program: read those bytes as body lines."""
@@ -184,6 +215,9 @@ class _Parser:
         if chunk.startswith(b"step:"):  # the hot path: matched as bytes, nothing decoded
             self.in_steps = True
             self._step_line(chunk)
+        elif chunk.startswith(b"s:") and (m := _LLMC.match(chunk)):
+            self.in_steps = True
+            self._llmc_line(*m.groups())
         elif m := _PEAK.match(chunk):
             self.peak = (int(m.group(1)), int(m.group(2)))
         elif not self.in_steps and self.header_bytes < MAX_HEADER:
@@ -212,13 +246,7 @@ class _Parser:
         elif m := _VAL.match(line):
             s, n, loss, ms, avg = m.groups()
             step, val_loss, avg_ms = int(s), float(loss), float(avg)
-            if not math.isfinite(val_loss):
-                self._non_finite(step, "val_loss", val_loss)
-            if room:
-                self.vals.append(ValPoint(step, val_loss, int(ms)))
-            else:
-                self.dropped_points += 1
-                self.latest_val = (step, val_loss, int(ms))
+            self._val_point(step, val_loss, int(ms), room)
         else:
             self._unreadable(line)
             return
@@ -226,6 +254,28 @@ class _Parser:
             self.scheduled.add(int(n))
         if step > self.last_point:
             self.last_point = step
+
+    def _val_point(self, step: int, val_loss: float, ms: int | None, room: bool) -> None:
+        if not math.isfinite(val_loss):
+            self._non_finite(step, "val_loss", val_loss)
+        if step in self.val_steps:
+            if len(self.repeated_vals) < 3:
+                self.repeated_vals.append((step, val_loss))
+        elif len(self.val_steps) < MAX_POINTS:
+            self.val_steps.add(step)
+        if room:
+            self.vals.append(ValPoint(step, val_loss, ms))
+        else:
+            self.dropped_points += 1
+            self.latest_val = (step, val_loss, ms)
+
+    def _llmc_line(self, s: bytes, kind: bytes, value: bytes) -> None:
+        step = int(s)
+        room = len(self.steps) + len(self.vals) < MAX_POINTS
+        if kind == b"tel":
+            self._val_point(step, float(value), None, room)
+        self.llmc_last = max(step, self.llmc_last or 0)
+        self.last_point = max(step, self.last_point)
 
     def _non_finite(self, step: int, name: str, value: float) -> None:
         self.non_finite_count += 1
@@ -241,9 +291,10 @@ class _Parser:
 
         if self.phase == "program":  # the whole log was read without a separator line
             self._replay_program()
+        llmc = self.llmc_last is not None and not self.steps
         if not self.nonblank:
             problem("empty", "the log is empty")
-        elif not self.saw_separator:
+        elif not self.saw_separator and not llmc:  # llm.c logs have no header by their format
             problem("no_header", "no environment header (no line of 100 '=' found)")
         text = "\n".join(self.header)
 
@@ -266,6 +317,12 @@ class _Parser:
         if self.dropped_points:
             problem("too_many_points", f"more than {MAX_POINTS} step lines ({self.dropped_points} past the limit "
                     "were not kept): not a log of a real run")
+        if self.repeated_vals:
+            shown = ", ".join(f"step {s} (val_loss {v})" for s, v in self.repeated_vals)
+            problem("duplicate_val", f"a validation step is printed more than once: {shown}; which value the run "
+                    "printed cannot be told")
+        if llmc and not self.scheduled and self.vals:
+            self.scheduled.add(self.vals[-1].step)  # llm.c prints no schedule: its last validation stands in
         if len(self.scheduled) > 1:
             problem("schedule_disagrees", f"step lines disagree on the scheduled step count: {sorted(self.scheduled)}")
         scheduled_steps = max(self.scheduled) if self.scheduled else None
@@ -289,7 +346,27 @@ class _Parser:
             torch_cuda=torch[1] if torch else None, triton=triton[0] if triton else None,
             hardware=hardware, steps=tuple(steps), vals=tuple(vals), scheduled_steps=scheduled_steps,
             peak_allocated_mib=peak[0] if peak else None, peak_reserved_mib=peak[1] if peak else None,
-            issues=tuple(problems))
+            issues=tuple(problems), layout=self._layout(llmc))
+
+    def _layout(self, llmc: bool) -> str:
+        if llmc:
+            return "llmc"
+        if not self.steps and not self.vals:
+            return "unknown"
+        return "late-2024" if self.late_2024 else "current"
+
+
+def _is_program(segment: bytes) -> bool:
+    """Python source, not an environment header (which starts `Running ...` and holds nvidia-smi's table)."""
+    if segment.lstrip()[:8].lower().startswith(b"running") or not segment.strip():
+        return False
+    try:
+        with warnings.catch_warnings():  # a program's own odd escapes are not this reader's concern
+            warnings.simplefilter("ignore")
+            ast.parse(segment)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def parse_stream(stream: BinaryIO, path: str = "<log>") -> ParsedLog:

@@ -16,7 +16,9 @@ from pipeline.errors import InputError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 
 SCHEMA_VERSION = 1
-LOSS_EVIDENCE = ("own", "parent")
+# rules.version -> the loss evidence kinds it knows (pipeline/records/eras.py says what each means)
+EVIDENCE_BY_VERSION = {1: ("own", "parent"), 2: ("own", "parent", "single-run", "retiming", "quoted", "baseline")}
+LOSS_EVIDENCE = EVIDENCE_BY_VERSION[max(EVIDENCE_BY_VERSION)]
 TRAINERS = ("record", "native")
 # A record name is one file name in the registry: no folder, no '..', nothing a shell or URL would mangle.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -87,6 +89,11 @@ class Imported:
     mean_time_source: str  # logs | claimed (no log prints a train time)
     skipped_folders: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+    runs_basis: str = ""  # how the importer told the record's runs from the folder's other logs
+    left_out: tuple[dict, ...] = ()  # {file, reason, detail, sha256}: every log of the folder not taken as a run
+    flags: tuple[str, ...] = ()  # what the importer could not decide: for the manifest's editor
+    rule: dict = field(default_factory=dict)  # {evidence, why}: the rule the importer proposes
+    target_val_loss: float | None = None  # the track's target, as the upstream README states it
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ class Published:
     step_avg_ms: float | None = None
     peak_memory_allocated_mib: int | None = None
     parent_retimed_s: float | None = None
+    quoted: dict = field(default_factory=dict)  # statistics the record's README states (loss_evidence quoted)
 
 
 @dataclass(frozen=True)
@@ -184,6 +192,7 @@ class Record:
     path: Path
     imported: Imported | None = None  # set for records written by `repro records import`
     notes: str = ""  # the author's notes, kept by every import
+    selection_folder: str | None = None  # the editor's choice of the runs' folder (`selection.folder`)
 
     @property
     def accepted_program_sha256(self) -> frozenset[str]:
@@ -206,6 +215,7 @@ def _upstream(f: Fields) -> Upstream:
 def _log(f: Fields) -> PublishedLog:
     f.only("file", "sha256", "program_sha256", "program_bytes", "val_loss", "train_time_ms", "fingerprint", "torch",
            "missing")
+    _relative_file(f, f.req("file", str))
     imported = "missing" in f.data or "fingerprint" in f.data  # imported logs may lack a program, loss or time
     val_loss = f.opt("val_loss", float) if imported else f.req("val_loss", float)
     return PublishedLog(file=f.req("file", str), sha256=f.sha256("sha256"),
@@ -218,20 +228,33 @@ def _log(f: Fields) -> PublishedLog:
                         missing=f.list_of("missing", str, required=False))
 
 
+def _relative_file(f: Fields, file: str) -> str:
+    """A log's path below its record folder: relative, POSIX, no '..' (it is joined to local folders)."""
+    parts = file.split("/")
+    if not file or file.startswith("/") or "\\" in file or any(p in ("", ".", "..") for p in parts):
+        raise f.fail("file", f"is {file!r}, not a path below the record's folder",
+                     "write the log's path relative to the record folder, e.g. this_pr/<id>.txt")
+    return file
+
+
 def _imported(f: Fields) -> Imported:
     f.only("commit", "row", "claimed_time", "claimed_time_s", "linked_log", "environment_family",
-           "mean_time_source", "skipped_folders", "missing")
+           "mean_time_source", "skipped_folders", "missing", "runs_basis", "left_out", "flags", "rule",
+           "target_val_loss")
     return Imported(commit=f.req("commit", str), row=f.req("row", str), claimed_time=f.opt("claimed_time", str, ""),
                     claimed_time_s=f.opt("claimed_time_s", float), linked_log=f.opt("linked_log", str, ""),
                     environment_family=f.opt("environment_family", str, "unknown"),
                     mean_time_source=f.opt("mean_time_source", str, "logs"),
                     skipped_folders=f.list_of("skipped_folders", str, required=False),
-                    missing=f.list_of("missing", str, required=False))
+                    missing=f.list_of("missing", str, required=False), runs_basis=f.opt("runs_basis", str, ""),
+                    left_out=tuple(dict(x) for x in f.list_of("left_out", dict, required=False)),
+                    flags=f.list_of("flags", str, required=False), rule=dict(f.opt("rule", dict, {})),
+                    target_val_loss=f.opt("target_val_loss", float))
 
 
 def _published(f: Fields) -> Published:
     f.only("steps", "losses", "times_s", "mean_time_s", "ml_validation", "step_avg_ms",
-           "peak_memory_allocated_mib", "parent_retimed_s")
+           "peak_memory_allocated_mib", "parent_retimed_s", "quoted")
     losses, times = f.list_of("losses", float), f.list_of("times_s", float)
     for i, loss in enumerate(losses):
         _finite(f, f"losses[{i}]", loss)
@@ -247,7 +270,8 @@ def _published(f: Fields) -> Published:
                      mean_time_s=_positive(f, "mean_time_s", f.req("mean_time_s", float)), ml_validation=ml,
                      step_avg_ms=_positive(f, "step_avg_ms", f.opt("step_avg_ms", float)),
                      peak_memory_allocated_mib=f.opt("peak_memory_allocated_mib", int),
-                     parent_retimed_s=_positive(f, "parent_retimed_s", f.opt("parent_retimed_s", float)))
+                     parent_retimed_s=_positive(f, "parent_retimed_s", f.opt("parent_retimed_s", float)),
+                     quoted=dict(f.opt("quoted", dict, {})))
 
 
 def _hardware(f: Fields) -> Hardware:
@@ -287,9 +311,13 @@ def _dataset(f: Fields) -> DatasetRef:
 def _rules(f: Fields) -> Rules:
     f.only("version", "target_val_loss", "p_value_max", "loss_evidence", "consistency_alpha", "consistency_required",
            "time_confidence", "time_tolerance", "compare_hardware", "compare_software")
+    version = f.req("version", int)
     evidence = f.req("loss_evidence", str)
-    if evidence not in LOSS_EVIDENCE:
-        raise f.fail("loss_evidence", f"is {evidence!r}", f"use one of: {', '.join(LOSS_EVIDENCE)}")
+    known = EVIDENCE_BY_VERSION.get(version, LOSS_EVIDENCE)
+    if evidence not in known:
+        raise f.fail("loss_evidence", f"is {evidence!r}, not one rules version {version} knows",
+                     f"use one of: {', '.join(known)}" + ("" if version == max(EVIDENCE_BY_VERSION)
+                                                          else f" (or rules version {max(EVIDENCE_BY_VERSION)})"))
     required = f.list_of("consistency_required", str)
     for item in required:
         if item not in ("record", "parent"):
@@ -302,7 +330,7 @@ def _rules(f: Fields) -> Rules:
     if tolerance < 0:
         raise f.fail("time_tolerance", f"is {tolerance}, a tolerance cannot be negative",
                      "give the allowed slowdown as a fraction (0.02 = 2% slower than the record)")
-    return Rules(version=f.req("version", int),
+    return Rules(version=version,
                  target_val_loss=_finite(f, "target_val_loss", f.req("target_val_loss", float)),
                  p_value_max=f.req("p_value_max", float), loss_evidence=evidence,
                  consistency_alpha=f.req("consistency_alpha", float), consistency_required=required,
@@ -319,11 +347,24 @@ def _parent(top: Fields) -> str:
     return parent
 
 
+def _selection(top: Fields) -> str | None:
+    """The editor's `selection: {folder: this_pr_v3}`: the folder below the record's whose logs are its runs."""
+    if top.data.get("selection") is None:
+        return None
+    sel = top.sub("selection")
+    sel.only("folder")
+    folder = sel.req("folder", str).strip("/")
+    if folder:
+        _relative_file(sel, folder)
+    return folder
+
+
 def load_record_file(path: Path) -> Record:
     top = Fields(load_yaml(path), path)
     check_schema_version(top, SCHEMA_VERSION)
     top.only("schema_version", "name", "title", "date", "track", "description", "parent", "upstream", "logs",
-             "program", "published", "hardware", "software", "environment", "dataset", "rules", "imported", "notes")
+             "program", "published", "hardware", "software", "environment", "dataset", "rules", "imported", "notes",
+             "selection")
     name = top.req("name", str)
     if name != Path(path).stem:
         raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
@@ -349,7 +390,7 @@ def load_record_file(path: Path) -> Record:
         software=_software(top.sub("software", required=False)), environment=top.req("environment", str),
         dataset=_dataset(top.sub("dataset")), rules=_rules(top.sub("rules")), path=Path(path),
         imported=_imported(top.sub("imported")) if top.data.get("imported") is not None else None,
-        notes=top.opt("notes", str, "").strip())
+        notes=top.opt("notes", str, "").strip(), selection_folder=_selection(top))
     hw_fields = {f.name for f in dataclasses.fields(Hardware)}
     sw_fields = {f.name for f in dataclasses.fields(Software)} - {"flash_attention"}
     for key, allowed in (("compare_hardware", hw_fields), ("compare_software", sw_fields)):

@@ -12,6 +12,7 @@ are kept with `log_link = ""`, so the importer can say which rows it could not i
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,6 +46,48 @@ class TableRow:
         return rest.split("/", 1)[0]
 
 
+@dataclass(frozen=True)
+class TrackTerms:
+    """What the README states above a track's table: its target and the hardware it is run on."""
+
+    target_val_loss: float
+    gpu_count: int
+    statement: str  # the sentence the target was read from
+
+
+TRACK1_TERMS = TrackTerms(3.28, 8, "")  # the speedrun's original task, when the README states none
+_TARGET_LE = re.compile(r"≤\s*(\d+\.\d+)")
+_TARGET_TO = re.compile(r"target loss[^\n]*?\bto (\d+\.\d+)", re.I)
+_GPUS = re.compile(r"\b(\d+)\s*x\s*NVIDIA", re.I)
+
+
+def track_terms(text: str, track: int) -> TrackTerms:
+    """The target loss and GPU count stated between the track's heading and its table (track 2's section
+    says its target is lowered to 2.92 and "all other rules remain the same": the GPU count carries over)."""
+    lines = text.splitlines()
+    tables = [i for i, line in enumerate(lines) if _HEADER.match(line)]
+    rows = read_track_table(text, track)
+    at = max((i for i in tables if rows and i < rows[0].line - 1), default=None)  # this track's header line
+    if at is None:
+        return TRACK1_TERMS
+    start = max((i for i, line in enumerate(lines[:at]) if line.startswith("## ")), default=0)
+    section = "\n".join(lines[start:at])
+    m = _TARGET_LE.search(section) or _TARGET_TO.search(section)
+    gpus = _GPUS.search(section) or _GPUS.search(text)
+    statement = ""
+    if m:
+        statement = section[max(0, section.rfind("\n", 0, m.start()) + 1):section.find("\n", m.end())].strip()
+    return TrackTerms(float(m.group(1)) if m else TRACK1_TERMS.target_val_loss,
+                      int(gpus.group(1)) if gpus else TRACK1_TERMS.gpu_count, statement)
+
+
+def plain_text(text: str) -> str:
+    """Text safe to store and print: control and format characters (a right-to-left override that reverses
+    what a terminal shows, escape sequences) are removed."""
+    return "".join(ch for ch in text if ch in " " or unicodedata.category(ch)[0] not in "CZ"
+                   or unicodedata.category(ch) == "Zs").strip()
+
+
 def _seconds(text: str) -> float | None:
     m = _TIME.match(text.replace("*", ""))
     if not m:
@@ -69,7 +112,7 @@ def _row(line_no: int, line: str) -> TableRow:
     path = link.group(1).strip("/") if link else ""
     track = re.match(r"^(records/track_[^/]+)/", path)
     return TableRow(line=line_no, number=number, claimed_time=time_text, claimed_time_s=_seconds(time_text),
-                    description=_MD_LINK.sub(r"\1", description).strip(), date=_iso_date(date_text),
+                    description=plain_text(_MD_LINK.sub(r"\1", description)), date=_iso_date(date_text),
                     log_link=path, track_folder=track.group(1) if track else "")
 
 

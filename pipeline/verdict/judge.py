@@ -157,7 +157,7 @@ def _compare(record: Record, log: ParsedLog, cpu_model: str | None) -> tuple[dic
 
 
 def _log_findings(source: str, log: ParsedLog) -> list[Finding]:
-    code = {"non_finite": "run.non_finite"}
+    code = {"non_finite": "run.non_finite", "duplicate_val": "run.duplicate_val"}
     return [Finding(code.get(issue.code, "run.log"), "problem", {"run": source, "issue": issue.code,
                                                                  "detail": issue.detail})
             for issue in log.issues]
@@ -199,7 +199,8 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
         findings += _log_findings(source, log) or [Finding("run.log", "problem", {
             "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]
     else:
-        findings += [f for f in _log_findings(source, log) if f.code == "run.non_finite"]
+        # a completed log's own numbers may still be untrustworthy: not finite, or a validation printed twice
+        findings += [f for f in _log_findings(source, log) if f.code in ("run.non_finite", "run.duplicate_val")]
         if log.train_time_ms is not None and log.train_time_ms <= 0:
             findings.append(Finding("run.time_not_positive", "problem", {"run": source,
                                                                          "train_time_ms": log.train_time_ms}))
@@ -272,11 +273,13 @@ def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
                        p is not None and p < rules.p_value_max, needed, tuple(checks))
 
 
-def _loss_findings(record: Record, loss: LossSummary) -> list[Finding]:
+def _loss_findings(record: Record, loss: LossSummary, losses: list[float]) -> list[Finding]:
     """The loss claim, following the record's `loss_evidence` rule: failures where it is not met, else notes."""
     rules = record.rules
     head = _finite({"mean": loss.mean, "n": loss.n, "sd": loss.sd, "target": loss.target})
     out = []
+    if rules.loss_evidence == "baseline":  # the reference the target was taken from: nothing to claim
+        return [Finding("loss.baseline", "deviation", {**head, "record": record.name})]
     if loss.mean > loss.target:
         out.append(Finding("loss.above_target", "failure", head))
     own = rules.loss_evidence == "own"
@@ -288,8 +291,38 @@ def _loss_findings(record: Record, loss: LossSummary) -> list[Finding]:
         out.append(Finding("loss.consistency", "failure" if required and not c.consistent else "note", {
             "against": c.against, "role": c.role, "p_value": finite_or_none(c.p_value), "method": c.method,
             "consistent": c.consistent, "required": required, "requires": list(rules.consistency_required)}))
+    if rules.version >= 2:
+        out += _evidence_v2(record, loss, losses)
     if rules.loss_evidence == "parent" and not of_severity(out, "failure"):
         out.append(Finding("loss.systems_only", "note", {"record": record.name, "parent": record.parent or None}))
+    return out
+
+
+def _evidence_v2(record: Record, loss: LossSummary, losses: list[float]) -> list[Finding]:
+    """Rules version 2's evidence kinds (pipeline/records/eras.py says what upstream states for each)."""
+    rules, evidence = record.rules, record.rules.loss_evidence
+    if evidence == "quoted":
+        quoted = dict(record.published.quoted)
+        p = quoted.get("p_value")
+        failed = isinstance(p, (int, float)) and not p < rules.p_value_max
+        return [Finding("loss.quoted", "failure" if failed else "deviation", {**quoted, "p_max": rules.p_value_max})]
+    if evidence != "parent":
+        return []  # own, single-run and retiming are judged by the t-test, target and consistency above
+    # A systems-only record: its ML is its parent's, so the parent's runs and its own together must reach the
+    # threshold, and losses that differ from the parent's say the change touched the numerics after all.
+    parent = load_parent(record)
+    parent_losses = list(parent.published.losses) if parent else []
+    if len(parent_losses) < 2:
+        return [Finding("loss.parent_unknown", "deviation", {"parent": record.parent or None})]
+    pooled = p_value_below(list(losses) + parent_losses, rules.target_val_loss)
+    out = []
+    if pooled is not None and not pooled < rules.p_value_max:
+        out.append(Finding("loss.pooled", "failure", {"parent": parent.name, "p_value": finite_or_none(pooled),
+                                                      "p_max": rules.p_value_max}))
+    against = next((c for c in loss.consistency if c.role == "parent"), None)
+    if against is not None and not against.consistent:
+        out.append(Finding("loss.parent_differs", "deviation", {"parent": parent.name,
+                                                               "p_value": finite_or_none(against.p_value)}))
     return out
 
 
@@ -340,11 +373,15 @@ def judge_v1(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
     time_comparable = bool(good) and not hardware_differs
     if good:
         loss = _loss_summary(record, [r.final_val_loss for r in good])
-        claims = _loss_findings(record, loss)
-        time = time_ratio([r.train_time_s for r in good], record.published.mean_time_s,
-                          record.rules.time_confidence)
-        claims.append(_time_finding(record, time, hardware_differs))
+        claims = _loss_findings(record, loss, [r.final_val_loss for r in good])
+        timed = [r.train_time_s for r in good if r.train_time_s is not None]
+        if timed:
+            time = time_ratio(timed, record.published.mean_time_s, record.rules.time_confidence)
+            claims.append(_time_finding(record, time, hardware_differs))
+        else:  # llm.c-style logs print no train time: nothing to compare
+            claims.append(Finding("time.unlogged", "note", {"runs": len(good)}))
         findings += of_severity(claims, "failure") + of_severity(claims, "note")
+        deviations += of_severity(claims, "deviation")  # evidence judged on weaker ground than the runs alone
     findings += deviations
     if of_severity(findings, "problem") or not good:
         outcome = "invalid"
@@ -371,7 +408,9 @@ def judge_smoke(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
 
 
 # rules.version -> the judge that implements it; a record asking for another version is refused
-JUDGES = {1: judge_v1}
+# Version 2 adds the evidence kinds of the speedrun's eras (single-run, retiming, quoted) and judges a
+# systems-only record on its parent's runs together with its own (pipeline/records/eras.py).
+JUDGES = {1: judge_v1, 2: judge_v1}
 
 
 def verify_runs(record: Record, paths: list[Path]) -> Verdict:

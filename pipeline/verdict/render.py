@@ -71,6 +71,7 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "run.status": lambda d: _run(d, f"run status is {d['status']}"
                                  + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")),
     "run.log": lambda d: _run(d, d["detail"]),
+    "run.duplicate_val": lambda d: _run(d, d["detail"]),
     "run.non_finite": lambda d: _run(d, f"{d['detail']}: a run with non-finite losses or times is not judged"),
     "run.time_not_positive": lambda d: _run(d, f"final train time {d['train_time_ms']} ms is not above zero"),
     "run.schedule": lambda d: _run(d, f"scheduled {d['scheduled']} steps, the record runs {d['record_steps']}"),
@@ -93,7 +94,31 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "loss.consistency": _consistency,
     "loss.systems_only": lambda d: f"{d['record']} is a systems-only record whose ML was established by "
                                    f"{d.get('parent') or 'its parent'}; consistent losses are what it requires",
+    "loss.quoted": lambda d: ("loss evidence quoted from the record's README, not recomputed: "
+                              + (f"p = {d['p_value']:.2g} over {d.get('n')} runs" if d.get("p_value") is not None
+                                 else d.get("statement", "")) + f" ({d.get('source')})"
+                              + ("" if d.get("p_value") is None or d["p_value"] < d["p_max"]
+                                 else f"; not below {d['p_max']}")),
+    "loss.parent_unknown": lambda d: (f"systems-only: the parent {d.get('parent') or '(none recorded)'} has fewer "
+                                      "than two published losses in this registry, so its evidence could not be "
+                                      "checked"),
+    "loss.baseline": lambda d: (f"{_loss_head(d)}: {d['record']} is its track's baseline, the run the target "
+                                f"{d['target']} was taken from; its loss is the reference, not a claim"),
+    "loss.pooled": lambda d: (f"systems-only: these runs together with {d['parent']}'s give p = {d['p_value']:.3g}, "
+                              f"not below {d['p_max']}"),
+    "loss.parent_differs": lambda d: (f"losses differ from the parent {d['parent']}'s (Welch p = {d['p_value']:.3g}): "
+                                      "the change may touch the numerics"),
     "time.ratio": _time,
+    "time.unlogged": lambda d: f"time: the {d['runs']} run(s)' logs print no train time (llm.c format)",
+    "claim.time": lambda d: f"claimed time {d['claimed_s']:.2f} s; the logs' mean {d['mean_s']:.2f} s "
+                            f"({d['ratio']:.3f} x)",
+    "claim.time_differs": lambda d: (f"the table claims {d['claimed_s']:.2f} s; the logs' mean is {d['mean_s']:.2f} s "
+                                     f"({d['ratio']:.3f} x, beyond {d['tolerance']:.0%}): the claim comes from a "
+                                     "timing these logs do not hold"),
+    "claim.time_implausible": lambda d: (f"the logs' mean time {d['mean_s']:.2f} s is {d['ratio']:.2f} x the claimed "
+                                         f"{d['claimed_s']:.2f} s: these are not the record's timed runs"),
+    "claim.time_unlogged": lambda d: f"the logs print no train time; the table claims {d['claimed_s']:.1f} s",
+    "check.log_missing": lambda d: d["detail"],
     # smoke runs (pipeline/verdict/smoke.py)
     "smoke.program": lambda d: _run(d, f"smoke cut: {d['issue']}"),
     "smoke.learning": lambda d: _run(d, f"smoke: val loss {_num(d.get('first_val_loss'), '.4f')} -> "

@@ -9,12 +9,17 @@ The speedrun's rules (upstream README), applied to the submitted logs alone:
 - time: the mean train time against the parent's published runs, the difference with a Welch interval
   (and the ratio), so "faster than the prior record" is a number with its uncertainty;
 - code: each log's program fingerprint against the parent's: changed, same code, or unknown.
+A careful maintainer's checks come first: the same log given twice (same bytes, or the same run id in its
+name) is refused; a log whose numbers cannot be trusted (non-finite, a validation printed twice) or whose
+time is no real run's (under 1 ms a step) is left out, and the report fails; all runs must share one
+schedule; times are compared only on the parent's hardware (GPU model and count), and said otherwise.
 The submission is not in the registry: nothing here reads or writes one.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -89,6 +94,35 @@ def collect_logs(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return files, skipped
 
 
+RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MIN_STEP_MS = 1.0  # no GPU of the speedrun's history trains a step of GPT-2 in under a millisecond
+
+
+def refuse_duplicates(files: list[Path]) -> None:
+    """One run counted once: the same bytes, or the same run id (the UUID a run names its log by), twice."""
+    from pipeline.hashing import sha256_file
+
+    seen: dict[tuple[str, str], Path] = {}
+    for path in files:
+        keys = [("sha256", sha256_file(path))] + [("run id", m) for m in RUN_ID.findall(path.name)[:1]]
+        for key in keys:
+            if key in seen:
+                raise InputError(f"{path} and {seen[key]} are the same run (the same {key[0]}, {key[1][:16]}): "
+                                 "a run may be counted once", "give each run's log once")
+            seen[key] = path
+
+
+def _unusable(f: LogFacts) -> str | None:
+    if f.problems:
+        return f"{f.file}: its numbers cannot be trusted ({', '.join(f.problems)}): left out"
+    if f.val_loss is None:
+        return f"{f.file}: no final validation loss ({'; '.join(f.warnings) or 'incomplete run'})"
+    if f.train_time_ms is not None and f.scheduled_steps and f.train_time_ms / f.scheduled_steps < MIN_STEP_MS:
+        return (f"{f.file}: train time {f.train_time_ms} ms over {f.scheduled_steps} steps is no real run "
+                f"(under {MIN_STEP_MS:g} ms a step): left out")
+    return None
+
+
 def _welch_interval(a: list[float], b: list[float], confidence: float) -> tuple[float, float] | None:
     """Interval for mean(a) - mean(b) (Welch); None when either side has fewer than 2 values."""
     if len(a) < 2 or len(b) < 2:
@@ -120,8 +154,22 @@ def _time(times: list[float], parent: Record) -> TimeComparison | None:
                           ratio=round(mean(times) / parent_mean, 5), faster=faster)
 
 
+def _hardware_caveat(good: list[LogFacts], parent: Record) -> str:
+    """'' when the runs ran on the parent's GPU model and count; else what differs (times then do not compare)."""
+    models = sorted({f.gpu_model for f in good if f.gpu_model})
+    counts = sorted({f.gpu_count for f in good if f.gpu_count})
+    want_model, want_count = parent.hardware.gpu_model, parent.hardware.gpu_count
+    differs = []
+    if want_model and models and models != [want_model]:
+        differs.append(f"GPU {', '.join(models)} (parent: {want_model})")
+    if want_count and counts and counts != [want_count]:
+        differs.append(f"{', '.join(map(str, counts))} GPU(s) (parent: {want_count})")
+    return "; ".join(differs)
+
+
 def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
     files, skipped = collect_logs(paths)
+    refuse_duplicates(files)
     facts, unusable = [], []
     for path in files:
         try:
@@ -130,9 +178,9 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
             unusable.append(str(exc))
             continue
         facts.append(f)
-        if f.val_loss is None:
-            unusable.append(f"{f.file}: no final validation loss ({'; '.join(f.warnings) or 'incomplete run'})")
-    good = [f for f in facts if f.val_loss is not None]
+        if (why := _unusable(f)) is not None:
+            unusable.append(why)
+    good = [f for f in facts if _unusable(f) is None]
     losses = [f.val_loss for f in good]
     times = [f.train_time_ms / 1000 for f in good if f.train_time_ms is not None]
     rules = parent.rules
@@ -149,6 +197,13 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
     else:
         code = "same-code" if set(prints) <= set(parent_prints) else "changed"
     checks = []
+    if any("cannot be trusted" in u or "no real run" in u for u in unusable):
+        checks.append(("logs", False, "some logs cannot be used as runs: " + "; ".join(unusable)))
+    schedules = sorted({f.scheduled_steps for f in good if f.scheduled_steps})
+    if len(schedules) > 1:
+        checks.append(("schedule", False, f"the runs follow different schedules ({', '.join(map(str, schedules))} "
+                                          "steps): a submission's runs must all run one schedule"))
+    caveat = _hardware_caveat(good, parent)
     reaches = p is not None and p < rules.p_value_max
     if m is None:
         checks.append(("loss", False, "no log printed a final validation loss"))
@@ -166,8 +221,12 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
         ci = (f"{time.confidence:.0%} interval {time.ci_low_s:+.3f} to {time.ci_high_s:+.3f} s"
               if time.ci_low_s is not None else "no interval: needs 2+ runs on each side")
         verdict = {True: "faster than", False: "slower than", None: "not shown faster than"}[time.faster]
-        checks.append(("time", time.faster, f"mean {time.mean_s:.3f} s vs the parent's {time.parent_mean_s:.3f} s: "
-                       f"{time.difference_s:+.3f} s ({ci}), ratio {time.ratio:.4f}; {verdict} {parent.name}"))
+        detail = (f"mean {time.mean_s:.3f} s vs the parent's {time.parent_mean_s:.3f} s: {time.difference_s:+.3f} s "
+                  f"({ci}), ratio {time.ratio:.4f}; {verdict} {parent.name}")
+        if caveat:  # a faster or slower GPU says nothing about the code
+            checks.append(("time", None, f"not comparable: the runs ran on other hardware ({caveat}); {detail}"))
+        else:
+            checks.append(("time", time.faster, detail))
     code_detail = {"changed": f"the code differs from {parent.name}'s (fingerprint)",
                    "same-code": f"the same code as {parent.name} (only comments or docstrings differ, if anything)",
                    "unknown": "cannot tell: " + ("the logs carry no program" if not prints else

@@ -1,0 +1,140 @@
+"""`repro records check [NAME...] --from UPSTREAM_DIR`: each record judged on its own published logs.
+
+    rows = check_records(records, Path("modded-nanogpt"))
+    rows[0].verdict, rows[0].rule, rows[0].runs_judged, rows[0].left_out, rows[0].time_ratio
+
+This is how a user or a maintainer sees that the registry agrees with the history: every pinned log is
+found in a folder laid out like the upstream repository, its sha256 checked against the pin, and the
+record's runs judged by the record's own rules (pipeline/verdict/judge.py: the same judge as `repro
+verify`). On top of the verdict, the records table's claimed time is compared with the logs' mean: a
+claim a few percent off is a deviation (the table's time was measured on a timing these logs do not
+hold); one off by half or more means the logs are not the record's timed runs, a failure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.errors import InputError
+from pipeline.hashing import sha256_file
+from pipeline.records.model import Record
+from pipeline.verdict.findings import Finding, of_severity
+from pipeline.verdict.judge import verify_runs
+from pipeline.verdict.render import render_reason
+
+ORDER = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid")
+IMPLAUSIBLE = (0.67, 1.5)  # logs' mean time / claimed time outside this: not the record's timed runs
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    name: str
+    verdict: str  # one of ORDER, or "no-logs" (nothing to judge)
+    rule: str  # the loss evidence the record is judged by
+    rule_why: str
+    runs_judged: tuple[str, ...]
+    left_out: tuple[dict, ...]  # {file, reason, detail}: what the importer did not take, and why
+    mean_loss: float | None
+    p: float | None
+    time_s: float | None
+    claimed_s: float | None
+    time_ratio: float | None  # logs' mean time / claimed time
+    reasons: tuple[str, ...]
+    flags: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def upstream_head(folder: Path, commit: str | None) -> str | None:
+    """The commit `folder` is at when it is a git clone (it must be `commit` when one is given)."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return commit
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != folder.resolve():
+        return commit  # not a clone of its own: a copy, taken at the commit the caller says
+    if commit and lines[1] != commit:
+        raise InputError(f"--commit {commit[:12]} is not the commit {folder} is at ({lines[1][:12]})",
+                         f"check out {commit[:12]} there, or leave --commit out")
+    return lines[1]
+
+
+def _record_folder(record: Record, upstream_dir: Path) -> Path:
+    rel = record.upstream.folder_after_rename or record.upstream.folder
+    return upstream_dir / rel
+
+
+def _pinned_logs(record: Record, folder: Path) -> tuple[list[Path], list[str]]:
+    """(the pinned logs found with their pinned bytes, what is wrong with the others)."""
+    paths, bad = [], []
+    for log in record.logs:
+        path = folder / log.file
+        if path.is_symlink() or not path.is_file():
+            bad.append(f"{log.file}: not in {folder} (or not a regular file)")
+        elif sha256_file(path) != log.sha256:
+            bad.append(f"{log.file}: its sha256 is not the pinned one: the log changed since the import")
+        else:
+            paths.append(path)
+    return paths, bad
+
+
+def _claim(record: Record, mean_s: float | None) -> tuple[Finding, float | None, float | None]:
+    claimed = record.imported.claimed_time_s if record.imported else None
+    claimed = claimed or record.published.mean_time_s
+    if mean_s is None or record.imported is not None and record.imported.mean_time_source == "claimed":
+        return Finding("claim.time_unlogged", "note", {"claimed_s": claimed}), claimed, None
+    ratio = mean_s / claimed
+    data = {"mean_s": round(mean_s, 3), "claimed_s": claimed, "ratio": round(ratio, 4),
+            "tolerance": record.rules.time_tolerance}
+    if not IMPLAUSIBLE[0] <= ratio <= IMPLAUSIBLE[1]:
+        return Finding("claim.time_implausible", "failure", data), claimed, ratio
+    if abs(ratio - 1) > record.rules.time_tolerance:
+        return Finding("claim.time_differs", "deviation", data), claimed, ratio
+    return Finding("claim.time", "note", data), claimed, ratio
+
+
+def _outcome(verdict_outcome: str, extra: list[Finding]) -> str:
+    worst = ORDER.index(verdict_outcome)
+    if of_severity(extra, "failure"):
+        worst = max(worst, ORDER.index("not-reproduced"))
+    elif of_severity(extra, "deviation"):
+        worst = max(worst, ORDER.index("reproduced-with-deviations"))
+    return ORDER[worst]
+
+
+def check_record(record: Record, upstream_dir: Path) -> CheckRow:
+    imported = record.imported
+    rule = record.rules.loss_evidence
+    rule_why = (imported.rule.get("why", "") if imported and imported.rule.get("evidence") == rule
+                else "set by the manifest's editor")
+    left_out = tuple({k: x.get(k) for k in ("file", "reason", "detail")} for x in (imported.left_out if imported
+                                                                                   else ()))
+    flags = tuple(imported.flags) if imported else ()
+    folder = _record_folder(record, upstream_dir)
+    paths, bad = _pinned_logs(record, folder) if record.logs else ([], ["the manifest pins no log"])
+    if not paths:
+        return CheckRow(record.name, "no-logs", rule, rule_why, (), left_out, None, None, None, None, None,
+                        tuple(bad), flags)
+    verdict = verify_runs(record, paths)
+    claim, claimed, ratio = _claim(record, verdict.time.mean_s if verdict.time else None)
+    extra = [claim] + [Finding("check.log_missing", "problem", {"detail": b}) for b in bad]
+    outcome = "invalid" if bad else _outcome(verdict.outcome, extra)
+    reasons = [render_reason(f) for f in (*verdict.findings, *extra) if f.severity != "note"
+               or f.code.startswith("claim.")]
+    loss = verdict.loss
+    return CheckRow(record.name, outcome, rule, rule_why, tuple(p.relative_to(folder).as_posix() for p in paths),
+                    left_out, loss.mean if loss else None, loss.p_value if loss else None,
+                    verdict.time.mean_s if verdict.time else None, claimed, ratio, tuple(reasons), flags)
+
+
+def check_records(records: list[Record], upstream_dir: Path) -> list[CheckRow]:
+    upstream_dir = Path(upstream_dir)
+    if not upstream_dir.is_dir() or not (upstream_dir / "records").is_dir():
+        raise InputError(f"{upstream_dir} is not laid out like the upstream repository (no records/ folder)",
+                         "pass --from a clone of modded-nanogpt, or a copy with its records/ folders")
+    return [check_record(r, upstream_dir) for r in records]

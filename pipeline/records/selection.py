@@ -1,0 +1,251 @@
+"""Which logs of a record folder are the record's runs, and why every other log is left out.
+
+    sel = select_runs(FolderInput(record_dir, linked="this_pr/11cb….txt", readme=text, era_single_run=False,
+                                  track_gpus=8, parent_log_names=frozenset()))
+    sel.runs, sel.left_out, sel.flags, sel.basis
+
+Record folders hold more than the record's runs: baselines re-run for comparison (`baseline/`,
+`baseline_pr299/`), earlier versions (`this_pr_v1/` beside the submitted `this_pr_v3/`), single-GPU
+development runs (`single_gpu_baseline.txt`, `prefix-1375/` beside `prefix-1375-8x/`), ablations with other
+step counts, the parent record's log, truncated or duplicated logs. The rules below come from what upstream
+writes, not from a list of folder names:
+1. The submission's folder. The manifest editor's choice (`selection.folder`) wins; else the folder of the
+   log the records table links; else, when the table links a folder without logs of its own, the subfolder
+   its README names beside the word "submit", else the one subfolder that is not a baseline, else the
+   latest version (flagged: the editor should confirm it).
+2. The hardware. The track is run on 8 GPUs (the README's task statement). When the linked folder ran on
+   another GPU count, a sibling folder holding the same schedule on the track's GPU count is the record's.
+3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
+   log (the previous row links it), repeats another log's bytes, never printed its final validation, has
+   numbers that cannot be trusted, or ran another step count than the linked log (an ablation).
+   Before 2024-12-04 a record was one run: the linked log.
+4. A log behind a symbolic link is never read: it may be another record's file.
+Every log ends up in `runs` or in `left_out` with its reason; nothing is decided silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pipeline.records.logfacts import LOG_SUFFIXES, LogFacts, LogUnreadable, read_log_facts
+
+MAX_DEPTH = 4  # record folders nest versions one or two levels deep
+BASELINE = re.compile(r"baseline", re.I)
+SUBMITTED = re.compile(r"submi(?:t|tted|ssion)", re.I)
+VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
+
+
+@dataclass(frozen=True)
+class FolderInput:
+    record_dir: Path
+    linked: str  # the table's link below the record folder ("" = the folder itself)
+    readme: str  # the record's README.md ("" when it has none)
+    era_single_run: bool  # before 2024-12-04 a record was one run
+    track_gpus: int  # the GPU count the track is run on
+    parent_log_names: frozenset[str]  # file names the previous row links (its log, copied here)
+    editor_folder: str | None = None  # the manifest editor's `selection.folder`
+
+
+@dataclass(frozen=True)
+class Run:
+    rel: str  # path below the record folder, POSIX
+    facts: LogFacts
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    file: str  # path below the record folder
+    reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
+    #              other-version | other-experiment | symlink | unreadable
+    detail: str
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class Selection:
+    folder: str  # the submission's folder below the record folder ("" = the record folder)
+    basis: str  # how the folder was chosen, as a sentence
+    runs: tuple[Run, ...]
+    left_out: tuple[LeftOut, ...]
+    flags: tuple[str, ...]  # ambiguous cases, for the manifest's editor
+
+
+def _walk(root: Path) -> tuple[list[tuple[str, Path]], list[LeftOut]]:
+    """(every log below root as (rel, path)), (links left out); links are listed, never followed."""
+    logs, links = [], []
+
+    def visit(folder: Path, depth: int) -> None:
+        for entry in sorted(folder.iterdir()):
+            rel = entry.relative_to(root).as_posix()
+            if entry.is_symlink():
+                if entry.is_dir() or entry.suffix in LOG_SUFFIXES:
+                    links.append(LeftOut(rel, "symlink", "a symbolic link: it may lead to another record's files, "
+                                                         "so it is not read"))
+            elif entry.is_dir() and depth < MAX_DEPTH:
+                visit(entry, depth + 1)
+            elif entry.is_file() and entry.suffix in LOG_SUFFIXES:
+                logs.append((rel, entry))
+
+    visit(root, 0)
+    return logs, links
+
+
+def _parent_of(rel: str) -> str:
+    parent = PurePosixPath(rel).parent.as_posix()
+    return "" if parent == "." else parent
+
+
+def _subfolders_with_logs(folders: set[str], base: str) -> list[str]:
+    return sorted(f for f in folders if _parent_of(f) == base and f != base)
+
+
+def _named_in_readme(readme: str, names: list[str]) -> list[str]:
+    """Subfolders a README sentence about the submission names (`The current submitted version is X`)."""
+    hits = set()
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\n", readme):
+        if SUBMITTED.search(sentence):
+            hits |= {n for n in names if re.search(rf"(?<![\w-]){re.escape(PurePosixPath(n).name)}(?![\w-])",
+                                                   sentence)}
+    return sorted(hits)
+
+
+def _latest_version(names: list[str]) -> str | None:
+    versions = [(m.group(1), int(m.group(2)), n) for n in names if (m := VERSION.match(PurePosixPath(n).name))]
+    stems = {stem for stem, _, _ in versions}
+    return max(versions, key=lambda v: v[1])[2] if versions and len(stems) == 1 else None
+
+
+def _submission_folder(inp: FolderInput, folders: set[str]) -> tuple[str, str, list[str]]:
+    """(folder, basis, flags) by rule 1 of the module docstring."""
+    if inp.editor_folder is not None:
+        return inp.editor_folder.strip("/"), f"the manifest's selection.folder names {inp.editor_folder!r}", []
+    linked = inp.linked.strip("/")
+    if linked and PurePosixPath(linked).suffix in LOG_SUFFIXES:
+        return _parent_of(linked), f"the records table links {linked}", []
+    if linked in folders:
+        return linked, f"the records table links the folder {linked or '.'}, which holds logs", []
+    subs = _subfolders_with_logs(folders, linked)
+    named = _named_in_readme(inp.readme, subs)
+    if len(named) == 1:
+        return named[0], f"the record's README names {named[0]} as the submission", []
+    others = [s for s in subs if not BASELINE.search(PurePosixPath(s).name)]
+    if len(others) == 1:
+        return others[0], f"{others[0]} is the only folder of logs that is not a baseline", []
+    latest = _latest_version(others)
+    if latest:
+        flag = (f"the table links {linked or 'the record folder'}, whose logs sit in {', '.join(others)}; "
+                f"the latest version, {latest}, is taken: confirm it with selection.folder")
+        return latest, f"{latest} is the latest of the versions {', '.join(others)}", [flag]
+    flag = (f"cannot tell which of {', '.join(subs) or 'no folder'} holds the record's runs: set "
+            "selection.folder in the manifest")
+    return linked, "no folder could be told to be the submission's", [flag]
+
+
+def _gpu_count(facts: list[LogFacts]) -> int | None:
+    counted = Counter(f.gpu_count for f in facts if f.gpu_count)
+    return counted.most_common(1)[0][0] if counted else None
+
+
+def _steps(facts: list[LogFacts]) -> int | None:
+    counted = Counter(f.scheduled_steps for f in facts if f.scheduled_steps)
+    return counted.most_common(1)[0][0] if counted else None
+
+
+def _on_track_hardware(inp: FolderInput, folder: str, by_folder: dict[str, list[Run]]) -> tuple[str, str, list[str]]:
+    """Rule 2: a sibling folder with the same schedule on the track's GPU count replaces a folder run elsewhere."""
+    own = [r.facts for r in by_folder.get(folder, [])]
+    gpus = _gpu_count(own)
+    if gpus in (None, inp.track_gpus):
+        return folder, "", []
+    steps, name = _steps(own), PurePosixPath(folder).name
+    siblings = [f for f in by_folder if f != folder and _parent_of(f) == _parent_of(folder)
+                and name and name in PurePosixPath(f).name and not BASELINE.search(PurePosixPath(f).name)
+                and _gpu_count([r.facts for r in by_folder[f]]) == inp.track_gpus
+                and _steps([r.facts for r in by_folder[f]]) == steps]
+    if len(siblings) == 1:
+        return siblings[0], (f"; {folder} ran on {gpus} GPU(s), and {siblings[0]} holds the same {steps}-step "
+                             f"schedule on the track's {inp.track_gpus}"), []
+    return folder, "", [f"{folder or 'the linked folder'}'s logs ran on {gpus} GPU(s), not the track's "
+                        f"{inp.track_gpus}, and no sibling folder holds the same schedule on {inp.track_gpus}"]
+
+
+def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str]) -> LeftOut | None:
+    f, name = run.facts, PurePosixPath(run.rel).name
+    if f.gpu_count and f.gpu_count != inp.track_gpus:
+        return LeftOut(run.rel, "other-hardware", f"ran on {f.gpu_count} GPU(s); the track is run on "
+                                                  f"{inp.track_gpus}", f.sha256)
+    if BASELINE.search(name):
+        return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
+    if name in inp.parent_log_names:
+        return LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
+                       f.sha256)
+    if f.sha256 in seen:
+        return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
+    if f.val_loss is None:
+        return LeftOut(run.rel, "incomplete", "; ".join(f.warnings[:2]) or "no final validation loss", f.sha256)
+    if f.problems:
+        return LeftOut(run.rel, "untrusted", f"its numbers cannot be trusted ({', '.join(f.problems)})", f.sha256)
+    if linked_steps and f.scheduled_steps and f.scheduled_steps != linked_steps:
+        return LeftOut(run.rel, "other-schedule", f"ran {f.scheduled_steps} steps where the record's runs ran "
+                                                  f"{linked_steps}: another version or an ablation", f.sha256)
+    return None
+
+
+def _left_out_folder(run: Run, folder: str, inp: FolderInput) -> LeftOut:
+    """A log outside the submission's folder: why, from its folder's name and header."""
+    where = _parent_of(run.rel) or "."
+    f = run.facts
+    if BASELINE.search(where):
+        reason, detail = "baseline", f"in {where}/, a baseline re-run for comparison"
+    elif f.gpu_count and f.gpu_count != inp.track_gpus:
+        reason, detail = "other-hardware", f"in {where}/, run on {f.gpu_count} GPU(s)"
+    elif (m := VERSION.match(PurePosixPath(where).name)) and VERSION.match(PurePosixPath(folder).name):
+        reason, detail = "other-version", f"in {where}/, version {m.group(2)} of the submission ({folder}/ is taken)"
+    else:
+        reason, detail = "other-experiment", f"in {where}/, not the submission's folder ({folder or '.'}/)"
+    return LeftOut(run.rel, reason, detail, f.sha256)
+
+
+def select_runs(inp: FolderInput) -> Selection:
+    paths, left = _walk(inp.record_dir)
+    by_folder: dict[str, list[Run]] = {}
+    for rel, path in paths:
+        try:
+            facts = read_log_facts(path)
+        except LogUnreadable as exc:
+            left.append(LeftOut(rel, "unreadable", str(exc)))
+            continue
+        by_folder.setdefault(_parent_of(rel), []).append(Run(rel, facts))
+    folder, basis, flags = _submission_folder(inp, set(by_folder))
+    folder, moved, more = _on_track_hardware(inp, folder, by_folder)
+    basis, flags = basis + moved, flags + more
+    linked = inp.linked.strip("/")
+    candidates = by_folder.get(folder, [])
+    linked_run = next((r for r in candidates if r.rel == linked), None)
+    if linked and PurePosixPath(linked).suffix in LOG_SUFFIXES and linked_run is None and not moved:
+        flags.append(f"the table links {linked}, which is not in the folder: the logs beside it are taken")
+    linked_steps = (linked_run.facts.scheduled_steps if linked_run and not moved
+                    else _steps([r.facts for r in candidates if not BASELINE.search(r.rel)]))
+    runs, seen = [], {}
+    for run in candidates:
+        if inp.era_single_run and linked_run is not None and run is not linked_run:
+            why = (LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
+                           run.facts.sha256) if PurePosixPath(run.rel).name in inp.parent_log_names else
+                   LeftOut(run.rel, "other-experiment", f"before 2024-12-04 a record was one run: the table links "
+                                                        f"{linked}", run.facts.sha256))
+        else:
+            why = _why_not_run(run, inp, linked_steps, seen)
+        if why is None:
+            runs.append(run)
+            seen[run.facts.sha256] = run.rel
+        else:
+            left.append(why)
+    for other, logs in sorted(by_folder.items()):
+        if other != folder:
+            left += [_left_out_folder(r, folder, inp) for r in logs]
+    if not runs and candidates:
+        flags.append(f"none of the {len(candidates)} log(s) in {folder or '.'}/ is usable as a run")
+    return Selection(folder, basis, tuple(runs), tuple(sorted(left, key=lambda x: x.file)), tuple(flags))

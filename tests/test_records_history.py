@@ -1,0 +1,292 @@
+"""The speedrun's history judged right: one log reader for every format, the record's runs told from the other
+logs of its folder (one test per kind of folder), rules per era, and `repro records check`.
+
+Runs on tests/fixtures/history-sample (real upstream logs, trimmed by its make.py; one folder of each kind).
+The last test judges the full shared sample when it is beside the clone, and skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.errors import CheckFailed, InputError
+from pipeline.records.logparse import parse_log
+from pipeline.records.model import load_record
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "fixtures" / "history-sample"
+SHARED = ROOT.parent / "shared" / "upstream" / "modded-nanogpt"
+COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"
+T1 = SAMPLE / "records" / "track_1_short"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def imported(tmp_path: Path, clone: Path = SAMPLE, tracks=(1, 2)) -> Path:
+    reg = tmp_path / "registry"
+    shutil.copytree(ROOT / "manifests" / "environments", reg / "environments")
+    shutil.copytree(ROOT / "manifests" / "datasets", reg / "datasets")
+    (reg / "records").mkdir()
+    for track in tracks:
+        code, out = run("--registry", str(reg), "records", "import", str(clone), "--commit", COMMIT,
+                        "--track", str(track))
+        assert code == 0, out
+    return reg
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    return imported(tmp_path_factory.mktemp("history"))
+
+
+def left(record, reason: str) -> list[str]:
+    return sorted(x["file"] for x in record.imported.left_out if x["reason"] == reason)
+
+
+# -- one reader, every format ------------------------------------------------------------------------------
+@pytest.mark.parametrize("path, layout, steps, loss, time_ms, torch, program", [
+    ("2024-06-06_AdamW/f66d43d7-e449-4029-8adf-e8537bab49ea.log", "llmc", 9536, 3.275959, None, None, False),
+    ("2024-10-10_Muon/eb5659d0-fb6a-49e5-a311-f1f89412f726.txt", "late-2024", 6200, 3.2785, 1339067, "2.4.1+cu121",
+     True),
+    ("2024-12-04_ValueEmbed/00008ea0-21dd-442a-82ee-d12799249d0f.txt", "current", 1530, 3.2751, 264608,
+     "2.6.0.dev20241203+cu124", True),
+    ("2026-07-17_FP8DownProjection/this_pr/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt", "current", 1390, 3.2775, 79532,
+     "2.10.0+cu128", True),
+])
+def test_one_reader_reads_every_format(path, layout, steps, loss, time_ms, torch, program):
+    log = parse_log(T1 / path)
+    assert (log.layout, log.scheduled_steps, log.final_val_loss, log.train_time_ms, log.torch) == \
+        (layout, steps, loss, time_ms, torch)
+    assert (log.program is not None) == program and log.completed
+    assert not [i for i in log.issues if i.code in ("unreadable_lines", "no_header", "never_started")]
+
+
+def test_lower_case_running_lines_are_read(tmp_path):
+    raw = (T1 / "2026-07-17_FP8DownProjection/this_pr/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt").read_bytes()
+    raw = raw.replace(b"Running Python", b"Running python").replace(b"Running PyTorch", b"Running pytorch")
+    (tmp_path / "log.txt").write_bytes(raw)
+    log = parse_log(tmp_path / "log.txt")
+    assert log.python == "3.12.3" and log.torch == "2.10.0+cu128"
+
+
+def test_a_validation_printed_twice_makes_the_run_invalid(tmp_path, registry):
+    raw = (T1 / "2026-07-17_FP8DownProjection/this_pr/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt").read_bytes()
+    (tmp_path / "log.txt").write_bytes(raw + b"step:1390/1390 val_loss:3.1000 train_time:79532ms step_avg:57.22ms\n")
+    assert "duplicate_val" in [i.code for i in parse_log(tmp_path / "log.txt").issues]
+    result = CliRunner().invoke(cli, ["--registry", str(registry), "verify", "--record",
+                                      "2026-07-17_FP8DownProjection", str(tmp_path / "log.txt")])
+    assert "verdict: invalid" in result.output and "printed more than once" in result.output
+
+
+# -- which logs are the record's runs: one test per kind of folder -----------------------------------------------
+def test_single_run_era_takes_the_linked_log_and_names_the_parent_s(registry):
+    r = load_record("2024-11-06_ShortcutsTweaks", registry / "records")
+    assert [log.file for log in r.logs] == ["dd7304a6-cc43-4d5e-adb8-c070111464a1.txt"]
+    assert left(r, "parent-log") == ["d6b50d71-f419-4d26-bb39-a60d55ae7a04.txt"]  # the README's "Old record"
+    assert len(left(r, "other-experiment")) == 5
+    assert r.rules.loss_evidence == "single-run" and r.rules.version == 2
+
+
+def test_a_folder_link_takes_every_log_of_the_folder(registry):
+    r = load_record("2024-12-04_ValueEmbed", registry / "records")
+    assert len(r.logs) == 6 and not r.imported.left_out
+    assert r.software.torch == "2.6.0.dev20241203+cu124"  # `Running pytorch` in lower case
+
+
+def test_single_gpu_logs_beside_the_eight_gpu_runs_are_left_out(registry):
+    r = load_record("2026-01-10_FusedLinearReLUSquare", registry / "records")
+    assert left(r, "other-hardware") == ["single_gpu_baseline.txt", "single_gpu_run.txt"]
+    assert len(r.logs) == 5 and r.hardware.gpu_count == 8
+    assert r.published.mean_time_s == pytest.approx(106.4, abs=0.1)  # not pulled up by the 831 s single-GPU run
+
+
+def test_a_truncated_log_is_left_out_not_the_set(registry):
+    r = load_record("2026-01-30_MimeticValueOutput", registry / "records")
+    assert len(r.logs) == 7 and len(left(r, "incomplete")) == 1
+
+
+def test_versions_in_subfolders_take_the_one_the_readme_submits(registry):
+    r = load_record("2026-05-27-MuddGatedAndDC", registry / "records")
+    assert {log.file.split("/")[0] for log in r.logs} == {"this_pr_v3"}
+    assert "README names this_pr_v3" in r.imported.runs_basis
+    assert {x["file"].split("/")[0] for x in r.imported.left_out if x["reason"] == "other-version"} == \
+        {"this_pr_v1", "this_pr_v2"}
+    assert {x["file"].split("/")[0] for x in r.imported.left_out if x["reason"] == "baseline"} == \
+        {"xsa-baseline-s1335", "xsa-baseline-s1385"}
+
+
+@pytest.mark.parametrize("name, baseline", [("2026-06-11_RecursiveFromBest", "baseline_pr299"),
+                                            ("2026-07-17_FP8DownProjection", "baseline")])
+def test_this_pr_beside_a_baseline(registry, name, baseline):
+    r = load_record(name, registry / "records")
+    assert {log.file.split("/")[0] for log in r.logs} == {"this_pr"}
+    assert {x["file"].split("/")[0] for x in r.imported.left_out} == {baseline}
+
+
+def test_a_one_gpu_link_finds_the_eight_gpu_set(registry):
+    r = load_record("2026-07-13_PrefixTokenPrediction", registry / "records")
+    assert {log.file.split("/")[0] for log in r.logs} == {"prefix-1375-8x"}
+    assert r.hardware.gpu_count == 8 and r.published.mean_time_s < 80  # not the 595 s one-GPU runs
+    assert "prefix-1375 ran on 1 GPU" in r.imported.runs_basis
+    assert {x["file"].split("/")[0] for x in r.imported.left_out if x["reason"] == "other-hardware"} == \
+        {"prefix-1375"}
+
+
+def test_track_two_has_its_own_target_and_two_rows_in_one_folder(registry):
+    baseline = load_record("2025-01-18-row1", registry / "records")
+    record = load_record("2025-01-18", registry / "records")
+    assert baseline.rules.target_val_loss == record.rules.target_val_loss == 2.92
+    assert [log.file for log in baseline.logs] == ["main.log"] and baseline.rules.loss_evidence == "baseline"
+    assert [log.file for log in record.logs] == ["241dd7a7-3d76-4dce-85a4-7df60387f32a.txt"]
+    assert left(record, "parent-log") == ["main.log"] and record.parent == "2025-01-18-row1"
+
+
+def test_editor_choice_of_folder_survives_a_reimport(tmp_path):
+    reg = imported(tmp_path, tracks=(1,))
+    path = reg / "records" / "2026-05-27-MuddGatedAndDC.yaml"
+    path.write_text(path.read_text() + "selection:\n  folder: this_pr_v2\n")
+    run("--registry", str(reg), "records", "import", str(SAMPLE), "--commit", COMMIT)
+    r = load_record("2026-05-27-MuddGatedAndDC", reg / "records")
+    assert r.selection_folder == "this_pr_v2" and {log.file.split("/")[0] for log in r.logs} == {"this_pr_v2"}
+
+
+# -- imports trust the clone no more than they must ---------------------------------------------------------
+def _small_clone(tmp_path: Path, description: str = "Record") -> Path:
+    clone = tmp_path / "clone"
+    src = T1 / "2026-07-17_FP8DownProjection"
+    dst = clone / "records/track_1_short/2026-07-17_FP8DownProjection"
+    shutil.copytree(src, dst)
+    other = clone / "records/track_1_short/2026-06-11_RecursiveFromBest"
+    shutil.copytree(T1 / "2026-06-11_RecursiveFromBest", other)
+    link = dst / "this_pr" / "borrowed.txt"
+    link.symlink_to(next((other / "this_pr").iterdir()))
+    rows = ["| # | Record time | Description | Date | Log | Contributors |", "| - | - | - | - | - | - |",
+            "1 | 1.25 minutes | Before | 06/11/26 | [log](records/track_1_short/2026-06-11_RecursiveFromBest/this_pr/"
+            "00088a48-30a3-4ebd-9768-6061011337f4.txt) | @a",
+            "2 | 2.1 minutes | none here | 07/01/26 | none | @b",
+            f"3 | 1.23 minutes | {description} | 07/17/26 | [log](records/track_1_short/2026-07-17_FP8DownProjection/"
+            "this_pr/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt) | @c"]
+    (clone / "README.md").write_text("> *Train a neural network to ≤3.28 validation loss on FineWeb using 8x NVIDIA "
+                                     "H100s.*\n\n" + "\n".join(rows) + "\n\n## Rules\n")
+    return clone
+
+
+def test_symlinked_logs_and_control_characters_are_not_trusted(tmp_path):
+    reg = imported(tmp_path, _small_clone(tmp_path, "FP8 \u202edown\x1b[31m projection"), tracks=(1,))
+    r = load_record("2026-07-17_FP8DownProjection", reg / "records")
+    assert left(r, "symlink") == ["this_pr/borrowed.txt"]
+    assert "borrowed.txt" not in {log.file for log in r.logs}
+    assert r.title == "FP8 down[31m projection"  # no RLO, no escape byte
+    # the row before it has no log: the record's parent is left empty, and said
+    assert r.parent == ""
+
+
+def test_commit_is_checked_against_a_git_clone(tmp_path):
+    clone = _small_clone(tmp_path)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "sample"]):
+        subprocess.run(["git", "-C", str(clone), *cmd], check=True, env=env)
+    reg = tmp_path / "reg"
+    (reg / "records").mkdir(parents=True)
+    for args in (["records", "import", str(clone), "--commit", COMMIT],
+                 ["records", "check", "--from", str(clone), "--commit", COMMIT]):
+        with pytest.raises(InputError, match="is not the commit") as caught:
+            run("--registry", str(reg), *args)
+        assert caught.value.exit_code == 3
+
+
+def test_implausible_time_is_warned_and_fails_the_check(tmp_path):
+    clone = _small_clone(tmp_path)
+    readme = clone / "README.md"
+    readme.write_text(readme.read_text().replace("1.23 minutes", "0.4 minutes"))  # the logs take 80 s, not 24
+    reg = imported(tmp_path, clone, tracks=(1,))
+    code, out = run("--registry", str(reg), "records", "import", str(clone), "--commit", COMMIT, "--json")
+    assert any("x the claimed" in w for w in json.loads(out)["warnings"])
+    with pytest.raises(CheckFailed):
+        run("--registry", str(reg), "records", "check", "2026-07-17_FP8DownProjection", "--from", str(clone))
+    result = CliRunner().invoke(cli, ["--registry", str(reg), "records", "check", "2026-07-17_FP8DownProjection",
+                                      "--from", str(clone), "--json"])
+    (row,) = json.loads(result.output)
+    assert row["verdict"] == "not-reproduced" and any("not the record's timed runs" in r for r in row["reasons"])
+
+
+# -- submissions reviewed like a careful maintainer would ---------------------------------------------------------
+def review(registry: Path, folder: Path) -> tuple[int, str]:
+    return run("--registry", str(registry), "verify", "--submission", "--record", "2026-07-13_PrefixTokenPrediction",
+               str(folder))
+
+
+def _submission(tmp_path: Path, n: int = 3) -> list[Path]:
+    logs = sorted((T1 / "2026-07-17_FP8DownProjection/this_pr").iterdir())[:n]
+    out = []
+    for log in logs:
+        shutil.copy(log, tmp_path / log.name)
+        out.append(tmp_path / log.name)
+    return out
+
+
+def test_submission_refuses_the_same_log_twice(tmp_path, registry):
+    (log,) = _submission(tmp_path, 1)
+    for i in range(3):
+        shutil.copy(log, tmp_path / f"copy{i}.txt")
+    with pytest.raises(InputError, match="are the same run") as caught:
+        run("--registry", str(registry), "verify", "--submission", "--record", "2026-07-13_PrefixTokenPrediction",
+            str(tmp_path))
+    assert caught.value.exit_code == 3
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda raw: raw.replace(b"val_loss:3.2775 train_time:79532ms", b"val_loss:nan train_time:79532ms"),
+     "cannot be trusted (non_finite)"),
+    (lambda raw: raw + b"step:1390/1390 val_loss:3.2000 train_time:79532ms step_avg:57.22ms\n",
+     "cannot be trusted (duplicate_val)"),
+    (lambda raw: raw.replace(b"val_loss:3.2775 train_time:79532ms", b"val_loss:3.2775 train_time:1ms"),
+     "is no real run"),
+])
+def test_submission_leaves_out_untrustworthy_logs_and_fails(tmp_path, registry, edit, expected):
+    logs = _submission(tmp_path)
+    logs[0].write_bytes(edit(logs[0].read_bytes()))
+    code, out = review(registry, tmp_path)
+    assert "Traceback" not in out and expected in out
+    assert "does not pass" in out
+
+
+def test_submission_flags_mixed_schedules_and_other_hardware(tmp_path, registry):
+    logs = _submission(tmp_path, 2)
+    other = T1 / "2026-06-11_RecursiveFromBest/this_pr/00088a48-30a3-4ebd-9768-6061011337f4.txt"
+    shutil.copy(other, tmp_path / "other.txt")
+    code, out = review(registry, tmp_path)
+    assert "different schedules" in out
+    one_gpu = T1 / "2026-07-13_PrefixTokenPrediction/prefix-1375"
+    sub = tmp_path / "onegpu"
+    shutil.copytree(one_gpu, sub)
+    code, out = review(registry, sub)
+    assert "not comparable: the runs ran on other hardware" in out and "1 GPU(s) (parent: 8)" in out
+    assert logs
+
+
+# -- the whole sample ------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared upstream sample (../shared/upstream) is not beside "
+                                                "this clone")
+def test_every_record_of_the_shared_sample_is_upheld_by_its_own_logs(tmp_path):
+    reg = imported(tmp_path, SHARED)
+    code, out = run("--registry", str(reg), "records", "check", "--from", str(SHARED), "--json")
+    rows = json.loads(out)
+    assert code == 0, out
+    assert len(rows) == 21
+    for row in rows:
+        assert row["verdict"] in ("reproduced", "reproduced-with-deviations"), row
+        assert all(x["reason"] and x["detail"] for x in row["left_out"])
+        if row["verdict"] == "reproduced-with-deviations":
+            assert any(reason.startswith("deviation: ") for reason in row["reasons"]), row
