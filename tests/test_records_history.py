@@ -182,7 +182,11 @@ def _small_clone(tmp_path: Path, description: str = "Record") -> Path:
 
 
 def test_symlinked_logs_and_control_characters_are_not_trusted(tmp_path):
-    reg = imported(tmp_path, _small_clone(tmp_path, "FP8 \u202edown\x1b[31m projection"), tracks=(1,))
+    clone = _small_clone(tmp_path, "FP8 \u202edown\x1b[31m projection")
+    reg = imported(tmp_path, clone, tracks=(1,))
+    code, out = run("--registry", str(reg), "records", "import", str(clone), "--commit", COMMIT, "--json")
+    assert any("previous row (#2) has no log in the table: parent left empty" in w
+               for w in json.loads(out)["warnings"])
     r = load_record("2026-07-17_FP8DownProjection", reg / "records")
     assert left(r, "symlink") == ["this_pr/borrowed.txt"]
     assert "borrowed.txt" not in {log.file for log in r.logs}
@@ -290,3 +294,32 @@ def test_every_record_of_the_shared_sample_is_upheld_by_its_own_logs(tmp_path):
         assert all(x["reason"] and x["detail"] for x in row["left_out"])
         if row["verdict"] == "reproduced-with-deviations":
             assert any(reason.startswith("deviation: ") for reason in row["reasons"]), row
+
+
+# -- rules per era --------------------------------------------------------------------------------------------
+def test_each_era_gets_its_rule_and_says_why():
+    from pipeline.records.eras import RuleInput, propose_rule
+
+    many = [3.276, 3.277, 3.278, 3.2765, 3.2775, 3.2772]
+    cases = {
+        "retiming": RuleInput("2025-02-01", True, many, ""),
+        "single-run": RuleInput("2024-11-06", False, [3.2791], ""),
+        "own": RuleInput("2025-09-03", False, many, ""),
+        "quoted": RuleInput("2025-01-13", False, [3.277], "significance: accs = [3.27, 3.275, 3.276]\np=0.004"),
+        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], ""),
+        "baseline": RuleInput("2024-05-28", False, [2.9282], "", first_baseline=True),
+    }
+    for evidence, inp in cases.items():
+        proposal = propose_rule(inp)
+        assert proposal.evidence == evidence and proposal.why, (evidence, proposal)
+    assert propose_rule(cases["quoted"]).quoted == {"source": "README.md", "p_value": 0.004, "n": 3,
+                                                    "losses": [3.27, 3.275, 3.276]}
+
+
+def test_verify_reads_what_the_importer_read(registry):
+    """llm.c logs reach their final step; a 2024 program after a leading separator is the program, not absent."""
+    for name, log in (("2024-06-06_AdamW", "f66d43d7-e449-4029-8adf-e8537bab49ea.log"),
+                      ("2024-10-10_Muon", "eb5659d0-fb6a-49e5-a311-f1f89412f726.txt")):
+        code, out = run("--registry", str(registry), "verify", "--record", name, str(T1 / name / log))
+        assert code == 0 and "verdict: reproduced" in out and "never reached" not in out, out
+    assert "program text absent" not in out  # the 2024-10-10 program was read and matched its pin

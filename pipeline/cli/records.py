@@ -17,6 +17,7 @@ from pipeline.records.environment_choice import (
 from pipeline.records.identity import fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record, record_names
+from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
 from .output import emit_json, pass_workspace
@@ -53,7 +54,11 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
     times = list(r.published.times_s)
     torch_hashed = any(p.name == choice.environment and p.torch_sha256
                        for p in registry_environments(ws.environments_dir))
-    return {"name": r.name, "date": r.date, "track": r.track, "title": r.title, "parent": r.parent or None,
+    row_number = r.imported.row if r.imported else ""
+    return {"name": r.name, "date": r.date, "track": r.track, "row": row_number, "title": plain_text(r.title),
+            "parent": r.parent or None, "rule": r.rules.loss_evidence,
+            # upstream lists a re-timing (same code, new hardware or software) under the record's own number
+            "retiming": r.rules.loss_evidence == "retiming",
             "claimed_time_s": r.imported.claimed_time_s if r.imported else None,
             "mean_time_s": round(mean(times), 3) if times else None, "runs": len(times),
             "mean_val_loss": round(mean(losses), 4) if losses else None,
@@ -72,21 +77,32 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
 @pass_workspace
 def list_(ws, wheelhouse, as_json):
     """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
-    rows = sorted((_history_row(ws, r, wheelhouse) for r in _all(ws)), key=lambda row: (row["date"], row["name"]))
+    rows = sorted((_history_row(ws, r, wheelhouse) for r in _all(ws)), key=table_order)
     if as_json:
         emit_json(rows)
         return
-    click.echo(f"{'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} {'loss':>7}  "
-               f"{'environment (match)':36} data")
+    click.echo(f"{'track':7} {'#':>3}  {'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} "
+               f"{'loss':>7}  {'rule':10} {'environment (match)':36} data")
 
     def num(value, spec, width):
         return format(value, spec) if value is not None else "—".rjust(width)
 
     for row in rows:
         env = f"{row['environment_will_use'] or '—'} ({row['environment_match']})"
-        click.echo(f"{row['date']:10}  {row['name'][:34]:34} {num(row['claimed_time_s'], '9.1f', 9)} "
-                   f"{num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} {num(row['mean_val_loss'], '7.4f', 7)}  "
-                   f"{env[:36]:36} {'pinned' if row['data_pinned'] else 'not pinned'}")
+        number = (row["row"] or "—") + ("r" if row["retiming"] else "")
+        click.echo(f"{row['track'][:7]:7} {number:>3}  {row['date']:10}  {row['name'][:34]:34} "
+                   f"{num(row['claimed_time_s'], '9.1f', 9)} {num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} "
+                   f"{num(row['mean_val_loss'], '7.4f', 7)}  {row['rule'][:10]:10} {env[:36]:36} "
+                   f"{'pinned' if row['data_pinned'] else 'not pinned'}")
+    if any(row["retiming"] for row in rows):
+        click.echo("(#r: a re-timing of the record with that number: same code on new hardware or software)")
+
+
+def table_order(row: dict) -> tuple:
+    """Upstream's order: track by track, by the table's row number (re-timings after their record), then date."""
+    number = row.get("row") or ""
+    return (row["track"], 0 if number.isdigit() else 1, int(number) if number.isdigit() else 0,
+            row["retiming"], row["date"], row["name"])
 
 
 @records.command()
@@ -194,7 +210,7 @@ def plot(ws, out_dir):
     from pipeline.records.history_plot import plot_history
 
     rows = [_history_row(ws, r) for r in _all(ws) if r.track.startswith("track_1")]
-    path = plot_history(rows, out_dir)
+    path = plot_history(sorted(rows, key=table_order), out_dir)
     click.echo(f"wrote {path}")
 
 

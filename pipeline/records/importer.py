@@ -423,6 +423,9 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         index = rows.index(row)
         previous_row = rows[index - 1] if index > 0 else None
         previous = names.get(previous_row.line, previous_row.record_name) if previous_row else ""
+        if previous_row and not previous:
+            result.warnings.append(f"{name}: the previous row (#{previous_row.number}) has no log in the table: "
+                                   "parent left empty")
         if previous and previous not in importing and previous not in known:
             result.warnings.append(f"{name}: the previous row, {previous}, is not in this clone "
                                    "or the registry: parent left empty")
