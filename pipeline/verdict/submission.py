@@ -167,9 +167,8 @@ def _hardware_caveat(good: list[LogFacts], parent: Record) -> str:
     return "; ".join(differs)
 
 
-def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
-    files, skipped = collect_logs(paths)
-    refuse_duplicates(files)
+def _read(files: list[Path]) -> tuple[list[LogFacts], list[str]]:
+    """(every readable log's facts, why each unusable log cannot count as a run)."""
     facts, unusable = [], []
     for path in files:
         try:
@@ -180,6 +179,56 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
         facts.append(f)
         if (why := _unusable(f)) is not None:
             unusable.append(why)
+    return facts, unusable
+
+
+def _set_checks(good: list[LogFacts], unusable: list[str]) -> list[tuple[str, bool | None, str]]:
+    """What a maintainer checks before any statistics: every log usable, one schedule for all runs."""
+    checks = []
+    if any("cannot be trusted" in u or "no real run" in u for u in unusable):
+        checks.append(("logs", False, "some logs cannot be used as runs: " + "; ".join(unusable)))
+    schedules = sorted({f.scheduled_steps for f in good if f.scheduled_steps})
+    if len(schedules) > 1:
+        checks.append(("schedule", False, f"the runs follow different schedules ({', '.join(map(str, schedules))} "
+                                          "steps): a submission's runs must all run one schedule"))
+    return checks
+
+
+def _time_check(time: TimeComparison | None, parent: Record, caveat: str) -> tuple[str, bool | None, str]:
+    if time is None:
+        return "time", None, "no log printed a train time"
+    ci = (f"{time.confidence:.0%} interval {time.ci_low_s:+.3f} to {time.ci_high_s:+.3f} s"
+          if time.ci_low_s is not None else "no interval: needs 2+ runs on each side")
+    verdict = {True: "faster than", False: "slower than", None: "not shown faster than"}[time.faster]
+    detail = (f"mean {time.mean_s:.3f} s vs the parent's {time.parent_mean_s:.3f} s: {time.difference_s:+.3f} s "
+              f"({ci}), ratio {time.ratio:.4f}; {verdict} {parent.name}")
+    if caveat:  # a faster or slower GPU says nothing about the code
+        return "time", None, f"not comparable: the runs ran on other hardware ({caveat}); {detail}"
+    return "time", time.faster, detail
+
+
+def _code(facts: list[LogFacts], parent: Record) -> tuple[str, tuple[str, ...], tuple[str, ...], str]:
+    """(changed | same-code | unknown, the logs' fingerprints, the parent's, the sentence)."""
+    prints = tuple(sorted({f.fingerprint for f in facts if f.fingerprint}))
+    parent_prints = tuple(sorted({log.fingerprint for log in parent.logs if log.fingerprint}
+                                 | ({parent.program.fingerprint} if parent.program.fingerprint else set())))
+    if not prints or not parent_prints:
+        code = "unknown"
+    else:
+        code = "same-code" if set(prints) <= set(parent_prints) else "changed"
+    detail = {"changed": f"the code differs from {parent.name}'s (fingerprint)",
+              "same-code": f"the same code as {parent.name} (only comments or docstrings differ, if anything)",
+              "unknown": "cannot tell: " + ("the logs carry no program" if not prints else
+                                            f"{parent.name} pins no fingerprint")}[code]
+    if len(prints) > 1:
+        detail += f"; the submission's logs ran {len(prints)} different programs"
+    return code, prints, parent_prints, detail
+
+
+def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
+    files, skipped = collect_logs(paths)
+    refuse_duplicates(files)
+    facts, unusable = _read(files)
     good = [f for f in facts if _unusable(f) is None]
     losses = [f.val_loss for f in good]
     times = [f.train_time_ms / 1000 for f in good if f.train_time_ms is not None]
@@ -189,21 +238,7 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
     sd = stdev(losses) if len(losses) > 1 else None
     needed = runs_needed(m, sd, rules.target_val_loss, rules.p_value_max) if sd is not None else None
     time = _time(times, parent)
-    prints = tuple(sorted({f.fingerprint for f in facts if f.fingerprint}))
-    parent_prints = tuple(sorted({log.fingerprint for log in parent.logs if log.fingerprint}
-                                 | ({parent.program.fingerprint} if parent.program.fingerprint else set())))
-    if not prints or not parent_prints:
-        code = "unknown"
-    else:
-        code = "same-code" if set(prints) <= set(parent_prints) else "changed"
-    checks = []
-    if any("cannot be trusted" in u or "no real run" in u for u in unusable):
-        checks.append(("logs", False, "some logs cannot be used as runs: " + "; ".join(unusable)))
-    schedules = sorted({f.scheduled_steps for f in good if f.scheduled_steps})
-    if len(schedules) > 1:
-        checks.append(("schedule", False, f"the runs follow different schedules ({', '.join(map(str, schedules))} "
-                                          "steps): a submission's runs must all run one schedule"))
-    caveat = _hardware_caveat(good, parent)
+    checks = _set_checks(good, unusable)
     reaches = p is not None and p < rules.p_value_max
     if m is None:
         checks.append(("loss", False, "no log printed a final validation loss"))
@@ -215,24 +250,8 @@ def judge_submission(parent: Record, paths: list[Path]) -> SubmissionReport:
         pv = f"p = {p:.4f}" if p is not None else "no p-value from one run"
         checks.append(("loss", reaches, f"mean {m:.4f} over {len(losses)} run(s){spread}; {pv} "
                        f"(one-sided t-test against {rules.target_val_loss}, needs p < {rules.p_value_max}){more}"))
-    if time is None:
-        checks.append(("time", None, "no log printed a train time"))
-    else:
-        ci = (f"{time.confidence:.0%} interval {time.ci_low_s:+.3f} to {time.ci_high_s:+.3f} s"
-              if time.ci_low_s is not None else "no interval: needs 2+ runs on each side")
-        verdict = {True: "faster than", False: "slower than", None: "not shown faster than"}[time.faster]
-        detail = (f"mean {time.mean_s:.3f} s vs the parent's {time.parent_mean_s:.3f} s: {time.difference_s:+.3f} s "
-                  f"({ci}), ratio {time.ratio:.4f}; {verdict} {parent.name}")
-        if caveat:  # a faster or slower GPU says nothing about the code
-            checks.append(("time", None, f"not comparable: the runs ran on other hardware ({caveat}); {detail}"))
-        else:
-            checks.append(("time", time.faster, detail))
-    code_detail = {"changed": f"the code differs from {parent.name}'s (fingerprint)",
-                   "same-code": f"the same code as {parent.name} (only comments or docstrings differ, if anything)",
-                   "unknown": "cannot tell: " + ("the logs carry no program" if not prints else
-                                                 f"{parent.name} pins no fingerprint")}[code]
-    if len(prints) > 1:
-        code_detail += f"; the submission's logs ran {len(prints)} different programs"
+    checks.append(_time_check(time, parent, _hardware_caveat(good, parent)))
+    code, prints, parent_prints, code_detail = _code(facts, parent)
     checks.append(("code", None, code_detail))
     return SubmissionReport(
         parent=parent.name, logs=tuple(facts), unusable=tuple(unusable), skipped_folders=tuple(skipped),
