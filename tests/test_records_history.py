@@ -323,3 +323,17 @@ def test_verify_reads_what_the_importer_read(registry):
         code, out = run("--registry", str(registry), "verify", "--record", name, str(T1 / name / log))
         assert code == 0 and "verdict: reproduced" in out and "never reached" not in out, out
     assert "program text absent" not in out  # the 2024-10-10 program was read and matched its pin
+
+
+def test_list_keeps_the_table_order_and_the_plot_explains_outliers(tmp_path, registry):
+    from pipeline.records.history_plot import _legend_lines, _outlier
+
+    code, out = run("--registry", str(registry), "records", "list", "--json")
+    rows = [r for r in json.loads(out) if r["track"] == "track_1_short"]
+    assert [int(r["row"]) for r in rows] == sorted(int(r["row"]) for r in rows)
+    far = {"name": "2026-07-17_X", "row": "89", "claimed_time_s": 73.8, "mean_time_s": 310.9, "retiming": False}
+    retimed = {"name": "2025-02-01_RuleTweak", "row": "21", "claimed_time_s": 179.8, "mean_time_s": 180.0,
+               "retiming": True}
+    assert _outlier(far) and not _outlier(retimed)
+    legend = _legend_lines([retimed, far], [far])
+    assert "#21r RuleTweak" in legend and "#89: logs 4.2 x the claim" in legend
