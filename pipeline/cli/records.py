@@ -1,4 +1,4 @@
-"""`repro records list|show|fingerprint|import|plot|fetch-logs`: the record registry and the speedrun's history."""
+"""`repro records list|show|fingerprint|import|plot|fetch-logs|site`: the record registry and the speedrun's history."""
 
 from __future__ import annotations
 
@@ -216,3 +216,33 @@ def fetch_logs(ws, name, source_dir, as_json):
     for f in fetched:
         click.echo(f"  {f.file}  sha256 ok  ({f.source})")
     click.echo(f"{len(fetched)} published log(s) of {name} verified in {fetched[0].path.parent}")
+
+
+@records.command("site")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the site (index.html, records/, assets/).")
+@click.option("--check", "check_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="`repro records check --json` output: each record's verdict on its own logs [not checked].")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A JSON list of {name, runnable, reason}: whether each record can be run [not planned].")
+@WHEELHOUSE
+@click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
+@pass_workspace
+def site(ws, out_dir, check_file, plan_file, wheelhouse, as_json):
+    """A static site of the registry: an index in upstream's order with a time chart, and a page per record."""
+    from pipeline.site.build import build_site, write_site
+    from pipeline.site.inputs import SiteRecord, load_check_rows, load_plan_rows
+
+    records = []
+    for r in _all(ws):
+        choice, _ = environment_of(ws, r, wheelhouse)
+        records.append(SiteRecord(r, choice.environment, choice.kind, choice.reason))
+    checks = load_check_rows(check_file) if check_file else []
+    plans = load_plan_rows(plan_file) if plan_file else []
+    written = write_site(build_site(records, checks, plans), out_dir)
+    if as_json:
+        emit_json({"out_dir": str(out_dir), "index": str(out_dir / "index.html"), "files": [str(p) for p in written],
+                   "checked": len(checks), "planned": len(plans)})
+        return
+    click.echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
+               f"{len(checks)} check row(s), {len(plans)} plan row(s))")

@@ -27,7 +27,7 @@ table{border-collapse:collapse;margin:.4em 0;background:#fff}
 th,td{border:1px solid #d8dbe0;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em;word-break:break-all}
-.badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff}
+.badge{display:inline-block;white-space:nowrap;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff}
 .ok{background:#2e7d32}.warn{background:#b26a00}.bad{background:#c62828}.none{background:#757575}
 tr.deviation td,td.deviation{background:#fff3cd}tr.problem td{background:#fde0e0}
 .chart{height:440px;background:#fff;border:1px solid #d8dbe0;margin:.5em 0}
