@@ -39,7 +39,7 @@ def chromium_paths() -> tuple[str, str]:
     found = shutil.which("chromium"), shutil.which("chromedriver")
     if None in found:
         if os.environ.get("REPRO_REQUIRE_BROWSER") == "1":
-            pytest.fail("no chromium/chromedriver although REPRO_REQUIRE_BROWSER=1 (tests/ci/chromium.sh installs them)")
+            pytest.fail("no chromium/chromedriver although REPRO_REQUIRE_BROWSER=1 (`make chromium` installs them)")
         pytest.skip("no chromium/chromedriver here; `make chromium` installs Debian's (root)")
     return found
 
