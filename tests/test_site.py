@@ -132,3 +132,9 @@ def test_cli_writes_the_site_and_refuses_a_bad_check_file(tmp_path):
     assert bad.returncode == 3 and "bad.json is not JSON" in bad.stderr and "Traceback" not in bad.stderr
     missing = repro("records", "site", "--out", tmp_path / "s3", "--plan", tmp_path / "none.json")
     assert missing.returncode == 3 and "none.json" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_record_whose_logs_list_no_loss_draws_the_manifests_losses():
+    page = build_site(site_records(), [], [], LIBRARY)["records/demo-cpu-synth.html"]
+    figure = json.loads(re.search(r'id="chart-losses-data">(.*?)</script>', page).group(1))
+    assert figure["data"][0]["x"] == ["run 1", "run 2", "run 3", "run 4"] and len(figure["data"][0]["y"]) == 4

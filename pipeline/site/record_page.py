@@ -64,13 +64,17 @@ def _runs(s: SiteRecord, check: CheckRow | None) -> str:
 
 
 def _loss_chart(s: SiteRecord) -> str:
-    logs = [log for log in s.record.logs if log.val_loss is not None]
+    """Each published run's final loss against the target: from the logs' entries, else the manifest's list."""
+    logs = [(log.file[:12], log.val_loss) for log in s.record.logs if log.val_loss is not None]
+    points = logs or [(f"run {i}", loss) for i, loss in enumerate(s.record.published.losses, 1)]
+    if not points:
+        return "<p>No published final loss to draw.</p>"
     target = s.record.rules.target_val_loss
     figure = {"data": [{"type": "scatter", "mode": "markers", "name": "published runs",
-                        "x": [log.file[:12] for log in logs], "y": [log.val_loss for log in logs],
+                        "x": [x for x, _ in points], "y": [y for _, y in points],
                         "marker": {"size": 9}, "hovertemplate": "%{x}<br>val loss %{y:.4f}<extra></extra>"}],
-              "layout": {"title": {"text": "final validation loss of each published log"}, "hovermode": "closest",
-                         "xaxis": {"title": {"text": "log"}}, "yaxis": {"title": {"text": "validation loss"}},
+              "layout": {"title": {"text": "final validation loss of each published run"}, "hovermode": "closest",
+                         "xaxis": {"title": {"text": "run"}}, "yaxis": {"title": {"text": "validation loss"}},
                          "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": target, "y1": target,
                                      "line": {"dash": "dash", "width": 1}}], "margin": {"t": 50, "r": 20}}}
     return ('<div class="chart" id="chart-losses" data-figure="chart-losses-data"></div>'
