@@ -42,12 +42,13 @@ def cells(html: str, name: str) -> list[str]:
 def test_index_in_upstream_order_with_verdict_rule_environment_and_plan():
     files = build_site(site_records(), [CHECK], [PLAN], LIBRARY)
     index = files["index.html"]
-    names = re.findall(r'<a href="records/([^"]+)\.html">', index)
+    names = re.findall(r'<tr><td>\d+</td><td>[^<]*</td><td><a href="records/([^"]+)\.html">', index)
     assert names == [s.record.name for s in upstream_order(site_records())]
     assert names[0] == "2024-06-06_AdamW" and names.index(MUON) == names.index("2025-09-21_DropAttn") + 1
     muon = cells(index, MUON)
     assert "149.7" in muon[3] and ">reproduced-with-deviations<" in muon[5] and muon[6] == "v1 parent"
     assert "deviation: stable-stand-in" in muon[7] and ">not planned<" in muon[8]
+    assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_DropAttn</a>'  # its parent's page
     demo = cells(index, "demo-cpu-synth")
     assert ">not checked<" in demo[5] and ">exact<" in demo[7] and ">yes<" in demo[8] and "CPU only" in demo[8]
     assert files["assets/plotly.min.js"] == LIBRARY.script and '<script src="assets/plotly.min.js">' in index

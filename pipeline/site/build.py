@@ -58,16 +58,22 @@ def _time_chart(records: list[SiteRecord], checks: dict[str, CheckRow]) -> dict:
         "margin": {"t": 50, "r": 20}}}
 
 
+def _parent_cell(parent: str, names: set[str]) -> str:
+    if not parent:
+        return "—"
+    return f'<a href="{esc(page_of(parent))}">{esc(parent)}</a>' if parent in names else esc(parent)
+
+
 def _index(records: list[SiteRecord], checks: dict[str, CheckRow], plans: dict[str, PlanRow],
            unknown: list[str]) -> str:
-    rows = []
+    rows, names = [], {s.record.name for s in records}
     for n, s in enumerate(records, 1):
         r, check = s.record, checks.get(s.record.name)
         claimed = r.imported.claimed_time_s if r.imported else None
         rows.append([esc(n), esc(r.date), f'<a href="{esc(page_of(r.name))}">{esc(r.name)}</a>', fmt(claimed, ".1f"),
                      fmt(r.published.mean_time_s, ".2f"), badge(check.verdict if check else None),
                      esc(check.rule if check and check.rule else "—"), environment_cell(s),
-                     plan_cell(plans.get(r.name)), esc(r.parent or "—")])
+                     plan_cell(plans.get(r.name)), _parent_cell(r.parent, names)])
     body = ("<h1>NanoGPT speedrun records: what reproduces</h1>"
             f'<p class="note">{len(records)} records of this registry, in upstream\'s order. The verdict is each '
             "record's own published logs judged by its own rules (<code>repro records check</code>); the "
