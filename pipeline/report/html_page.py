@@ -52,8 +52,8 @@ def table(header: list[str], rows: list[list[str]], row_classes: list[str] | Non
     body = []
     for i, row in enumerate(rows):
         cls = row_classes[i] if row_classes and row_classes[i] else ""
-        body.append(f'<tr{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}>' + "".join(f"<td>{c}</td>" for c in row)
-                    + "</tr>")
+        opening = f'<tr class="{cls}">' if cls else "<tr>"
+        body.append(opening + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 

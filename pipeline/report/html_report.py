@@ -24,8 +24,8 @@ def _chart(element_id: str, figure: dict) -> str:
 
 def _header(r: ReportInput) -> str:
     i = r.integrity
-    check = ("" if i.ok is None else badge("reproduced" if i.ok else "invalid").replace(
-        ">reproduced<", ">bundle verified<").replace(">invalid<", ">bundle does NOT verify<"))
+    check = "" if i.ok is None else (f'<span class="badge {"ok" if i.ok else "bad"}">'
+                                     f'{"bundle verified" if i.ok else "bundle does NOT verify"}</span>')
     signature = {"valid": "ok", "invalid": "bad", "absent": "none", "unchecked": "warn"}.get(i.signature, "none")
     lines = [f"<h1>{esc(r.record.name)}: reproduction report</h1>",
              f'<p class="note">{esc(r.title)} · {esc(r.record.title)} · target validation loss ≤ '

@@ -8,11 +8,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.atomic import write_text
 from pipeline.errors import InputError
+from pipeline.records.model import Record
 from pipeline.report.html_input import ReportInput, from_bundle, from_runs
 from pipeline.report.html_page import plotly_library
 from pipeline.report.html_report import render_report
@@ -25,7 +27,7 @@ STATE_FILE = "reproduce-state.json"  # pipeline/reproduce/flow.py's, read for th
 class HtmlSources:
     records_dir: Path
     record_name: str | None  # None: the one the runs' run.yaml name
-    published_dir_of: object  # callable(Record) -> Path | None
+    published_dir_of: Callable[[Record], Path | None]  # where the record's published logs are, if anywhere
 
 
 def is_bundle(path: Path) -> bool:
