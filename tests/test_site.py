@@ -139,3 +139,45 @@ def test_a_record_whose_logs_list_no_loss_draws_the_manifests_losses():
     page = build_site(site_records(), [], [], LIBRARY)["records/demo-cpu-synth.html"]
     figure = json.loads(re.search(r'id="chart-losses-data">(.*?)</script>', page).group(1))
     assert figure["data"][0]["x"] == ["run 1", "run 2", "run 3", "run 4"] and len(figure["data"][0]["y"]) == 4
+
+
+def test_hostile_manifest_text_stays_text_and_only_web_links_are_links(tmp_path):
+    import dataclasses
+
+    (muon,) = [s for s in site_records() if s.record.name == MUON]
+    record = dataclasses.replace(muon.record, title="<img src=x onerror=alert(1)>", upstream=dataclasses.replace(
+        muon.record.upstream, repository="javascript:alert(1)//"))
+    page = build_site([dataclasses.replace(muon, record=record)], [], [], LIBRARY)[f"records/{MUON}.html"]
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert 'href="javascript:' not in page and "(no pinned commit)" in page
+
+
+def test_write_site_keeps_to_its_folder(tmp_path):
+    from pipeline.site.build import write_site
+
+    with pytest.raises(ValueError, match="outside the site"):
+        write_site({"../escape.html": "x"}, tmp_path / "site")
+    assert not (tmp_path / "escape.html").exists()
+
+
+@pytest.mark.slow
+def test_site_of_the_shared_upstream_sample(tmp_path):
+    from tests.conftest import shared_path
+
+    clone = shared_path("upstream", "modded-nanogpt")
+    import shutil
+
+    from tests.paths import REPO_ROOT
+
+    registry = tmp_path / "registry"
+    for part in ("environments", "datasets"):  # the checkout's, so that environments are chosen as usual
+        shutil.copytree(REPO_ROOT / "manifests" / part, registry / part)
+    imported = repro("records", "import", clone, "--commit", "f411b3d346aa52d3504324ca93c230fd84c6c07f",
+                     "--registry", registry)
+    assert imported.returncode == 0, imported.stderr
+    result = repro("--registry", registry, "records", "site", "--out", tmp_path / "site", "--json")
+    assert result.returncode == 0, result.stderr
+    pages = sorted(p.stem for p in (tmp_path / "site" / "records").glob("*.html"))
+    assert pages == sorted(p.stem for p in (registry / "records").glob("*.yaml")) and len(pages) >= 12
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert all(f'href="records/{name}.html"' in index for name in pages)

@@ -24,7 +24,7 @@ body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color
 main{max-width:1180px;margin:0 auto;padding:18px 24px 60px}
 h1{font-size:1.6em;margin:.3em 0}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.4em 0;background:#fff}
-th,td{border:1px solid #d8dbe0;padding:3px 8px;text-align:left;vertical-align:top}
+th,td{border:1px solid #d8dbe0;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f0f2f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em;word-break:break-all}
 .badge{display:inline-block;white-space:nowrap;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff}

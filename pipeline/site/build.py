@@ -51,7 +51,7 @@ def _time_chart(records: list[SiteRecord], checks: dict[str, CheckRow]) -> dict:
              "text": [f"{s.record.parent or 'parent'} re-timed for {s.record.name}" for s in retimed],
              "hovertemplate": "%{text}<br>%{y:.2f} s<extra></extra>",
              "marker": {"symbol": "diamond-open", "size": 12, "color": "#d62728", "line": {"width": 2}}}
-    return {"data": [claimed, marks], "layout": {
+    return {"data": [claimed, marks] if retimed else [claimed], "layout": {
         "title": {"text": "record time against date (track 1)"}, "hovermode": "closest",
         "xaxis": {"title": {"text": "record date"}, "type": "date"},
         "yaxis": {"title": {"text": "time to the target loss (s, log scale)"}, "type": "log"},
