@@ -127,6 +127,8 @@ def test_cli_html_for_a_bundle_a_work_folder_and_bad_input(bundle_with_a_deviati
     work = bundle_with_a_deviation.parents[1]  # holds runs/<record>/<id>/: a work folder without a state file
     result = repro("report", "--html", work, "--out", tmp_path / "w")
     assert result.returncode == 0 and "not archived" in result.stdout, result.stderr
+    markdown = repro("report", bundle_with_a_deviation, "--out", tmp_path / "md")  # without --html
+    assert markdown.returncode == 3 and "pass --html" in markdown.stderr and "Traceback" not in markdown.stderr
     empty = tmp_path / "empty" / "runs"
     empty.mkdir(parents=True)
     bad = repro("report", "--html", empty.parent, "--out", tmp_path / "x")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.bundle.archive import record_of_runs
+from pipeline.errors import InputError
 from pipeline.records.model import load_record
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
@@ -34,6 +35,11 @@ def report(ws, runs, record_name, out_dir, record_logs, as_html, as_json):
     if as_html:
         _html(ws, list(runs), record_name, record_logs, out_dir, as_json)
         return
+    from pipeline.report.html_write import is_bundle
+
+    if any(is_bundle(p) for p in runs):
+        raise InputError("a bundle holds its report.md already; this command writes one for run folders",
+                         "for a bundle, pass --html (or read its report with `repro bundle show`)")
     record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
     verdict, files = report_runs(record, list(runs), out_dir,
                                  published_dir=published_logs_dir(record, ws.cache, record_logs))
