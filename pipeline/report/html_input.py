@@ -116,7 +116,8 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput:
     if record is None:
         raise InputError(f"{path}: record {manifest.record.name!r} is not in your registry ({records_dir})",
                          "add its manifest to your registry, or pass --registry DIR holding it")
-    run_ids = [r.id for r in manifest.runs if r.id in run_ids_in(files, RUNS)]
+    present = set(run_ids_in(files, RUNS))
+    run_ids = [r.id for r in manifest.runs if r.id in present]  # the manifest's order
     with judge_members(files, record, run_ids, run_ids_in(files, ATTEMPTS)) as judged:
         verdict = judged.verdict
         program = program_section(files, record, judged)
