@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 RECORD ?= 2025-09-23_MuonCustomSizing
 RUNS   ?= 4
 
-.PHONY: setup test lint demo reproduce smoke docker-engine slurm-cluster clean
+.PHONY: setup test lint demo reproduce smoke docker-engine slurm-cluster chromium clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ docker-engine:
 # what the campaign tests on Slurm need (tests/test_campaign_slurm.py).
 slurm-cluster:
 	bash tests/ci/slurm.sh
+
+# Install Debian's headless Chromium and chromium-driver (root): what the browser tests of the HTML report and
+# the records site drive through Selenium (tests/test_html_browser.py).
+chromium:
+	bash tests/ci/chromium.sh
 
 demo: setup
 	$(BIN)/repro reproduce --demo --runs 2

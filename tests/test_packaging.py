@@ -61,3 +61,11 @@ def test_installed_repro_lists_records_and_verifies_a_packaged_fixture(installed
     assert "Traceback" not in verified.stderr, verified.stderr
     assert "mean val loss 3.2796" in verified.stdout, verified.stdout
     assert verified.returncode in (0, 1)
+
+
+def test_installed_repro_writes_the_site_with_the_locked_chart_library(installed, tmp_path):
+    env = {"PATH": f"{installed / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    site = run(installed / "bin" / "repro", "records", "site", "--out", tmp_path / "site", cwd=tmp_path, env=env)
+    assert site.returncode == 0, site.stderr
+    library = (tmp_path / "site" / "assets" / "plotly.min.js").read_text()
+    assert len(library) > 1_000_000 and "plotly" in library[:2000].lower()  # from the plotly wheel in the lock

@@ -337,3 +337,15 @@ def test_list_keeps_the_table_order_and_the_plot_explains_outliers(tmp_path, reg
     assert _outlier(far) and not _outlier(retimed)
     legend = _legend_lines([retimed, far], [far])
     assert "#21r RuleTweak" in legend and "#89: logs 4.2 x the claim" in legend
+
+
+def test_the_site_shows_each_record_s_check(tmp_path, registry):
+    """`records check --json` is the file `records site --check` reads (one model), and --from judges in place."""
+    result = CliRunner().invoke(cli, ["--registry", str(registry), "records", "check", "--from", str(SAMPLE), "--json"])
+    (tmp_path / "check.json").write_text(result.output)
+    for args in (["--check", str(tmp_path / "check.json")], ["--from", str(SAMPLE)]):
+        out = tmp_path / args[0].strip("-")
+        code, text = run("--registry", str(registry), "records", "site", "--out", str(out), *args)
+        assert code == 0 and "12 check row(s)" in text, text
+        page = (out / "records" / "2026-07-13_PrefixTokenPrediction.html").read_text()
+        assert "prefix-1375/1b20ccf2-cb2f-4b6b-bc8a-2d9cd146f549.txt" in page and "other-hardware" in page

@@ -67,6 +67,8 @@ def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_pat
     assert first.outcome == "not-reproduced" and any("one run gives no p-value" in r for r in first.reasons)
     assert (tmp_path / "work" / "report" / "report.md").is_file()
     assert (tmp_path / "work" / "report" / "plots" / "val_loss.png").is_file()
+    html = (tmp_path / "work" / "report" / "report.html").read_text()  # made from the bundle, its check shown
+    assert first.report_html == str(tmp_path / "work" / "report" / "report.html") and ">bundle verified<" in html
 
     again = reproduce(WS, req)
     assert actions(again) == {"preflight": "skipped", "environment": "not needed", "data": "skipped",

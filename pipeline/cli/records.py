@@ -1,4 +1,4 @@
-"""`repro records list|show|fingerprint|import|plot|fetch-logs`: the record registry and the speedrun's history."""
+"""`repro records list|show|fingerprint|import|plot|fetch-logs|site`: the record registry and the speedrun's history."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pipeline.records.environment_choice import (
 )
 from pipeline.records.identity import fingerprint
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, load_record, record_names
+from pipeline.records.model import Record, load_record, record_names, upstream_order
 from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
@@ -77,7 +77,7 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
 @pass_workspace
 def list_(ws, wheelhouse, as_json):
     """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
-    rows = sorted((_history_row(ws, r, wheelhouse) for r in _all(ws)), key=table_order)
+    rows = [_history_row(ws, r, wheelhouse) for r in sorted(_all(ws), key=upstream_order)]
     if as_json:
         emit_json(rows)
         return
@@ -97,12 +97,6 @@ def list_(ws, wheelhouse, as_json):
     if any(row["retiming"] for row in rows):
         click.echo("(#r: a re-timing of the record with that number: same code on new hardware or software)")
 
-
-def table_order(row: dict) -> tuple:
-    """Upstream's order: track by track, by the table's row number (re-timings after their record), then date."""
-    number = row.get("row") or ""
-    return (row["track"], 0 if number.isdigit() else 1, int(number) if number.isdigit() else 0,
-            row["retiming"], row["date"], row["name"])
 
 
 @records.command()
@@ -209,8 +203,8 @@ def plot(ws, out_dir):
     """A PNG of record time against date (claimed times, and the mean of each record's logs), track 1 only."""
     from pipeline.records.history_plot import plot_history
 
-    rows = [_history_row(ws, r) for r in _all(ws) if r.track.startswith("track_1")]
-    path = plot_history(sorted(rows, key=table_order), out_dir)
+    rows = [_history_row(ws, r) for r in sorted(_all(ws), key=upstream_order) if r.track.startswith("track_1")]
+    path = plot_history(rows, out_dir)
     click.echo(f"wrote {path}")
 
 
@@ -275,3 +269,43 @@ def _print_check(rows) -> None:
             click.echo(f"\n{r.name}: {r.verdict} (rule {r.rule}: {r.rule_why})")
             for line in (*r.reasons, *(f"editor: {f}" for f in r.flags)):
                 click.echo(f"  - {line}")
+
+
+@records.command("site")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the site (index.html, records/, assets/).")
+@click.option("--check", "check_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="`repro records check --json` output: each record's verdict on its own logs [not checked].")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A JSON list of {name, runnable, reason}: whether each record can be run [not planned].")
+@click.option("--from", "upstream_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Judge each record on its own logs in this upstream clone now (as `records check`), instead of "
+                   "reading --check.")
+@WHEELHOUSE
+@click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
+@pass_workspace
+def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
+    """A static site of the registry: an index in upstream's order with a time chart, and a page per record."""
+    from pipeline.site.build import build_site, write_site
+    from pipeline.site.inputs import SiteRecord, load_check_rows, load_plan_rows
+
+    records = []
+    for r in _all(ws):
+        choice, _ = environment_of(ws, r, wheelhouse)
+        records.append(SiteRecord(r, choice.environment, choice.kind, choice.reason))
+    if upstream_dir is not None and check_file is not None:
+        raise InputError("--from and --check both give the records' verdicts", "pass one of them")
+    if upstream_dir is not None:
+        from pipeline.records.check import check_records
+
+        checks = check_records([s.record for s in records if s.record.imported is not None], upstream_dir)
+    else:
+        checks = load_check_rows(check_file) if check_file else []
+    plans = load_plan_rows(plan_file) if plan_file else []
+    written = write_site(build_site(records, checks, plans), out_dir)
+    if as_json:
+        emit_json({"out_dir": str(out_dir), "index": str(out_dir / "index.html"), "files": [str(p) for p in written],
+                   "checked": len(checks), "planned": len(plans)})
+        return
+    click.echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
+               f"{len(checks)} check row(s), {len(plans)} plan row(s))")

@@ -1,4 +1,6 @@
-"""`repro report RUN_DIR... [--record NAME] [--out DIR]`: report.md and PNG plots for runs."""
+"""`repro report RUN_DIR... [--record NAME] [--out DIR]`: report.md and PNG plots for runs.
+
+`repro report --html BUNDLE|WORK_FOLDER|RUN_DIR...`: one self-contained report.html instead."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.bundle.archive import record_of_runs
+from pipeline.errors import InputError
 from pipeline.records.model import load_record
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
@@ -22,10 +25,21 @@ from .output import emit_json, pass_workspace
 @click.option("--record-logs", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Folder with the record's published logs (offline) [default: the cache filled by "
                    "`repro records fetch-logs`].")
+@click.option("--html", "as_html", is_flag=True,
+              help="Write one self-contained, interactive report.html (works offline) for a bundle (.tar.gz), a "
+                   "work folder of `repro reproduce`, or run folders.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @pass_workspace
-def report(ws, runs, record_name, out_dir, record_logs, as_json):
+def report(ws, runs, record_name, out_dir, record_logs, as_html, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
+    if as_html:
+        _html(ws, list(runs), record_name, record_logs, out_dir, as_json)
+        return
+    from pipeline.report.html_write import is_bundle
+
+    if any(is_bundle(p) for p in runs):
+        raise InputError("a bundle holds its report.md already; this command writes one for run folders",
+                         "for a bundle, pass --html (or read its report with `repro bundle show`)")
     record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
     verdict, files = report_runs(record, list(runs), out_dir,
                                  published_dir=published_logs_dir(record, ws.cache, record_logs))
@@ -36,3 +50,18 @@ def report(ws, runs, record_name, out_dir, record_logs, as_json):
     click.echo(f"verdict {verdict.outcome}; record curves from {files.published_source}")
     for rel in files.files:
         click.echo(f"  wrote {files.out_dir / rel}")
+
+
+def _html(ws, paths, record_name, record_logs, out_dir, as_json):
+    from pipeline.report.html_write import HtmlSources, gather, write_html
+
+    sources = HtmlSources(ws.records_dir, record_name,
+                          lambda record: published_logs_dir(record, ws.cache, record_logs))
+    report_input = gather(paths, sources)
+    path = write_html(report_input, out_dir)
+    if as_json:
+        emit_json({"outcome": report_input.verdict.outcome, "html": str(path),
+                   "integrity": report_input.integrity.proven, "published_source": report_input.published_source})
+        return
+    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.integrity.proven}")
+    click.echo(f"  wrote {path}")

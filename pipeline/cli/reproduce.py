@@ -108,6 +108,8 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
             click.echo(f"  - {reason}")
         click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
         click.echo(f"report:  {result.report}")
+        if result.report_html:
+            click.echo(f"html:    {result.report_html}  (open it in a browser; it works offline)")
         click.echo(f"time:    {seconds:.0f} s")
         if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
             click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")

@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
+from pipeline.records.selection import LeftOut
 from pipeline.verdict.findings import Finding, of_severity
 from pipeline.verdict.judge import verify_runs
 from pipeline.verdict.render import render_reason
@@ -30,18 +31,20 @@ IMPLAUSIBLE = (0.67, 1.5)  # logs' mean time / claimed time outside this: not th
 
 @dataclass(frozen=True)
 class CheckRow:
+    """One record's verdict on its own logs: printed, written by `--json`, and read back by `records site`."""
+
     name: str
     verdict: str  # one of ORDER, or "no-logs" (nothing to judge)
     rule: str  # the loss evidence the record is judged by
-    rule_why: str
     runs_judged: tuple[str, ...]
-    left_out: tuple[dict, ...]  # {file, reason, detail}: what the importer did not take, and why
+    left_out: tuple[LeftOut, ...]  # what the importer did not take, and why
     mean_loss: float | None
     p: float | None
     time_s: float | None
-    claimed_s: float | None
     time_ratio: float | None  # logs' mean time / claimed time
     reasons: tuple[str, ...]
+    rule_why: str = ""
+    claimed_s: float | None = None
     flags: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict:
@@ -112,14 +115,14 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
     rule = record.rules.loss_evidence
     rule_why = (imported.rule.get("why", "") if imported and imported.rule.get("evidence") == rule
                 else "set by the manifest's editor")
-    left_out = tuple({k: x.get(k) for k in ("file", "reason", "detail")} for x in (imported.left_out if imported
-                                                                                   else ()))
+    left_out = tuple(LeftOut(str(x.get("file")), str(x.get("reason")), str(x.get("detail", "")))
+                     for x in (imported.left_out if imported else ()))
     flags = tuple(imported.flags) if imported else ()
     folder = _record_folder(record, upstream_dir)
     paths, bad = _pinned_logs(record, folder) if record.logs else ([], ["the manifest pins no log"])
     if not paths:
-        return CheckRow(record.name, "no-logs", rule, rule_why, (), left_out, None, None, None, None, None,
-                        tuple(bad), flags)
+        return CheckRow(record.name, "no-logs", rule, (), left_out, None, None, None, None, tuple(bad),
+                        rule_why, None, flags)
     verdict = verify_runs(record, paths)
     claim, claimed, ratio = _claim(record, verdict.time.mean_s if verdict.time else None)
     extra = [claim] + [Finding("check.log_missing", "problem", {"detail": b}) for b in bad]
@@ -127,9 +130,9 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
     reasons = [render_reason(f) for f in (*verdict.findings, *extra) if f.severity != "note"
                or f.code.startswith("claim.")]
     loss = verdict.loss
-    return CheckRow(record.name, outcome, rule, rule_why, tuple(p.relative_to(folder).as_posix() for p in paths),
-                    left_out, loss.mean if loss else None, loss.p_value if loss else None,
-                    verdict.time.mean_s if verdict.time else None, claimed, ratio, tuple(reasons), flags)
+    return CheckRow(record.name, outcome, rule, tuple(p.relative_to(folder).as_posix() for p in paths), left_out,
+                    loss.mean if loss else None, loss.p_value if loss else None,
+                    verdict.time.mean_s if verdict.time else None, ratio, tuple(reasons), rule_why, claimed, flags)
 
 
 def check_records(records: list[Record], upstream_dir: Path) -> list[CheckRow]:

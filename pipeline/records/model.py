@@ -401,6 +401,15 @@ def load_record_file(path: Path) -> Record:
     return record
 
 
+def upstream_order(record: Record) -> tuple:
+    """Sort key for upstream's order: track by track, by the records table's row number (a re-timing after the
+    record it re-times), then date; records the table does not list (the demo) last."""
+    row = record.imported.row if record.imported else ""
+    numbered = row.isdigit()
+    return (record.imported is None, record.track, not numbered, int(row) if numbered else 0,
+            record.rules.loss_evidence == "retiming", record.date, record.name)
+
+
 def _default_records_dir() -> Path:
     from pipeline.workspace import Workspace
 

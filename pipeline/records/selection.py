@@ -60,7 +60,7 @@ class LeftOut:
     file: str  # path below the record folder
     reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
     #              other-version | other-experiment | symlink | unreadable
-    detail: str
+    detail: str = ""
     sha256: str = ""
 
 

@@ -100,6 +100,7 @@ class ReproduceResult:
     bundle_verified: bool
     report: str | None
     state_file: str
+    report_html: str | None = None  # the bundle's self-contained HTML report (pipeline/report/html_report.py)
 
 
 # ---- the state file: what each stage produced (a record, not a source of truth) -----------------
@@ -150,6 +151,7 @@ class Flow:
     outcome: str | None = None
     reasons: tuple[str, ...] = ()
     report: Path | None = None
+    report_html: Path | None = None
     bundle_ok: bool = False
 
     @property
@@ -507,7 +509,8 @@ def stage_archive(flow: Flow) -> StageOutcome:
 
 
 def stage_report(flow: Flow) -> StageOutcome:
-    """The bundle's report.md and plots, copied out to <work>/report/ (byte for byte the archived ones)."""
+    """The bundle's report.md and plots, copied out to <work>/report/ (byte for byte the archived ones), and
+    report.html made from the bundle (it shows the bundle's check, so it is written after the bundle)."""
     from pipeline.atomic import write_bytes
     from pipeline.bundle.verify import read_members
 
@@ -519,14 +522,24 @@ def stage_report(flow: Flow) -> StageOutcome:
         sums[name] = digest
     wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
     flow.report = out / "report.md"
+    flow.report_html = _html_report(flow, out)
     if wanted and all((out / n).is_file() and sha256_file(out / n) == sums.get(n) for n in wanted):
-        flow.state.set("report", path=str(flow.report))
-        return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's")
+        flow.state.set("report", path=str(flow.report), html=str(flow.report_html))
+        return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's; wrote {flow.report_html}")
     for name in wanted:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         write_bytes(out / name, files[name])
-    flow.state.set("report", path=str(flow.report))
-    return StageOutcome("report", "done", f"{flow.report} and {len(wanted) - 1} plot(s)")
+    flow.state.set("report", path=str(flow.report), html=str(flow.report_html))
+    return StageOutcome("report", "done", f"{flow.report}, {len(wanted) - 1} plot(s) and {flow.report_html.name}")
+
+
+def _html_report(flow: Flow, out: Path) -> Path:
+    from pipeline.records.published import published_logs_dir
+    from pipeline.report.html_input import from_bundle
+    from pipeline.report.html_write import write_html
+
+    return write_html(from_bundle(flow.bundle, flow.ws.records_dir,
+                                  lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
 
 
 def stage_bundle_check(flow: Flow) -> StageOutcome:
@@ -569,4 +582,4 @@ def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] =
         return ReproduceResult(record.name, str(work), tuple(stages), tuple(r.name for r in flow.judged),
                                tuple(a.name for a in flow.attempts), flow.stopped, flow.outcome, flow.reasons,
                                str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok, str(flow.report),
-                               str(flow.state.path))
+                               str(flow.state.path), str(flow.report_html) if flow.report_html else None)

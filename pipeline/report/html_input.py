@@ -1,0 +1,138 @@
+"""What an HTML report shows, gathered from a bundle or from runs on disk into one typed model.
+
+    report = from_bundle(Path("bundles/x.tar.gz"), records_dir)   # verified: hashes, signature, verdict
+    report = from_runs(record, run_dirs, published_dir)            # a work folder's runs, before archiving
+
+A bundle is read in bounded memory (pipeline/bundle/members.py) and checked by `verify_bundle`; its verdict
+is recomputed from the logs inside against the reader's registry, the same code `bundle verify` runs.
+Nothing from the bundle reaches the file system except the judge's inputs in a temporary folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import InputError
+from pipeline.records.logparse import parse_text
+from pipeline.records.model import Record
+from pipeline.report.render import LabelledLog, load_published, read_run_logs
+from pipeline.verdict.judge import Verdict
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What a reader may trust: the bundle check's first line, its problems and notes."""
+
+    kind: str  # bundle | runs
+    proven: str  # "signed by ed25519:…", "integrity only: unsigned", or why there is no such check
+    signature: str  # valid | invalid | absent | unchecked | not a bundle
+    ok: bool | None  # None: runs on disk, nothing to check
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProgramRow:
+    run: str
+    trainer: str
+    status: str  # identical | same-code | different | unpinned | absent | native | ...
+    source: str | None  # the program file the run was launched with (run.yaml)
+    sha256: str | None
+    fingerprint: str | None
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    title: str  # the bundle's or the work folder's name
+    record: Record
+    verdict: Verdict
+    runs: tuple[LabelledLog, ...]  # same order as verdict.runs
+    published: tuple[LabelledLog, ...]
+    published_source: str
+    integrity: Integrity
+    program: tuple[ProgramRow, ...]
+    environment: tuple[tuple[str, str], ...]  # (what, value): runtimes, environments, locks, data
+    members: tuple[tuple[str, str], ...]  # a bundle's (member, sha256) from SHA256SUMS
+
+
+def _program_rows(verdict: Verdict, labels: list[str], sources: list[str | None]) -> tuple[ProgramRow, ...]:
+    return tuple(ProgramRow(label, run.trainer, run.program.status, source, run.program.sha256,
+                            run.program.fingerprint)
+                 for label, run, source in zip(labels, verdict.runs, sources))
+
+
+def from_runs(record: Record, run_dirs: list[Path], published_dir: Path | None, title: str) -> ReportInput:
+    from pipeline.runs.rundir import RunMeta
+    from pipeline.verdict.judge import verify_runs
+
+    run_dirs = [Path(p) for p in run_dirs]
+    verdict = verify_runs(record, run_dirs)
+    logs = read_run_logs(run_dirs)
+    metas = [RunMeta.load_if_present(p) if p.is_dir() else None for p in run_dirs]
+    published, source = load_published(record, published_dir)
+    environment = _environment_of_metas(metas)
+    integrity = Integrity("runs", "not archived: runs on disk, no hashes or signature to check", "not a bundle",
+                          None, (), ())
+    program = _program_rows(verdict, [log.label for log in logs],
+                            [(m.program_source or None) if m else None for m in metas])
+    return ReportInput(title, record, verdict, tuple(logs), tuple(published), source, integrity, program,
+                       environment, ())
+
+
+def _environment_of_metas(metas) -> tuple[tuple[str, str], ...]:
+    def joined(values) -> str:
+        return ", ".join(sorted({str(v) for v in values if v})) or "—"
+
+    known = [m for m in metas if m is not None]
+    return (("runtime", joined(m.runtime for m in known)), ("environment", joined(m.environment for m in known)),
+            ("environment lock sha256", joined(m.environment_lock_sha256 for m in known)),
+            ("image", joined(m.image_id for m in known)),
+            ("data lock sha256", joined(m.data_lock_sha256 for m in known)),
+            ("world size", joined(m.world_size for m in known)))
+
+
+def _sums(files) -> tuple[tuple[str, str], ...]:
+    rows = []
+    for line in files.get("SHA256SUMS", b"").decode("utf-8", "replace").splitlines():
+        digest, sep, name = line.partition("  ")
+        if sep:
+            rows.append((name, digest))
+    return tuple(rows)
+
+
+def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput:
+    """`published_dir_of(record)`: the folder of the record's published logs on this machine, or None."""
+    from pipeline.bundle.judging import ATTEMPTS, RUNS, judge_members, program_section, run_ids_in
+    from pipeline.bundle.trust import choose_record
+    from pipeline.bundle.verify import load_manifest, read_members, verify_bundle
+
+    check = verify_bundle(path, records_dir)
+    files = read_members(path).files
+    manifest, problems = load_manifest(files, path)
+    if manifest is None:
+        raise InputError(f"{path}: {problems[0]}", "check it with `repro bundle verify`")
+    record = choose_record(files, manifest.record, records_dir).record
+    if record is None:
+        raise InputError(f"{path}: record {manifest.record.name!r} is not in your registry ({records_dir})",
+                         "add its manifest to your registry, or pass --registry DIR holding it")
+    present = set(run_ids_in(files, RUNS))
+    run_ids = [r.id for r in manifest.runs if r.id in present]  # the manifest's order
+    with judge_members(files, record, run_ids, run_ids_in(files, ATTEMPTS)) as judged:
+        verdict = judged.verdict
+        program = program_section(files, record, judged)
+    logs = tuple(LabelledLog(i, parse_text(files.get(f"{RUNS}/{i}/log.txt", b""), f"{RUNS}/{i}/log.txt"))
+                 for i in run_ids)
+    published, source = load_published(record, published_dir_of(record))
+    env, data = manifest.environment, manifest.data
+    environment = (("runtime", ", ".join(env.runtimes) or "—"), ("environment", ", ".join(env.environments) or "—"),
+                   ("environment lock", f"{env.lock_file or '—'} {env.lock_sha256 or ''}".strip()),
+                   ("image", ", ".join(env.image_ids) or "—"), ("pip freeze", env.pip_freeze_source),
+                   ("data", f"{data.dataset or '—'}: {len(data.shards)} shard(s), lock {data.lock_sha256 or '—'}"),
+                   ("world size", ", ".join(sorted({str(r.world_size) for r in manifest.runs if r.world_size})) or "—"))
+    integrity = Integrity("bundle", check.proven, check.signature.status, check.ok,
+                          tuple(str(p) for p in check.problems), check.notes)
+    sources = {p.id: p.source for p in program.runs}
+    rows = _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids])
+    return ReportInput(manifest.name, record, verdict, logs, tuple(published), source, integrity, rows,
+                       environment, _sums(files))

@@ -1,0 +1,75 @@
+"""Which runs a `repro report --html` argument means, and writing the page.
+
+    repro report --html bundles/x.tar.gz --out report/      # a bundle: verified, signature shown
+    repro report --html work/demo-cpu-synth --out report/   # a work folder: its bundle if it has one, else its runs
+    repro report --html runs/REC/ID1 runs/REC/ID2           # run folders (or bare logs), as `repro report` takes
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.atomic import write_text
+from pipeline.errors import InputError
+from pipeline.records.model import Record
+from pipeline.report.html_input import ReportInput, from_bundle, from_runs
+from pipeline.report.html_page import plotly_library
+from pipeline.report.html_report import render_report
+
+HTML_NAME = "report.html"
+STATE_FILE = "reproduce-state.json"  # pipeline/reproduce/flow.py's, read for the bundle it archived
+
+
+@dataclass(frozen=True)
+class HtmlSources:
+    records_dir: Path
+    record_name: str | None  # None: the one the runs' run.yaml name
+    published_dir_of: Callable[[Record], Path | None]  # where the record's published logs are, if anywhere
+
+
+def is_bundle(path: Path) -> bool:
+    return path.is_file() and path.name.endswith((".tar.gz", ".tgz"))
+
+
+def bundle_of_work_folder(folder: Path) -> Path | None:
+    """The bundle `repro reproduce` last archived from this work folder, when it is still there."""
+    try:
+        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8")[:1 << 20])
+        path = Path(state["stages"]["archive"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path if is_bundle(path) else None
+
+
+def runs_of_work_folder(folder: Path) -> list[Path]:
+    return sorted(p.parent for p in folder.glob("runs/*/*/run.yaml"))
+
+
+def gather(paths: list[Path], sources: HtmlSources) -> ReportInput:
+    from pipeline.bundle.archive import record_of_runs
+    from pipeline.records.model import load_record
+
+    paths = [Path(p) for p in paths]
+    if len(paths) == 1 and (is_bundle(paths[0]) or bundle_of_work_folder(paths[0])):
+        return from_bundle(paths[0] if is_bundle(paths[0]) else bundle_of_work_folder(paths[0]),
+                           sources.records_dir, sources.published_dir_of)
+    title = paths[0].name if len(paths) == 1 else f"{len(paths)} runs"
+    if len(paths) == 1 and (paths[0] / "runs").is_dir():
+        paths = runs_of_work_folder(paths[0])
+        if not paths:
+            raise InputError(f"{title}: no run folder (runs/<record>/<id>/run.yaml) in this work folder",
+                             "give a bundle, a work folder of `repro reproduce`, or run folders")
+    if any(is_bundle(p) for p in paths):
+        raise InputError("a bundle was given with other paths", "give one bundle alone, or run folders")
+    record = load_record(sources.record_name or record_of_runs([p for p in paths if p.is_dir()]), sources.records_dir)
+    return from_runs(record, paths, sources.published_dir_of(record), title)
+
+
+def write_html(report: ReportInput, out_dir: Path) -> Path:
+    out = Path(out_dir) / HTML_NAME
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, render_report(report, plotly_library()))
+    return out

@@ -1,0 +1,1 @@
+"""`repro records site`: a static site of the record registry (pipeline/site/build.py)."""

@@ -1,0 +1,119 @@
+"""What the site is built from, as typed rows: the registry's records, `repro records check --json` rows and
+`--plan` rows, each JSON file read in bounded memory and validated row by row.
+
+    checks = load_check_rows(Path("check.json"))   # [{name, verdict, rule, runs_judged, left_out, mean_loss, p,
+                                                   #   time_s, time_ratio, reasons}, ...]
+    plans = load_plan_rows(Path("plan.json"))      # [{name, runnable, reason}, ...]
+
+A wrong file is one InputError naming the file, the row and the field; a record with no row is shown as
+"not checked" / "not planned", never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import InputError, os_error
+from pipeline.records.check import CheckRow
+from pipeline.records.model import Record
+from pipeline.records.selection import LeftOut
+
+MAX_JSON_BYTES = 32 << 20  # a row per record: a few KB each
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """Whether a record can be run here, and why (`--plan`)."""
+
+    name: str
+    runnable: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """A registry record with the environment it would run in today (pipeline/records/environment_choice.py)."""
+
+    record: Record
+    environment: str  # the environment it will use, "" when none
+    environment_kind: str  # exact | named | stable-stand-in | none
+    environment_reason: str
+
+    @property
+    def environment_exact(self) -> bool:
+        return self.environment_kind in ("exact", "named")
+
+
+def _read_list(path: Path, what: str) -> list:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        raise os_error(path, exc, f"give the JSON file {what} wrote") from None
+    if len(raw) > MAX_JSON_BYTES:
+        raise InputError(f"{path} is larger than {MAX_JSON_BYTES >> 20} MiB", f"give the JSON file {what} wrote")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{path} is not JSON ({str(exc)[:200]})", f"give the JSON file {what} wrote") from None
+    if not isinstance(data, list):
+        raise InputError(f"{path} holds a JSON {type(data).__name__}, not a list of rows",
+                         f"give the JSON file {what} wrote")
+    return data
+
+
+class _Row:
+    """One row's fields, each checked for its type; errors name the file, the row and the field."""
+
+    def __init__(self, path: Path, index: int, data, what: str):
+        self.where, self.what = f"{path}: row {index}", what
+        if not isinstance(data, dict):
+            raise InputError(f"{self.where} is not an object", f"give the JSON file {what} wrote")
+        self.data = data
+
+    def get(self, key: str, kinds: tuple, required: bool = True):
+        value = self.data.get(key)
+        if value is None and not required:
+            return None
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):  # True is an int
+            names = "/".join(k.__name__ for k in kinds)
+            raise InputError(f"{self.where}: {key} is {json.dumps(value)[:80]}, not {names}",
+                             f"give the JSON file {self.what} wrote")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        values = self.get(key, (list,), required=False) or []
+        if not all(isinstance(v, str) for v in values):
+            raise InputError(f"{self.where}: {key} holds a non-string", f"give the JSON file {self.what} wrote")
+        return tuple(values)
+
+
+def load_check_rows(path: Path) -> list[CheckRow]:
+    rows = []
+    for i, data in enumerate(_read_list(path, "`repro records check --json`")):
+        r = _Row(path, i, data, "`repro records check --json`")
+        left = []
+        for item in r.get("left_out", (list,), required=False) or []:
+            if not isinstance(item, dict) or not isinstance(item.get("file"), str) \
+                    or not isinstance(item.get("reason"), str):
+                raise InputError(f"{r.where}: left_out holds {json.dumps(item)[:80]}, not {{file, reason}}",
+                                 "give the JSON file `repro records check --json` wrote")
+            left.append(LeftOut(item["file"], item["reason"], str(item.get("detail") or "")))
+        number = (int, float)
+        rows.append(CheckRow(r.get("name", (str,)), r.get("verdict", (str,)), r.get("rule", (str,), False) or "",
+                             r.strings("runs_judged"), tuple(left), r.get("mean_loss", number, False),
+                             r.get("p", number, False), r.get("time_s", number, False),
+                             r.get("time_ratio", number, False), r.strings("reasons"),
+                             r.get("rule_why", (str,), False) or "", r.get("claimed_s", number, False),
+                             r.strings("flags")))
+    return rows
+
+
+def load_plan_rows(path: Path) -> list[PlanRow]:
+    rows = []
+    for i, data in enumerate(_read_list(path, "the plan (--plan)")):
+        r = _Row(path, i, data, "the plan (--plan)")
+        rows.append(PlanRow(r.get("name", (str,)), r.get("runnable", (bool,)), r.get("reason", (str,), False) or ""))
+    return rows

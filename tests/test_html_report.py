@@ -1,0 +1,162 @@
+"""repro report --html: the page's content, taken apart as data (the charts' JSON, the tables), without a browser.
+
+tests/test_html_browser.py loads the same pages in a real Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline.records.logparse import StepPoint
+from pipeline.report.html_input import from_bundle
+from pipeline.report.html_page import data_block, esc, plotly_library
+from pipeline.report.html_write import HtmlSources, gather, write_html
+from pipeline.report.phases import phase_bounds, phase_of, phase_times
+from tests.logfactory import make_log
+from tests.paths import REPO_ROOT
+from tests.test_bundle import RECORDS, make_bundle, repro, three_runs, write_keys
+
+PUBLISHED = REPO_ROOT / "tests" / "fixtures" / "record-logs" / "2025-09-23_MuonCustomSizing"
+
+
+def figures(html: str) -> dict[str, dict]:
+    """Every chart's figure, by its element id, parsed back from the page's JSON blocks."""
+    blocks = re.findall(r'<script type="application/json" id="([^"]+)-data">(.*?)</script>', html, re.S)
+    return {name: json.loads(text) for name, text in blocks}
+
+
+def report_of(bundle: Path, out: Path, published: Path | None = PUBLISHED) -> str:
+    path = write_html(from_bundle(bundle, RECORDS, lambda record: published), out)
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def bundle_with_a_deviation(tmp_path_factory) -> Path:
+    """Three runs, the last on another PyTorch: a deviation the page must mark in the software table."""
+    root = tmp_path_factory.mktemp("html")
+    runs = three_runs(root)
+    (runs[2] / "log.txt").write_text(make_log(None, final_loss=3.2794, step_ms=89.0, torch="2.8.0+cu128"))
+    return make_bundle(runs, root / "bundles")
+
+
+def test_bundle_report_holds_every_section_and_the_library_once(bundle_with_a_deviation, tmp_path):
+    html = report_of(bundle_with_a_deviation, tmp_path / "out")
+    assert html.count("/* plotly.js ") == 1 and html.count("Plotly.newPlot") == 1  # the library inlined once
+    page = html.replace(plotly_library().script, "")  # the library's own text mentions CDNs it never calls here
+    assert "<script src=" not in page and "https://" not in page  # nothing fetched: it works offline
+    for anchor in ("verdict", "runs", "loss", "phases", "machine", "environment", "program", "members"):
+        assert f'id="{anchor}"' in html
+    assert ">reproduced-with-deviations<" in html and ">bundle verified<" in html
+    assert 'id="signature">signature: absent<' in html and "integrity only: unsigned" in html
+    # the software table: the third run's PyTorch differs from the record's and is marked; the others are not
+    row = re.search(r"<tr class=\"deviation\"><td>software</td><td>torch</td>(.*?)</tr>", html).group(1)
+    assert row.count("⚠ deviation") == 1 and "2.8.0+cu128" in row
+    assert "software torch: 2.8.0+cu128 (record: 2.9.0.dev20250726+cu126)" in html
+    assert "manifest.yaml" in html and "SHA256SUMS" in html  # the member list with each sha256
+
+
+def test_charts_carry_our_runs_and_the_records_published_runs(bundle_with_a_deviation, tmp_path):
+    figs = figures(report_of(bundle_with_a_deviation, tmp_path / "out"))
+    assert set(figs) == {"chart-loss-step", "chart-loss-time", "chart-phases"}
+    step = figs["chart-loss-step"]["data"]
+    ours = [t for t in step if t.get("legendgroup") != "published"]
+    published = [t for t in step if t.get("legendgroup") == "published"]
+    assert [t["name"] for t in ours] == ["20261129T105700Z-aaaa", "20261129T110500Z-bbbb", "20261129T111300Z-cccc"]
+    assert len(published) == 4 and all(t["line"]["color"] == "#9e9e9e" for t in published)
+    assert ours[0]["x"][-1] == 1680 and ours[0]["y"][-1] == 3.279
+    time = figs["chart-loss-time"]["data"]
+    assert time[-1]["x"][-1] == pytest.approx(1680 * 89.0 / 1000, abs=0.01)  # seconds of training at the end
+    assert figs["chart-loss-step"]["layout"]["shapes"][0]["y0"] == 3.28  # the target line
+    bars = figs["chart-phases"]["data"]
+    assert len(bars) == 7 and bars[0]["x"] == ["phase 1", "phase 2", "phase 3"]
+    assert bars[0]["y"] == [pytest.approx(89.1, abs=0.01)] * 3  # make_log's constant 89.1 ms per step
+
+
+def test_without_published_logs_the_manifests_final_losses_stand_in(bundle_with_a_deviation, tmp_path):
+    figs = figures(report_of(bundle_with_a_deviation, tmp_path / "out", published=None))
+    names = [t["name"] for t in figs["chart-loss-step"]["data"]]
+    assert "record's published final losses" in names and not any(t.get("legendgroup") for t in
+                                                                  figs["chart-loss-step"]["data"])
+
+
+def test_same_bundle_same_bytes(bundle_with_a_deviation, tmp_path):
+    a = report_of(bundle_with_a_deviation, tmp_path / "a")
+    assert report_of(bundle_with_a_deviation, tmp_path / "b") == a
+
+
+def test_signed_bundle_shows_its_key(tmp_path):
+    private, _ = write_keys(tmp_path, "signer")
+    bundle = make_bundle(three_runs(tmp_path), tmp_path / "bundles", sign_key=private)
+    html = report_of(bundle, tmp_path / "out")
+    assert 'id="signature">signature: valid<' in html and "signed by ed25519:" in html
+
+
+def test_a_changed_bundle_says_it_does_not_verify(bundle_with_a_deviation, tmp_path):
+    import tarfile
+
+    changed = tmp_path / "changed.tar.gz"
+    with tarfile.open(bundle_with_a_deviation) as src, tarfile.open(changed, "w:gz") as dst:
+        for info in src.getmembers():
+            data = src.extractfile(info).read()
+            if info.name.endswith("/stdout.txt"):
+                data += b"edited\n"
+                info.size = len(data)
+            import io
+
+            dst.addfile(info, io.BytesIO(data))
+    html = report_of(changed, tmp_path / "out")
+    assert ">bundle does NOT verify<" in html and "changed after archiving" in html
+
+
+def test_run_folders_report_says_nothing_was_archived(tmp_path):
+    runs = three_runs(tmp_path)
+    report = gather(runs, HtmlSources(RECORDS, None, lambda record: None))
+    html = write_html(report, tmp_path / "out").read_text()
+    assert report.integrity.kind == "runs" and "not archived: runs on disk" in html
+    assert [t["name"] for t in figures(html)["chart-loss-step"]["data"]][:3] == [r.name for r in runs]
+
+
+def test_cli_html_for_a_bundle_a_work_folder_and_bad_input(bundle_with_a_deviation, tmp_path):
+    result = repro("report", "--html", bundle_with_a_deviation, "--out", tmp_path / "b", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["html"] == str(tmp_path / "b" / "report.html") and data["integrity"] == "integrity only: unsigned"
+    work = bundle_with_a_deviation.parents[1]  # holds runs/<record>/<id>/: a work folder without a state file
+    result = repro("report", "--html", work, "--out", tmp_path / "w")
+    assert result.returncode == 0 and "not archived" in result.stdout, result.stderr
+    markdown = repro("report", bundle_with_a_deviation, "--out", tmp_path / "md")  # without --html
+    assert markdown.returncode == 3 and "pass --html" in markdown.stderr and "Traceback" not in markdown.stderr
+    empty = tmp_path / "empty" / "runs"
+    empty.mkdir(parents=True)
+    bad = repro("report", "--html", empty.parent, "--out", tmp_path / "x")
+    assert bad.returncode == 3 and "no run folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_values_cannot_leave_their_place_in_the_page():
+    hostile = "</script><script>alert(1)</script>"
+    block = data_block("x", {"name": hostile})
+    assert block.count("</script>") == 1 and json.loads(block.split(">", 1)[1][:-len("</script>")]) == {"name": hostile}
+    assert "<" not in esc(hostile) and '"' not in esc('a"b')
+
+
+def test_phase_bounds_follow_the_trainers_window_rule():
+    for steps in (7, 40, 1680, 10**12):
+        bounds = [phase_bounds(p, steps) for p in range(3)]
+        assert bounds[0][0] == 0 and bounds[-1][1] == steps
+        assert all(bounds[i][1] + 1 == bounds[i + 1][0] for i in range(2))
+        for p, (first, last) in enumerate(bounds):
+            assert phase_of(first, steps) == p and phase_of(last, steps) == p
+
+
+def test_phase_times_leave_out_each_phases_first_step():
+    # 10 ms per step, except the step opening phase 2 (step 14 of 40), which holds a 500 ms switch
+    clock, steps = 0, []
+    for s in range(1, 41):
+        clock += 510 if s == 14 else 10
+        steps.append(StepPoint(s, clock, clock / s))
+    times = phase_times(tuple(steps), 40)
+    assert [(t.first_step, t.last_step) for t in times] == [(0, 13), (14, 27), (28, 40)]
+    assert [t.ms_per_step for t in times] == [10, 10, 10]
