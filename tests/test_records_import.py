@@ -270,7 +270,7 @@ def test_a_multi_file_program_has_one_fingerprint():
     from pipeline.records.identity import program_fingerprint
 
     line = b"-" * 40
-    divider = b"\n" + line + b"\n# triton_kernels.py\n" + line + b"\n"
+    divider = b"\n\n" + line + b"\n# triton_kernels.py\n" + line + b"\n\n"  # as the 2026 programs write it
     main, kernels = b"import os\nx = 1  # main\n", b"def k(a):\n    return a + 1\n"
     fp = program_fingerprint(main + divider + kernels)
     assert fp.startswith("ast1-")

@@ -115,6 +115,8 @@ def show(ws, name, wheelhouse, as_json):
     click.echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
                f"losses {list(p.losses)}")
     click.echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
+    for pin in next((log.files for log in r.logs if log.files), ()):  # a program of several files
+        click.echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
     click.echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
                f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
     click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "

@@ -24,6 +24,7 @@ from pathlib import Path
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import SEPARATOR, parse_text
+from pipeline.records.program_files import program_file_pins
 
 MAX_LOG_BYTES = 64 << 20
 LOG_SUFFIXES = (".txt", ".log")
@@ -56,6 +57,7 @@ class LogFacts:
     layout: str  # current | late-2024 | llmc | unknown
     missing: tuple[str, ...]  # what this log lacks: program, header, final validation, train time, ...
     warnings: tuple[str, ...]
+    files: tuple[dict, ...] = ()  # a program of several files: each one's name, sha256 and size
 
 
 class LogUnreadable(Exception):
@@ -135,7 +137,8 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
         step_avg_ms=round(avg, 2) if avg is not None else None, peak_allocated_mib=parsed.peak_allocated_mib,
         python=parsed.python or "", torch=torch, torch_cuda=torch_cuda, triton=parsed.triton or "",
         gpu_model=gpu_model, gpu_count=gpu_count, driver=driver, cuda_driver=cuda_driver,
-        layout=layout, missing=tuple(missing), warnings=tuple(warnings))
+        layout=layout, missing=tuple(missing), warnings=tuple(warnings),
+        files=program_file_pins(program) if program is not None else ())
 
 
 def read_log_facts(path: Path) -> LogFacts:

@@ -26,6 +26,7 @@ from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record
 from pipeline.records.program import resolve_program
+from pipeline.records.program_files import split_program
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from pipeline.runs.rundir import (
     RunDir,
@@ -122,7 +123,9 @@ class TrainPlan:
         return {"run_dir": str(self.run_dir), "record": self.record.name, "trainer": self.request.trainer,
                 "runtime": self.request.runtime, "world_size": self.world_size,
                 "program": {"sha256": self.program.sha256, "fingerprint": self.program.fingerprint,
-                            "source": self.program.source, "patch": self.program.patch},
+                            "source": self.program.source, "patch": self.program.patch,
+                            "files": [f.pin() for f in split_program(self.program.text)] if self.program.text
+                            else []},
                 "fa3_standin": self.fa3_standin,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
@@ -207,7 +210,7 @@ def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, c
     from pipeline.runs.runtime_host import find_torchrun
 
     head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
-    env = {"PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
         if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
@@ -354,7 +357,8 @@ def _prepare_workdir(plan: TrainPlan) -> None:
         return
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
-    atomic_write_bytes(work / "train_gpt.py", plan.program.text)
+    for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
+        atomic_write_bytes(work / file.name, file.text)
     if plan.request.runtime == "host":
         (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
     else:
@@ -424,7 +428,8 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
         if logs:
             atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
         # only what this stage put there (and the collected logs): anything else the program wrote stays
-        for path in (*logs, work / "train_gpt.py", work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
+        written = [work / file.name for file in split_program(plan.program.text)]
+        for path in (*logs, *written, work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
                      work):
             _remove_quietly(path)
         if work.exists():
