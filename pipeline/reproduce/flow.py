@@ -341,6 +341,8 @@ def _meta(run: Path) -> RunMeta | None:
 
 def _smoke_cut(meta_or_req) -> tuple | None:
     patch = getattr(meta_or_req, "program_patch", None)
+    if patch and isinstance(patch.get("parameters"), dict):  # a cut found in the program: its parameters say it
+        return (patch.get("name"), tuple(sorted(patch["parameters"].items())))
     return (patch.get("name"), patch.get("sha256")) if patch else None
 
 
@@ -378,6 +380,8 @@ def train_request(flow: Flow):
 def _wanted_patch(steps: int | None, val_tokens: int | None, trainer: str) -> tuple | None:
     if steps is None:
         return None
+    if trainer == "record":  # the cut depends on the program; runs with the same parameters share it
+        return ("smoke", tuple(sorted({"steps": steps, "val_tokens": val_tokens}.items())))
     from pipeline.runs.stage import smoke_patch_for
 
     patch = smoke_patch_for(trainer, steps, val_tokens)
@@ -551,6 +555,11 @@ def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] =
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     record = load_record(req.record, ws.records_dir)
+    if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
+        from pipeline.records.program import resolve_program
+        from pipeline.records.smoke_cut import smoke_cut
+
+        smoke_cut(resolve_program(record, req.program_source).text, req.smoke_steps, req.smoke_val_tokens)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):

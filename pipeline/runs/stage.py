@@ -256,11 +256,13 @@ def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smo
 
 
 def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Program:
-    """The record's program with the smoke patch applied; its identity stays the record's program's."""
-    patch = smoke_patch_for("record", steps, val_tokens)
-    text = patch.apply(program.text)
-    info = {"name": patch.name, "sha256": patch.sha256, "changes": patch.listing, "patched_sha256": sha256_bytes(text)}
-    return Program(program.sha256, program.fingerprint, program.source, text, info)
+    """The record's program with its smoke cut applied (fields found in its syntax tree: pipeline/records/
+    smoke_cut.py); its identity stays the record's program's, the cut is declared beside it."""
+    from pipeline.records.smoke_cut import smoke_cut
+
+    cut = smoke_cut(program.text, steps, val_tokens)
+    text = cut.apply(program.text)
+    return Program(program.sha256, program.fingerprint, program.source, text, cut.declared(text))
 
 
 def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
