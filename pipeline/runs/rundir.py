@@ -88,6 +88,7 @@ class RunMeta:
     # a declared patch to the record's program (smoke runs): name, sha256, changes, patched_sha256
     program_patch: dict | None = None
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
+    hub_standin: bool = False  # the program's kernels-hub imports were answered by repro's stand-in
     startup_s: float | None = None  # launch to the first timed step (compile, warm-up), seconds
     schema_version: int = SCHEMA_VERSION
 
@@ -125,6 +126,7 @@ class RunMeta:
             started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
             status=status, host_environment=f.opt("host_environment", dict),
             program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
+            hub_standin=f.opt("hub_standin", bool, False),
             startup_s=f.opt("startup_s", float))
 
     @classmethod

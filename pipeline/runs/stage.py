@@ -52,6 +52,9 @@ TRAIN_PARENT = TRAIN_DIR.parent
 # The FlexAttention stand-in for FA3's flash_attn_interface, put first on the record program's path when the
 # training environment cannot import FA3 (a declared deviation).
 FA3_STANDIN_DIR = Path(__file__).resolve().parent / "fa3_standin"
+# The `kernels` hub stand-in (pipeline/runs/hub_standin/kernels): first on the path of a program that imports
+# `kernels`, so no hub kernel is fetched at run time (a declared deviation).
+HUB_STANDIN_DIR = Path(__file__).resolve().parent / "hub_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
 
@@ -105,6 +108,7 @@ class TrainPlan:
     host_environment: dict | None
     compile_cache: str  # docker volume name, or the host folder
     fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
+    hub_standin: bool = False  # the program's `kernels` hub imports are answered by repro's stand-in
 
     def meta(self) -> RunMeta:
         r = self.request
@@ -116,7 +120,7 @@ class TrainPlan:
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
             started_at=utc_now(), host_environment=self.host_environment, program_patch=self.program.patch,
-            fa3_standin=self.fa3_standin)
+            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin)
 
     def to_dict(self) -> dict:
         """What --dry-run shows."""
@@ -126,7 +130,7 @@ class TrainPlan:
                             "source": self.program.source, "patch": self.program.patch,
                             "files": [f.pin() for f in split_program(self.program.text)] if self.program.text
                             else []},
-                "fa3_standin": self.fa3_standin,
+                "fa3_standin": self.fa3_standin, "hub_standin": self.hub_standin,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
@@ -206,15 +210,18 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
 
 
 def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path,
-                 fa3_standin: bool = False, python: str | None = None) -> Launch:
+                 fa3_standin: bool = False, python: str | None = None, hub_standin: bool = False) -> Launch:
     from pipeline.runs.runtime_host import find_torchrun
 
     head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
     env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
+        path = [str(HUB_STANDIN_DIR)] if hub_standin else []
         if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
-            env["PYTHONPATH"] = os.pathsep.join((str(FA3_STANDIN_DIR), str(TRAIN_PARENT)))
+            path += [str(FA3_STANDIN_DIR), str(TRAIN_PARENT)]
+        if path:
+            env["PYTHONPATH"] = os.pathsep.join(path)
         return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
     env["PYTHONPATH"] = str(TRAIN_PARENT)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT), env)
@@ -237,6 +244,19 @@ def _software_deviations(record: Record, found: dict) -> list[str]:
         if want and found.get(key) != want:
             out.append(f"{key}: {found.get(key) or 'not found'} (record: {want})")
     return out
+
+
+def imports_hub_kernels(program: bytes) -> bool:
+    """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
+    import ast
+
+    for file in split_program(program):
+        for node in ast.walk(ast.parse(file.text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(name.split(".")[0] == "kernels" for name in names):
+                return True
+    return False
 
 
 def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
@@ -331,10 +351,11 @@ def plan_train(req: TrainRequest) -> TrainPlan:
                                                                                     "triton")])
         cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None)
+        hub = req.trainer == "record" and imports_hub_kernels(program.text)
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None, hub)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
                          venv["environment"] if venv else "host", venv["lock_sha256"] if venv else None, found_env,
-                         str(cache), standin)
+                         str(cache), standin, hub)
 
     image, environment, env_lock = _image(req)
     if req.nproc:

@@ -212,6 +212,8 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
     findings += compared + _environment_findings(record, meta)
     if meta is not None and meta.fa3_standin:  # FA3 absent: the record's program ran on repro's FlexAttention
         findings.append(Finding("attention.fa3_standin", "deviation"))
+    if meta is not None and meta.hub_standin:  # the kernels hub answered by repro (pipeline/runs/hub_standin)
+        findings.append(Finding("kernels.hub_standin", "deviation"))
     if native_run:
         program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
                                       "trainer (train/), an independent implementation of the record's algorithm")

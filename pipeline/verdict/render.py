@@ -100,6 +100,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
                                         f"{_num(d.get('final_val_loss'), '.4f')} over {d.get('steps')} steps"
                                         + ("" if (d.get('final_val_loss') or 0) < (d.get('first_val_loss') or 0)
                                            else ": the model did not learn")),
+    "kernels.hub_standin": lambda d: "kernels hub: the program's get_kernel(...) was answered by repro's local "
+                                     "stand-in (pipeline/runs/hub_standin), never the hub",
     "attention.fa3_standin": lambda d: "attention: FA3 could not be imported; the record's program called repro's "
                                        "FlexAttention stand-in (pipeline/runs/fa3_standin) in its place",
     "environment.unpinned": lambda d: f"environment: the host's own Python, not a build of {d['record_environment']}'s "
