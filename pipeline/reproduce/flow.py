@@ -420,7 +420,8 @@ def _good(flow: Flow, run: Path) -> bool:
 def _run_line(result) -> str:
     loss = f"val loss {result.final_val_loss:.4f}" if result.final_val_loss is not None else "no final val loss"
     secs = f", {result.train_time_ms / 1000:.1f} s" if result.train_time_ms is not None else ""
-    return f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
+    return (f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
+            + (f" ({result.failure})" if getattr(result, "failure", None) else ""))
 
 
 def stage_runs(flow: Flow) -> StageOutcome:
@@ -450,7 +451,7 @@ def stage_runs(flow: Flow) -> StageOutcome:
             flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
             continue
         flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
-        flow.stopped = RunEnd(run.name, result.status, result.exit_code)
+        flow.stopped = RunEnd(run.name, result.status, result.exit_code, result.failure)
         if result.status == "aborted" or not req.keep_going:
             break
         flow.say(f"  --keep-going: {missing - i - 1} more to try")

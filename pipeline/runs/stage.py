@@ -27,6 +27,7 @@ from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
+from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from pipeline.runs.rundir import (
     RunDir,
@@ -150,6 +151,7 @@ class TrainResult:
     final_val_loss: float | None
     train_time_ms: int | None
     log_problems: tuple[str, ...]
+    failure: str | None = None  # a failed run: the last exception line of its output
 
 
 # ---- planning ------------------------------------------------------------------------------------
@@ -488,4 +490,5 @@ def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
                      + f": {plan.run_dir}")
     log = parse_log(run.file("log.txt"))
     return TrainResult(str(plan.run_dir), plan.run_id, status, exit_code, log.last_step, log.scheduled_steps,
-                       log.final_val_loss, log.train_time_ms, log.problems)
+                       log.final_val_loss, log.train_time_ms, log.problems,
+                       failure_reason(run.file("stdout.txt")) if status == "failed" else None)

@@ -193,8 +193,9 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
     log = parse_log(log_path)
     findings: list[Finding] = []
     if status in ("failed", "aborted", "running"):
+        failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
         findings.append(Finding("run.status", "problem", {"run": source, "status": status,
-                                                          "exit_code": meta.exit_code if meta else None}))
+                                                          "exit_code": meta.exit_code if meta else None, **failure}))
     if not log.completed:
         findings += _log_findings(source, log) or [Finding("run.log", "problem", {
             "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]

@@ -69,7 +69,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     # a run that cannot be judged (severity problem)
     "run.no_log": lambda d: _run(d, f"no log at {d['log']}"),
     "run.status": lambda d: _run(d, f"run status is {d['status']}"
-                                 + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")),
+                                 + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")
+                                 + (f": {d['failure']}" if d.get("failure") else "")),
     "run.log": lambda d: _run(d, d["detail"]),
     "run.non_finite": lambda d: _run(d, f"{d['detail']}: a run with non-finite losses or times is not judged"),
     "run.time_not_positive": lambda d: _run(d, f"final train time {d['train_time_ms']} ms is not above zero"),
