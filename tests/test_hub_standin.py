@@ -15,18 +15,8 @@ import pytest
 import yaml
 
 from pipeline.runs.stage import FA3_STANDIN_DIR, HUB_STANDIN_DIR, TRAIN_PARENT
-from tests.helpers_http import FileServer
-from tests.standin.record import (
-    NAME,
-    multifile_program,
-    repro_env,
-    standin_log,
-    standin_manifests,
-    url_path,
-    write_data,
-)
+from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
 
-REPRO = [sys.executable, "-m", "pipeline"]
 CALL = """
 import torch
 from kernels import get_kernel
@@ -70,20 +60,14 @@ def test_another_name_of_the_package_is_refused_by_name():
 
 
 def test_a_record_program_calling_get_kernel_runs_on_the_standin_and_declares_it(tmp_path):
-    program = multifile_program()
-    with FileServer({url_path(): standin_log(program)}) as server:
-        manifests = standin_manifests(tmp_path, server.base, program=program)
-        env = repro_env(manifests, tmp_path / "state")
-        data = write_data(tmp_path / "data", hub=True)
-        done = subprocess.run(REPRO + ["train", "--record", NAME, "--runtime", "host", "--data-dir", str(data),
-                                       "--runs-dir", str(tmp_path / "runs")],
-                              env=env, capture_output=True, text=True, timeout=300)
+    with served_record(tmp_path, multifile_program()) as env:
+        done = repro(env, "train", "--record", NAME, "--runtime", "host", "--data-dir",
+                     str(write_data(tmp_path / "data", hub=True)), "--runs-dir", str(tmp_path / "runs"))
         assert done.returncode == 0, done.stdout + done.stderr
         (run,) = (tmp_path / "runs" / NAME).iterdir()
         assert "attention through flexattention: (8, 2, 4)" in (run / "stdout.txt").read_text()
         meta = yaml.safe_load((run / "run.yaml").read_text())
         assert meta["hub_standin"] is True and meta["fa3_standin"] is True
-        verdict = subprocess.run(REPRO + ["verify", "--record", NAME, "--json", str(run)], env=env,
-                                 capture_output=True, text=True, timeout=120)
+        verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     codes = [f["code"] for f in json.loads(verdict.stdout)["findings"]]
     assert "kernels.hub_standin" in codes and "attention.fa3_standin" in codes

@@ -19,17 +19,8 @@ from pipeline.records.identity import program_fingerprint
 from pipeline.records.model import load_record
 from pipeline.records.program import cut_program, resolve_program
 from pipeline.records.program_files import ProgramFile, join_program, split_program
-from tests.helpers_http import FileServer
 from tests.paths import REPO_ROOT
-from tests.standin.record import (
-    NAME,
-    multifile_program,
-    repro_env,
-    standin_log,
-    standin_manifests,
-    url_path,
-    write_data,
-)
+from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
 
 NEWEST = "2026-07-17_FP8DownProjection"
 NEWEST_LOG = REPO_ROOT / "tests/fixtures/record-logs" / NEWEST / "11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt"
@@ -79,19 +70,14 @@ def test_records_show_lists_the_files():
 
 def test_a_two_file_program_runs_as_its_files_and_logs_itself_unchanged(tmp_path):
     program = multifile_program()
-    with FileServer({url_path(): standin_log(program)}) as server:
-        manifests = standin_manifests(tmp_path, server.base, program=program)
-        data = write_data(tmp_path / "data")
-        env = repro_env(manifests, tmp_path / "state")
-        dry = subprocess.run(REPRO + ["train", "--record", NAME, "--runtime", "host", "--data-dir", str(data),
-                                      "--runs-dir", str(tmp_path / "runs"), "--dry-run", "--json"],
-                             env=env, capture_output=True, text=True, timeout=180)
+    train = ["train", "--record", NAME, "--runtime", "host", "--data-dir", str(write_data(tmp_path / "data")),
+             "--runs-dir", str(tmp_path / "runs")]
+    with served_record(tmp_path, program) as env:
+        dry = repro(env, *train, "--dry-run", "--json")
         assert dry.returncode == 0, dry.stderr
         assert [f["name"] for f in yaml.safe_load(dry.stdout)["program"]["files"]] == ["train_gpt.py",
                                                                                        "triton_kernels.py"]
-        done = subprocess.run(REPRO + ["train", "--record", NAME, "--runtime", "host", "--data-dir", str(data),
-                                       "--runs-dir", str(tmp_path / "runs")],
-                              env=env, capture_output=True, text=True, timeout=180)
+        done = repro(env, *train)
     assert done.returncode == 0, done.stdout + done.stderr
     (run,) = (tmp_path / "runs" / NAME).iterdir()
     assert cut_program((run / "log.txt").read_bytes()) == program  # both files written, read and logged back

@@ -7,25 +7,12 @@ assertion refuses.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from pipeline.runs.failure import failure_reason
-from tests.helpers_http import FileServer
-from tests.standin.record import (
-    NAME,
-    multifile_program,
-    repro_env,
-    standin_log,
-    standin_manifests,
-    url_path,
-    write_data,
-)
+from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
 
-REPRO = [sys.executable, "-m", "pipeline"]
 CUBLAS = ("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmul( ltHandle, computeDesc.descriptor(), "
           "&alpha_val, mat1_ptr, ...)`")
 TORCHRUN_OUTPUT = f"""step:0/40 val_loss:10.8258
@@ -57,18 +44,12 @@ def test_the_workers_last_exception_is_the_reason_not_torchruns_wrapper(tmp_path
     ({}, "3", "AssertionError: world_size must be a divisor of 8"),
 ])
 def test_a_failed_run_ends_with_a_verdict_naming_its_reason(tmp_path, options, nproc, reason):
-    program = multifile_program()
-    with FileServer({url_path(): standin_log(program)}) as server:
-        manifests = standin_manifests(tmp_path, server.base, program=program)
-        env = repro_env(manifests, tmp_path / "state")
-        done = subprocess.run(REPRO + ["train", "--record", NAME, "--runtime", "host", "--nproc", nproc,
-                                       "--data-dir", str(write_data(tmp_path / "data", **options)),
-                                       "--runs-dir", str(tmp_path / "runs")],
-                              env=env, capture_output=True, text=True, timeout=300)
+    with served_record(tmp_path, multifile_program()) as env:
+        done = repro(env, "train", "--record", NAME, "--runtime", "host", "--nproc", nproc,
+                     "--data-dir", str(write_data(tmp_path / "data", **options)), "--runs-dir", str(tmp_path / "runs"))
         assert done.returncode != 0
         (run,) = (tmp_path / "runs" / NAME).iterdir()
         assert yaml.safe_load((run / "run.yaml").read_text())["failure"] == reason
-        verdict = subprocess.run(REPRO + ["verify", "--record", NAME, str(run)], env=env, capture_output=True,
-                                 text=True, timeout=120)
+        verdict = repro(env, "verify", "--record", NAME, str(run))
     assert verdict.returncode == 1 and "Traceback" not in verdict.stderr
     assert f"run status is failed (exit code 1): {reason}" in verdict.stdout

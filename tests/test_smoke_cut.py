@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -23,17 +21,8 @@ from pipeline.records.model import load_record
 from pipeline.records.program import cut_program
 from pipeline.records.smoke_cut import restore, smoke_cut
 from pipeline.verdict.smoke import check_program
-from tests.helpers_http import FileServer
 from tests.paths import FIXTURES, REPO_ROOT
-from tests.standin.record import (
-    NAME,
-    multifile_program,
-    repro_env,
-    standin_log,
-    standin_manifests,
-    url_path,
-    write_data,
-)
+from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
 
 NEWEST = "2026-07-17_FP8DownProjection"
 PROGRAMS = {
@@ -56,7 +45,6 @@ EXPECTED = {  # field -> (was, now) for --smoke 40 --smoke-val-tokens 524288
     NEWEST: {"num_scheduled_iterations": ("1380", "40"), "num_extension_iterations": ("10", "0"),
              "val_tokens": ("10485760", "524288"), "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},
 }
-REPRO = [sys.executable, "-m", "pipeline"]
 
 
 def _program(name: str) -> bytes:
@@ -119,21 +107,16 @@ def test_the_smoke_judge_accepts_the_cut_and_nothing_beyond_it(name):
 
 
 def test_a_two_file_program_smoke_runs_and_is_judged_smoke(tmp_path):
-    program = multifile_program()
-    with FileServer({url_path(): standin_log(program)}) as server:
-        manifests = standin_manifests(tmp_path, server.base, program=program)
-        env = repro_env(manifests, tmp_path / "state")
-        done = subprocess.run(REPRO + ["train", "--record", NAME, "--runtime", "host", "--data-dir",
-                                       str(write_data(tmp_path / "data")), "--runs-dir", str(tmp_path / "runs"),
-                                       "--smoke", "6", "--smoke-val-tokens", "1024"],
-                              env=env, capture_output=True, text=True, timeout=180)
+    with served_record(tmp_path, multifile_program()) as env:
+        done = repro(env, "train", "--record", NAME, "--runtime", "host", "--data-dir",
+                     str(write_data(tmp_path / "data")), "--runs-dir", str(tmp_path / "runs"),
+                     "--smoke", "6", "--smoke-val-tokens", "1024")
         assert done.returncode == 0, done.stdout + done.stderr
         (run,) = (tmp_path / "runs" / NAME).iterdir()
         meta = yaml.safe_load((run / "run.yaml").read_text())
         assert [c["field"] for c in meta["program_patch"]["changes"]] == [
             "num_scheduled_iterations", "num_extension_iterations", "val_tokens", "val_batch_size"]
         assert b"step:6/6 val_loss" in (run / "log.txt").read_bytes()
-        verdict = subprocess.run(REPRO + ["verify", "--record", NAME, "--json", str(run)], env=env,
-                                 capture_output=True, text=True, timeout=120)
+        verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     assessed = json.loads(verdict.stdout)["runs"][0]
     assert assessed["program"]["status"] == "smoke", assessed["program"]

@@ -11,10 +11,13 @@ fingerprint, a 20-step schedule, and a raw_url_template pointing at the test ser
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -91,3 +94,19 @@ def repro_env(manifests: Path, state: Path) -> dict:
     # the workspace root is state's parent: its state/ (image.json) and cache/ are the test's own
     return {**os.environ, "REPRO_REGISTRY": str(manifests), "REPRO_HOME": str(Path(state).parent),
             "PYTHONUNBUFFERED": "1"}
+
+
+@contextlib.contextmanager
+def served_record(tmp: Path, program: bytes):
+    """The stand-in record pinning `program`, its log served on 127.0.0.1 at the pinned URL: yields the
+    environment for a `python -m pipeline` subprocess that sees it (see `repro`)."""
+    from tests.helpers_http import FileServer
+
+    with FileServer({url_path(): standin_log(program)}) as server:
+        yield repro_env(standin_manifests(tmp, server.base, program=program), tmp / "state")
+
+
+def repro(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m pipeline ARGS` as a user runs it, output captured."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
