@@ -120,3 +120,14 @@ def test_a_two_file_program_smoke_runs_and_is_judged_smoke(tmp_path):
         verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     assessed = json.loads(verdict.stdout)["runs"][0]
     assert assessed["program"]["status"] == "smoke", assessed["program"]
+
+
+def test_reproduce_refuses_a_program_it_cannot_cut_before_any_stage(tmp_path):
+    from tests.standin.record import program_bytes
+
+    with served_record(tmp_path, program_bytes()) as env:  # the one-file stand-in: no Hyperparameters class
+        done = repro(env, "reproduce", "--record", NAME, "--runtime", "host", "--python-env", "system",
+                     "--smoke", "6", "--runs", "1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no class-level field for the step count (num_iterations or num_scheduled_iterations)" in done.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "data").exists()  # no stage ran
