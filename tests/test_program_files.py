@@ -68,6 +68,13 @@ def test_records_show_lists_the_files():
     assert [line[1] for line in lines] == ["train_gpt.py", "triton_kernels.py"]
 
 
+def test_records_fingerprint_of_the_newest_log_is_its_pinned_set_fingerprint():
+    shown = subprocess.run(REPRO + ["records", "fingerprint", str(NEWEST_LOG)], capture_output=True, text=True,
+                           timeout=120, cwd=REPO_ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == load_record(NEWEST, REPO_ROOT / "manifests" / "records").program.fingerprint
+
+
 def test_a_two_file_program_runs_as_its_files_and_logs_itself_unchanged(tmp_path):
     program = multifile_program()
     train = ["train", "--record", NAME, "--runtime", "host", "--data-dir", str(write_data(tmp_path / "data")),

@@ -14,7 +14,7 @@ from pipeline.records.environment_choice import (
     environment_family,
     registry_environments,
 )
-from pipeline.records.identity import fingerprint
+from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record, record_names
 from pipeline.workspace import Workspace
@@ -146,7 +146,7 @@ def fingerprint_(log):
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
     try:
-        click.echo(fingerprint(parsed.program))
+        click.echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
     except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
         raise InputError(f"{log}: its program text cannot be fingerprinted: {exc}",
                          "use the record's full, unmodified log") from None
