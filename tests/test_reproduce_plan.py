@@ -90,3 +90,12 @@ def test_an_unserved_hub_kernel_and_a_program_without_smoke_fields_are_refused_b
     plan = _plan(tmp_path, "--record", NAME, "--program-source", str(log), "--smoke", "6", registry=registry)
     assert plan["refusals"] == ["patch: train_gpt.py has no class-level field for the step count "
                                 "(num_iterations or num_scheduled_iterations)"]
+
+
+def test_reproduce_refuses_a_record_without_a_shard_count_before_any_stage(tmp_path):
+    env = {**os.environ, "REPRO_HOME": str(tmp_path), "REPRO_REGISTRY": str(REPO_ROOT / "manifests")}
+    done = subprocess.run(REPRO + ["reproduce", "--record", "2026-02-10_ShortWindow", "--runtime", "host",
+                                   "--python-env", "system"], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 3 and "pins no train shard count" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

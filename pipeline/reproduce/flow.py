@@ -556,6 +556,10 @@ def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] =
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     record = load_record(req.record, ws.records_dir)
+    if req.synth is None and req.dataset is None and record.dataset.train_shards < 1:
+        raise InputError(f"{record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs "
+                         "do not say how many shards its program reads)",
+                         f"write it in {record.path} (e.g. from the upstream README of its commit), or give --dataset")
     if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
         from pipeline.records.program import resolve_program
         from pipeline.records.smoke_cut import smoke_cut
