@@ -157,3 +157,19 @@ def test_cli_venv_without_env_chooses_and_shows_the_deviations(world):
     out = json.loads(as_json.stdout)
     assert out["reused"] and out["environment"] == "fb" and out["choice"]["resolved_on_node"]
     assert (ws.work / "2025-09-23_MuonCustomSizing" / "environments" / "fb.lock.yaml").is_file()
+
+
+def test_a_stable_release_named_for_a_nightly_is_declared_as_a_deviation(world):
+    """A record whose own environment pins the nearest stable release for its nightly: not silent."""
+    ws, tmp = world
+    nightly = types.SimpleNamespace(name="test-record", environment="rec",
+                                    software=types.SimpleNamespace(torch="2.10.0.dev20251210+cu126"))
+    with local_index(tmp / "index") as url:
+        resolve_lock(_write(ws, "rec", url, extra="expect: {torch: 2.10.0+cu128}\n"))
+        choice = choose_environment(ws, nightly, work=tmp / "work", say=lambda line: None)
+        exact = choose_environment(ws, types.SimpleNamespace(
+            name="r", environment="rec", software=types.SimpleNamespace(torch="2.10.0+cu128")),
+            work=tmp / "work", say=lambda line: None)
+    assert choice.source == "record" and [d.code for d in choice.deviations] == ["environment.fallback"]
+    assert "PyTorch 2.10.0.dev20251210+cu126" in render(choice.deviations[0])
+    assert exact.deviations == ()

@@ -349,3 +349,10 @@ def test_the_site_shows_each_record_s_check(tmp_path, registry):
         assert code == 0 and "12 check row(s)" in text, text
         page = (out / "records" / "2026-07-13_PrefixTokenPrediction.html").read_text()
         assert "prefix-1375/1b20ccf2-cb2f-4b6b-bc8a-2d9cd146f549.txt" in page and "other-hardware" in page
+
+
+def test_fetch_logs_keeps_the_record_s_subfolders(tmp_path, registry):
+    code, out = run("--registry", str(registry), "--root", str(tmp_path), "records", "fetch-logs",
+                    "2026-06-11_RecursiveFromBest", "--from", str(T1 / "2026-06-11_RecursiveFromBest"))
+    assert code == 0 and "4 published log(s)" in out, out
+    assert len(list((tmp_path / "cache").rglob("this_pr/*.txt"))) == 4

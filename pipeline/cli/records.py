@@ -14,7 +14,7 @@ from pipeline.records.environment_choice import (
     environment_family,
     registry_environments,
 )
-from pipeline.records.identity import fingerprint
+from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record, record_names, upstream_order
 from pipeline.records.upstream_table import plain_text
@@ -125,6 +125,8 @@ def show(ws, name, wheelhouse, as_json):
     click.echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
                f"losses {list(p.losses)}")
     click.echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
+    for pin in next((log.files for log in r.logs if log.files), ()):  # a program of several files
+        click.echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
     click.echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
                f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
     click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
@@ -154,7 +156,7 @@ def fingerprint_(log):
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
     try:
-        click.echo(fingerprint(parsed.program))
+        click.echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
     except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
         raise InputError(f"{log}: its program text cannot be fingerprinted: {exc}",
                          "use the record's full, unmodified log") from None

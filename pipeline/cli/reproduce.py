@@ -3,6 +3,7 @@
     repro reproduce --record 2025-09-23_MuonCustomSizing --runs 4        # make reproduce
     repro reproduce --demo --runs 2                                      # make demo (CPU, minutes)
     repro reproduce --smoke 40 --runs 2 --runtime host                   # the record's program, steps cut
+    repro reproduce --record 2026-07-17_FP8DownProjection --plan         # what it would do and cost; runs nothing
 
 Run it again after an interruption: finished stages are checked and skipped, missing runs are run.
 Exit codes: 0 the bundle verifies and the verdict is reproduced(-with-deviations) (smoke-passed for
@@ -75,11 +76,13 @@ PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
               help="A folder holding the environment's locked files (offline nodes, pruned nightlies).")
 @click.option("--stream", is_flag=True, help="Show the trainer's output live (it always goes to each run's "
               "stdout.txt).")
+@click.option("--plan", "plan_only", is_flag=True, help="Print the environment (exact or deviation, and why), "
+              "program files, stand-ins, patch, data and cost; run and fetch nothing (exit 1: it cannot run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
 @pass_workspace
 def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
               bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
-              smoke_val_tokens, python_env, wheelhouse, stream, as_json):
+              smoke_val_tokens, python_env, wheelhouse, plan_only, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
@@ -94,6 +97,8 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
         changes["overrides"] = tuple(overrides)
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
+    if plan_only:
+        _print_plan(ws, request, as_json)
     out = sys.stderr if as_json else sys.stdout
     started = time.monotonic()
     result = run_reproduce(ws, request, say=lambda line: click.echo(line, file=out),
@@ -122,3 +127,14 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
     sys.exit(0 if result.outcome in PASSING and result.bundle_verified else 1)
+
+
+def _print_plan(ws, request, as_json: bool) -> None:
+    from pipeline.reproduce.plan import plan_reproduce, render_plan
+
+    plan = plan_reproduce(ws, request)
+    if as_json:
+        emit_json(plan.to_dict())
+    else:
+        click.echo("\n".join(render_plan(plan)))
+    sys.exit(1 if plan.refusals else 0)

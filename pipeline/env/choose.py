@@ -102,6 +102,18 @@ def _deviations(env: Environment, source: str, resolved: bool, lock: Lock, recor
     return tuple(out)
 
 
+def _stand_in(env: Environment, source: str, record) -> tuple[Finding, ...]:
+    """The record names a stable release for its nightly (pipeline/records/environment_choice.py's rule 2):
+    its own environment then installs another PyTorch than the log prints, a deviation like a fallback."""
+    wanted, pinned = getattr(getattr(record, "software", None), "torch", ""), env.expected.get("torch", "")
+    if source != "record" or not wanted or not pinned or wanted == pinned:
+        return ()
+    return (Finding("environment.fallback", "deviation",
+                    {"environment": env.name, "record_environment": f"PyTorch {wanted}",
+                     "why": f"PyTorch {pinned}, the nearest stable release, stands in (no environment pins the "
+                            "record's build, or it can no longer be had)"}),)
+
+
 def choose_environment(ws: Workspace, record, work: Path, wheelhouse: Path | None = None,
                        resolve_on_node: bool = True, say: Callable[[str], None] = print,
                        available: Callable[[str], bool] = _url_answers, today: str | None = None) -> EnvironmentChoice:
@@ -145,7 +157,7 @@ def choose_environment(ws: Workspace, record, work: Path, wheelhouse: Path | Non
                 say(f"environment {env.name}: could not resolve its lock here; trying the next")
                 continue
             path, resolved = out, True
-        deviations = _deviations(env, source, resolved, lock, first.name)
+        deviations = _deviations(env, source, resolved, lock, first.name) + _stand_in(env, source, record)
         for line in tried:
             say(f"passed over: {line}")
         say(f"environment: {env.name} ({'the record' + chr(39) + 's own' if source == 'record' else 'FALLBACK'}"

@@ -11,8 +11,9 @@ Rules, in order:
    holds the file its lock names.
 2. stable stand-in: otherwise the environment pinning the stable release nearest to the record's
    (a nightly X.Y.0.devD counts as X.Y: it became that release), declared as a deviation. Ties go to
-   the newer release for a nightly and the older for a stable build; among environments with the same
-   PyTorch, one made for this record wins, then one made for no record, then by name.
+   an environment made for this record (its declared fallback), then to the newer release for a nightly
+   and the older for a stable build; among environments with the same PyTorch, one made for no record
+   wins, then by name.
 3. a log that names no PyTorch (2024's llm.c-style logs): the stable release current on the record's
    date (release dates below) stands for it, then rule 2.
 """
@@ -192,7 +193,7 @@ def choose_environment(record_torch: str, record_name: str, record_date: str,
     def rank(item):
         e, v = item
         distance = v.minor[0] * 100 + v.minor[1] - target
-        return (abs(distance), newer_first * distance, v.local != wanted.local, e.record != record_name,
+        return (abs(distance), e.record != record_name, newer_first * distance, v.local != wanted.local,
                 e.record != "", e.name)
 
     env, v = sorted(stable, key=rank)[0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import re
 from dataclasses import dataclass
 
 from pipeline.hashing import sha256_bytes
@@ -81,19 +80,19 @@ def fingerprint(source: str | bytes) -> str:
     return FINGERPRINT_PREFIX + hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
-# 2026 logs append the program's other source files after the main one, each under a divider such as
-# "----------------------------------------\n# triton_kernels.py\n----------------------------------------"
-_FILE_DIVIDER = re.compile(rb"^-{20,}\n# (\S+)\n-{20,}\n", re.M)
-
-
 def program_fingerprint(program: bytes) -> str:
-    """`fingerprint` of a log's program; for a multi-file program (files under dividers, added by
-    `repro records import`'s needs), each file's fingerprint combined in order. Raises SyntaxError/ValueError."""
-    parts = _FILE_DIVIDER.split(program)
-    if len(parts) == 1:
+    """The fingerprint of a log's program: of its one file, or for a set of files (pipeline/records/program_files.py)
+    each file's fingerprint combined in order, the main file named "main". Raises SyntaxError/ValueError."""
+    from pipeline.errors import CheckFailed
+    from pipeline.records.program_files import split_program
+
+    try:
+        files = split_program(program)
+    except CheckFailed as exc:
+        raise ValueError(exc.what) from None
+    if len(files) == 1:
         return fingerprint(program)
-    names = ["main"] + [name.decode("utf-8", "replace") for name in parts[1::2]]
-    prints = [f"{name}={fingerprint(source)}" for name, source in zip(names, parts[0::2])]
+    prints = [f"{'main' if i == 0 else f.name}={fingerprint(f.text)}" for i, f in enumerate(files)]
     return FINGERPRINT_PREFIX + sha256_bytes("\n".join(prints).encode())
 
 

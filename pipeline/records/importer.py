@@ -132,6 +132,8 @@ def _log_entry(rel: str, f: LogFacts) -> dict:
              "val_loss": f.val_loss, "train_time_ms": f.train_time_ms, "torch": f.torch}
     if f.missing:
         entry["missing"] = list(f.missing)
+    if f.files:  # a program of several files (pipeline/records/program_files.py)
+        entry["files"] = list(f.files)
     return entry
 
 

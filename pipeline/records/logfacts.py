@@ -18,6 +18,7 @@ from pathlib import Path
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_text
+from pipeline.records.program_files import program_file_pins
 
 MAX_LOG_BYTES = 64 << 20
 LOG_SUFFIXES = (".txt", ".log")
@@ -48,6 +49,7 @@ class LogFacts:
     missing: tuple[str, ...]  # what this log lacks: program, header, final validation, train time, ...
     warnings: tuple[str, ...]
     problems: tuple[str, ...] = ()  # logparse issue codes that make the run unusable (BLOCKING)
+    files: tuple[dict, ...] = ()  # a program of several files: each one's name, sha256 and size
 
 
 # What makes a completed log unusable as a run: its numbers cannot be trusted.
@@ -99,7 +101,8 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
         python=parsed.python or "", torch=parsed.torch or "", torch_cuda=parsed.torch_cuda or "",
         triton=parsed.triton or "", gpu_model=gpu_model, gpu_count=gpu_count, driver=driver,
         cuda_driver=cuda_driver, layout=parsed.layout, missing=tuple(missing), warnings=tuple(warnings),
-        problems=tuple(i.code for i in parsed.issues if i.code in BLOCKING))
+        problems=tuple(i.code for i in parsed.issues if i.code in BLOCKING),
+        files=program_file_pins(program) if program is not None else ())
 
 
 def read_log_facts(path: Path) -> LogFacts:

@@ -63,6 +63,13 @@ class Upstream:
 
 
 @dataclass(frozen=True)
+class ProgramFilePin:
+    name: str
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True)
 class PublishedLog:
     file: str
     sha256: str
@@ -74,6 +81,8 @@ class PublishedLog:
     fingerprint: str = ""
     torch: str = ""
     missing: tuple[str, ...] = ()  # what the log lacks: program, pytorch version, train time, ...
+    # the program's files when it is a set (train_gpt.py, triton_kernels.py, ...): name, sha256, bytes each
+    files: tuple[ProgramFilePin, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,7 +223,7 @@ def _upstream(f: Fields) -> Upstream:
 
 def _log(f: Fields) -> PublishedLog:
     f.only("file", "sha256", "program_sha256", "program_bytes", "val_loss", "train_time_ms", "fingerprint", "torch",
-           "missing")
+           "missing", "files")
     _relative_file(f, f.req("file", str))
     imported = "missing" in f.data or "fingerprint" in f.data  # imported logs may lack a program, loss or time
     val_loss = f.opt("val_loss", float) if imported else f.req("val_loss", float)
@@ -225,7 +234,13 @@ def _log(f: Fields) -> PublishedLog:
                         train_time_ms=_positive(f, "train_time_ms", f.opt("train_time_ms", int) if imported
                                                 else f.req("train_time_ms", int)),
                         fingerprint=f.opt("fingerprint", str, ""), torch=f.opt("torch", str, ""),
-                        missing=f.list_of("missing", str, required=False))
+                        missing=f.list_of("missing", str, required=False),
+                        files=tuple(_file_pin(g) for g in f.items("files", required=False)))
+
+
+def _file_pin(f: Fields) -> ProgramFilePin:
+    f.only("name", "sha256", "bytes")
+    return ProgramFilePin(name=f.req("name", str), sha256=f.sha256("sha256"), bytes=f.req("bytes", int))
 
 
 def _relative_file(f: Fields, file: str) -> str:

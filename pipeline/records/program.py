@@ -6,7 +6,9 @@
     program.text, program.sha256, program.fingerprint
 
 The record spec: each run log is `<program>` "\n" + "="*100 + "\n" `<output>`; the program is the
-bytes before the first separator. A log must match the manifest's pinned log sha256, and the
+bytes before the first separator. Since 2026 the program is a set of files, one after the other in the log
+(`program.files`: train_gpt.py, triton_kernels.py, ...; pipeline/records/program_files.py): every file is
+pinned by the program's sha256, and each carries its own. A log must match the manifest's pinned log sha256, and the
 program cut from it one of the pinned program sha256s — otherwise nothing runs, and the error
 says which hash differs and from what.
 """
@@ -18,8 +20,9 @@ from pathlib import Path
 
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
-from pipeline.records.identity import fingerprint
+from pipeline.records.identity import program_fingerprint
 from pipeline.records.model import PublishedLog, Record
+from pipeline.records.program_files import ProgramFile, split_program
 
 SEPARATOR = b"\n" + b"=" * 100 + b"\n"
 FETCH_TIMEOUT_S = 60
@@ -34,7 +37,10 @@ class RecordProgram:
     source: str  # where the bytes came from: a URL or a path
     log_file: str | None  # the pinned log the program was cut from; None when given as a program file
 
-
+    @property
+    def files(self) -> tuple[ProgramFile, ...]:
+        """The files the program is made of, main file first (what a run writes into its working folder)."""
+        return split_program(self.text)
 
 
 def cut_program(log: bytes) -> bytes | None:
@@ -76,7 +82,12 @@ def _from_log(record: Record, log: bytes, pinned: PublishedLog, source: str) -> 
     if program is None:
         raise CheckFailed(f"the log from {source} holds no program: no line of 100 '=' after it",
                           "use the record's full run log (program text, separator, output)")
-    return _check_program(record, program, source, pinned)
+    found = _check_program(record, program, source, pinned)
+    files = tuple((f.name, f.sha256) for f in found.files)
+    if pinned.files and tuple((p.name, p.sha256) for p in pinned.files) != files:
+        raise CheckFailed(f"the program cut from {pinned.file} is not the set of files {record.name} pins for it "
+                          f"({', '.join(p.name for p in pinned.files)})", "correct the manifest's files list")
+    return found
 
 
 def _check_program(record: Record, program: bytes, source: str, pinned: PublishedLog | None) -> RecordProgram:
@@ -90,7 +101,8 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
         raise CheckFailed(f"the program cut from {pinned.file} has sha256 {digest}, but the manifest pins "
                           f"{pinned.program_sha256} for that log", "correct the manifest's program_sha256")
     try:
-        fp = fingerprint(program)
+        split_program(program)  # a divider naming no plain .py file is refused here, before anything runs
+        fp = program_fingerprint(program)
     except (SyntaxError, ValueError) as exc:
         raise CheckFailed(f"the program from {source} is not valid Python: {exc}",
                           "use the record's full, unmodified log or program") from None

@@ -77,7 +77,8 @@ def fetch_published_logs(record: Record, cache: Path, source_dir: Path | None = 
     folder.mkdir(parents=True, exist_ok=True)
     out, bad = [], []
     for log in record.logs:
-        dest = folder / log.file
+        dest = folder / log.file  # a path below the record's folder (records/model.py checks it)
+        dest.parent.mkdir(parents=True, exist_ok=True)
         if _verified(log, dest):
             out.append(FetchedLog(log.file, dest, "cache", log.sha256))
             continue

@@ -343,6 +343,8 @@ def _meta(run: Path) -> RunMeta | None:
 
 def _smoke_cut(meta_or_req) -> tuple | None:
     patch = getattr(meta_or_req, "program_patch", None)
+    if patch and isinstance(patch.get("parameters"), dict):  # a cut found in the program: its parameters say it
+        return (patch.get("name"), tuple(sorted(patch["parameters"].items())))
     return (patch.get("name"), patch.get("sha256")) if patch else None
 
 
@@ -380,6 +382,8 @@ def train_request(flow: Flow):
 def _wanted_patch(steps: int | None, val_tokens: int | None, trainer: str) -> tuple | None:
     if steps is None:
         return None
+    if trainer == "record":  # the cut depends on the program; runs with the same parameters share it
+        return ("smoke", tuple(sorted({"steps": steps, "val_tokens": val_tokens}.items())))
     from pipeline.runs.stage import smoke_patch_for
 
     patch = smoke_patch_for(trainer, steps, val_tokens)
@@ -418,7 +422,8 @@ def _good(flow: Flow, run: Path) -> bool:
 def _run_line(result) -> str:
     loss = f"val loss {result.final_val_loss:.4f}" if result.final_val_loss is not None else "no final val loss"
     secs = f", {result.train_time_ms / 1000:.1f} s" if result.train_time_ms is not None else ""
-    return f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
+    return (f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
+            + (f" ({result.failure})" if getattr(result, "failure", None) else ""))
 
 
 def stage_runs(flow: Flow) -> StageOutcome:
@@ -448,7 +453,7 @@ def stage_runs(flow: Flow) -> StageOutcome:
             flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
             continue
         flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
-        flow.stopped = RunEnd(run.name, result.status, result.exit_code)
+        flow.stopped = RunEnd(run.name, result.status, result.exit_code, result.failure)
         if result.status == "aborted" or not req.keep_going:
             break
         flow.say(f"  --keep-going: {missing - i - 1} more to try")
@@ -564,6 +569,15 @@ def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] =
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     record = load_record(req.record, ws.records_dir)
+    if req.synth is None and req.dataset is None and record.dataset.train_shards < 1:
+        raise InputError(f"{record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs "
+                         "do not say how many shards its program reads)",
+                         f"write it in {record.path} (e.g. from the upstream README of its commit), or give --dataset")
+    if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
+        from pipeline.records.program import resolve_program
+        from pipeline.records.smoke_cut import smoke_cut
+
+        smoke_cut(resolve_program(record, req.program_source).text, req.smoke_steps, req.smoke_val_tokens)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):

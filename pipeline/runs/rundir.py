@@ -88,6 +88,8 @@ class RunMeta:
     # a declared patch to the record's program (smoke runs): name, sha256, changes, patched_sha256
     program_patch: dict | None = None
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
+    hub_standin: bool = False  # the program's kernels-hub imports were answered by repro's stand-in
+    failure: str | None = None  # a failed run: the last exception line of its output (pipeline/runs/failure.py)
     startup_s: float | None = None  # launch to the first timed step (compile, warm-up), seconds
     schema_version: int = SCHEMA_VERSION
 
@@ -125,6 +127,7 @@ class RunMeta:
             started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
             status=status, host_environment=f.opt("host_environment", dict),
             program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
+            hub_standin=f.opt("hub_standin", bool, False), failure=f.opt("failure", str),
             startup_s=f.opt("startup_s", float))
 
     @classmethod
@@ -156,10 +159,11 @@ class RunEnd:
     run_id: str
     status: str  # one of FINAL_STATUSES
     exit_code: int | None
+    failure: str | None = None  # the last exception line of a failed run's output
 
     def describe(self) -> str:
         return f"{self.run_id}: {self.status}" + (f" (exit code {self.exit_code})" if self.exit_code is not None
-                                                   else "")
+                                                   else "") + (f": {self.failure}" if self.failure else "")
 
 
 @dataclass
@@ -203,12 +207,16 @@ class RunDir:
         self.meta = meta
 
     def finish(self, status: str, exit_code: int | None, startup_s: float | None = None) -> None:
-        """End the run: run.yaml gets the end time, exit code and status, then the status file flips."""
+        """End the run: run.yaml gets the end time, exit code, status (and a failed run's reason, from its
+        output), then the status file flips."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"a run ends as one of {FINAL_STATUSES}, not {status!r}")
         if self.meta is not None:
+            from pipeline.runs.failure import failure_reason
+
+            failure = failure_reason(self.file("stdout.txt")) if status == "failed" else None
             self.write_meta(dataclasses.replace(self.meta, ended_at=utc_now(), exit_code=exit_code, status=status,
-                                                startup_s=startup_s))
+                                                startup_s=startup_s, failure=failure))
         for name in ("log.txt", "stdout.txt", "metrics.jsonl"):
             self.file(name).touch()  # a run that died before writing still leaves the complete set
         self.set_status(status)

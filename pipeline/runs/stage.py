@@ -26,6 +26,8 @@ from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, load_record
 from pipeline.records.program import resolve_program
+from pipeline.records.program_files import split_program
+from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from pipeline.runs.rundir import (
     RunDir,
@@ -51,6 +53,9 @@ TRAIN_PARENT = TRAIN_DIR.parent
 # The FlexAttention stand-in for FA3's flash_attn_interface, put first on the record program's path when the
 # training environment cannot import FA3 (a declared deviation).
 FA3_STANDIN_DIR = Path(__file__).resolve().parent / "fa3_standin"
+# The `kernels` hub stand-in (pipeline/runs/hub_standin/kernels): first on the path of a program that imports
+# `kernels`, so no hub kernel is fetched at run time (a declared deviation).
+HUB_STANDIN_DIR = Path(__file__).resolve().parent / "hub_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
 
@@ -104,6 +109,7 @@ class TrainPlan:
     host_environment: dict | None
     compile_cache: str  # docker volume name, or the host folder
     fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
+    hub_standin: bool = False  # the program's `kernels` hub imports are answered by repro's stand-in
 
     def meta(self) -> RunMeta:
         r = self.request
@@ -115,15 +121,17 @@ class TrainPlan:
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
             started_at=utc_now(), host_environment=self.host_environment, program_patch=self.program.patch,
-            fa3_standin=self.fa3_standin)
+            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin)
 
     def to_dict(self) -> dict:
         """What --dry-run shows."""
         return {"run_dir": str(self.run_dir), "record": self.record.name, "trainer": self.request.trainer,
                 "runtime": self.request.runtime, "world_size": self.world_size,
                 "program": {"sha256": self.program.sha256, "fingerprint": self.program.fingerprint,
-                            "source": self.program.source, "patch": self.program.patch},
-                "fa3_standin": self.fa3_standin,
+                            "source": self.program.source, "patch": self.program.patch,
+                            "files": [f.pin() for f in split_program(self.program.text)] if self.program.text
+                            else []},
+                "fa3_standin": self.fa3_standin, "hub_standin": self.hub_standin,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
@@ -143,6 +151,7 @@ class TrainResult:
     final_val_loss: float | None
     train_time_ms: int | None
     log_problems: tuple[str, ...]
+    failure: str | None = None  # a failed run: the last exception line of its output
 
 
 # ---- planning ------------------------------------------------------------------------------------
@@ -203,15 +212,18 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
 
 
 def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path,
-                 fa3_standin: bool = False, python: str | None = None) -> Launch:
+                 fa3_standin: bool = False, python: str | None = None, hub_standin: bool = False) -> Launch:
     from pipeline.runs.runtime_host import find_torchrun
 
     head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
-    env = {"PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton")}
     if req.trainer == "record":
+        path = [str(HUB_STANDIN_DIR)] if hub_standin else []
         if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
-            env["PYTHONPATH"] = os.pathsep.join((str(FA3_STANDIN_DIR), str(TRAIN_PARENT)))
+            path += [str(FA3_STANDIN_DIR), str(TRAIN_PARENT)]
+        if path:
+            env["PYTHONPATH"] = os.pathsep.join(path)
         return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
     env["PYTHONPATH"] = str(TRAIN_PARENT)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT), env)
@@ -236,6 +248,19 @@ def _software_deviations(record: Record, found: dict) -> list[str]:
     return out
 
 
+def imports_hub_kernels(program: bytes) -> bool:
+    """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
+    import ast
+
+    for file in split_program(program):
+        for node in ast.walk(ast.parse(file.text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(name.split(".")[0] == "kernels" for name in names):
+                return True
+    return False
+
+
 def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
     """The smoke cut as a declared patch: lines of the record's program, or the native trainer's settings."""
     from pipeline.records.patch import native_smoke_patch, smoke_patch
@@ -253,11 +278,13 @@ def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smo
 
 
 def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Program:
-    """The record's program with the smoke patch applied; its identity stays the record's program's."""
-    patch = smoke_patch_for("record", steps, val_tokens)
-    text = patch.apply(program.text)
-    info = {"name": patch.name, "sha256": patch.sha256, "changes": patch.listing, "patched_sha256": sha256_bytes(text)}
-    return Program(program.sha256, program.fingerprint, program.source, text, info)
+    """The record's program with its smoke cut applied (fields found in its syntax tree: pipeline/records/
+    smoke_cut.py); its identity stays the record's program's, the cut is declared beside it."""
+    from pipeline.records.smoke_cut import smoke_cut
+
+    cut = smoke_cut(program.text, steps, val_tokens)
+    text = cut.apply(program.text)
+    return Program(program.sha256, program.fingerprint, program.source, text, cut.declared(text))
 
 
 def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
@@ -326,10 +353,11 @@ def plan_train(req: TrainRequest) -> TrainPlan:
                                                                                     "triton")])
         cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None)
+        hub = req.trainer == "record" and imports_hub_kernels(program.text)
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None, hub)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
                          venv["environment"] if venv else "host", venv["lock_sha256"] if venv else None, found_env,
-                         str(cache), standin)
+                         str(cache), standin, hub)
 
     image, environment, env_lock = _image(req)
     if req.nproc:
@@ -354,7 +382,8 @@ def _prepare_workdir(plan: TrainPlan) -> None:
         return
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
-    atomic_write_bytes(work / "train_gpt.py", plan.program.text)
+    for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
+        atomic_write_bytes(work / file.name, file.text)
     if plan.request.runtime == "host":
         (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
     else:
@@ -424,7 +453,8 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
         if logs:
             atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
         # only what this stage put there (and the collected logs): anything else the program wrote stays
-        for path in (*logs, work / "train_gpt.py", work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
+        written = [work / file.name for file in split_program(plan.program.text)]
+        for path in (*logs, *written, work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
                      work):
             _remove_quietly(path)
         if work.exists():
@@ -460,4 +490,5 @@ def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
                      + f": {plan.run_dir}")
     log = parse_log(run.file("log.txt"))
     return TrainResult(str(plan.run_dir), plan.run_id, status, exit_code, log.last_step, log.scheduled_steps,
-                       log.final_val_loss, log.train_time_ms, log.problems)
+                       log.final_val_loss, log.train_time_ms, log.problems,
+                       failure_reason(run.file("stdout.txt")) if status == "failed" else None)

@@ -193,8 +193,9 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
     log = parse_log(log_path)
     findings: list[Finding] = []
     if status in ("failed", "aborted", "running"):
+        failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
         findings.append(Finding("run.status", "problem", {"run": source, "status": status,
-                                                          "exit_code": meta.exit_code if meta else None}))
+                                                          "exit_code": meta.exit_code if meta else None, **failure}))
     if not log.completed:
         findings += _log_findings(source, log) or [Finding("run.log", "problem", {
             "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]
@@ -213,6 +214,8 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
     findings += compared + _environment_findings(record, meta)
     if meta is not None and meta.fa3_standin:  # FA3 absent: the record's program ran on repro's FlexAttention
         findings.append(Finding("attention.fa3_standin", "deviation"))
+    if meta is not None and meta.hub_standin:  # the kernels hub answered by repro (pipeline/runs/hub_standin)
+        findings.append(Finding("kernels.hub_standin", "deviation"))
     if native_run:
         program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
                                       "trainer (train/), an independent implementation of the record's algorithm")

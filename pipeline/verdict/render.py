@@ -69,7 +69,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     # a run that cannot be judged (severity problem)
     "run.no_log": lambda d: _run(d, f"no log at {d['log']}"),
     "run.status": lambda d: _run(d, f"run status is {d['status']}"
-                                 + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")),
+                                 + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")
+                                 + (f": {d['failure']}" if d.get("failure") else "")),
     "run.log": lambda d: _run(d, d["detail"]),
     "run.duplicate_val": lambda d: _run(d, d["detail"]),
     "run.non_finite": lambda d: _run(d, f"{d['detail']}: a run with non-finite losses or times is not judged"),
@@ -125,6 +126,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
                                         f"{_num(d.get('final_val_loss'), '.4f')} over {d.get('steps')} steps"
                                         + ("" if (d.get('final_val_loss') or 0) < (d.get('first_val_loss') or 0)
                                            else ": the model did not learn")),
+    "kernels.hub_standin": lambda d: "kernels hub: the program's get_kernel(...) was answered by repro's local "
+                                     "stand-in (pipeline/runs/hub_standin), never the hub",
     "attention.fa3_standin": lambda d: "attention: FA3 could not be imported; the record's program called repro's "
                                        "FlexAttention stand-in (pipeline/runs/fa3_standin) in its place",
     "environment.unpinned": lambda d: f"environment: the host's own Python, not a build of {d['record_environment']}'s "

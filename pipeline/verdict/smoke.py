@@ -68,6 +68,8 @@ def check_program(record: Record, source: str, program: bytes | None, patch: dic
     def problem(issue: str, **data) -> Finding:
         return Finding("smoke.program", "problem", {"run": source, "issue": issue, **data})
 
+    if trainer != "native" and patch.get("version") == 2:  # a cut found in the program's syntax tree
+        return _check_cut(record, program, patch, problem)
     expected = expected_patch(trainer, patch)
     if expected is None or expected.sha256 != patch.get("sha256"):
         return (ProgramIdentity("different", None, None, "undeclared smoke patch"),
@@ -75,12 +77,10 @@ def check_program(record: Record, source: str, program: bytes | None, patch: dic
                          declared=str(patch.get("sha256")))])
     if trainer == "native":
         return ProgramIdentity("native", None, None, f"the native trainer + smoke cut {expected.sha256[:12]}"), []
-    if program is None:
-        return ProgramIdentity("absent", None, None, "no program text"), [problem("the log carries no program")]
+    refused = _not_the_declared_program(program, patch, problem)
+    if refused:
+        return refused
     digest = sha256_bytes(program)
-    if digest != patch.get("patched_sha256"):
-        return (ProgramIdentity("different", digest, None, "not the declared patched program"),
-                [problem("the log's program is not the patched program the run declared", sha256=digest)])
     text = program.decode("utf-8", "replace")
     missing = [c.field for c in expected.changes if text.count(c.replacement + "\n") != 1]
     restored = _restore(text, record.program.smoke_fields) if record.program.smoke_fields else None
@@ -97,6 +97,46 @@ def check_program(record: Record, source: str, program: bytes | None, patch: dic
                 [problem("with the cut fields restored, the code is not the record's", fingerprint=fp,
                          pinned=record.program.fingerprint)])
     return ProgramIdentity("smoke", digest, fp, f"record program + smoke patch {expected.sha256[:12]}"), []
+
+
+def _not_the_declared_program(program: bytes | None, patch: dict, problem) -> tuple | None:
+    """(identity, findings) when the log carries no program or not the patched one the run declared; else None."""
+    if program is None:
+        return ProgramIdentity("absent", None, None, "no program text"), [problem("the log carries no program")]
+    digest = sha256_bytes(program)
+    if digest != patch.get("patched_sha256"):
+        return (ProgramIdentity("different", digest, None, "not the declared patched program"),
+                [problem("the log's program is not the patched program the run declared", sha256=digest)])
+    return None
+
+
+def _check_cut(record: Record, program: bytes | None, patch: dict, problem) -> tuple[ProgramIdentity, list[Finding]]:
+    """A v2 cut: the log's program is the declared patched program; with every `was` put back it has the record's
+    fingerprint; and the cut that program gives for the declared parameters is the declared one, to the byte."""
+    from pipeline.errors import ReproError
+    from pipeline.records.smoke_cut import restore, smoke_cut
+
+    refused = _not_the_declared_program(program, patch, problem)
+    if refused:
+        return refused
+    digest = sha256_bytes(program)
+    params = patch.get("parameters") if isinstance(patch.get("parameters"), dict) else {}
+    try:
+        original = restore(program, list(patch.get("changes") or []))
+        fp = program_fingerprint(original)
+        expected = smoke_cut(original, int(params.get("steps")), params.get("val_tokens"))
+    except (ReproError, SyntaxError, ValueError, TypeError, RecursionError) as exc:
+        return (ProgramIdentity("different", digest, None, "declared cut does not fit the program"),
+                [problem(f"the declared cut cannot be undone or recomputed: {exc}")])
+    if fp != record.program.fingerprint and fp not in {log.fingerprint for log in record.logs if log.fingerprint}:
+        return (ProgramIdentity("different", digest, fp, "code differs beyond the smoke cut"),
+                [problem("with the cut fields restored, the code is not the record's", fingerprint=fp,
+                         pinned=record.program.fingerprint)])
+    if expected.sha256 != patch.get("sha256") or expected.apply(original) != program:
+        return (ProgramIdentity("different", digest, fp, "undeclared smoke patch"),
+                [problem("the declared patch is not the smoke cut of its own parameters",
+                         declared=str(patch.get("sha256")))])
+    return ProgramIdentity("smoke", digest, fp, f"record program + smoke cut {expected.sha256[:12]}"), []
 
 
 def learning(source: str, first: float | None, last: float | None, steps: int | None) -> Finding:

@@ -1,0 +1,235 @@
+"""`repro reproduce --record NAME --plan`: what a reproduction would do and cost, with nothing run or fetched.
+
+    plan = plan_reproduce(ws, request)        # ReproducePlan: environment, program, stand-ins, patch, data, cost
+    plan.refusals                             # empty when it can run; else each reason, named
+
+Everything comes from the registry and from files already here: the record manifest, the environment
+manifests and locks, the dataset manifest, and the program text only where it is local (--program-source
+PATH, or the record's log in the cache from `repro records fetch-logs`); nothing is downloaded or started.
+The environment follows the rule of pipeline/records/environment_choice.py over the record's own environment
+and its declared fallbacks, judged offline (a nightly's index date, a wheelhouse); `repro reproduce` then
+checks each locked file is still served.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+from pipeline.errors import ReproError
+from pipeline.records.model import Record, load_record
+from pipeline.reproduce.flow import ReproduceRequest
+from pipeline.workspace import Workspace
+
+
+@dataclass
+class ReproducePlan:
+    record: str
+    runs: int
+    environment: dict = field(default_factory=dict)
+    program: dict = field(default_factory=dict)
+    stand_ins: list[dict] = field(default_factory=list)
+    patch: dict | None = None
+    data: dict = field(default_factory=dict)
+    cost: dict = field(default_factory=dict)
+    refusals: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "plans": not self.refusals}
+
+
+def _record_torch(record: Record) -> str:
+    return record.software.torch or next((log.torch for log in record.logs if log.torch), "")
+
+
+def _environment(ws: Workspace, record: Record, req: ReproduceRequest, today: date) -> tuple[dict, str]:
+    """(the environment it would use, or a refusal) by the rule, over the record's own and its fallbacks."""
+    from pipeline.env.manifest import load_environment
+    from pipeline.records.environment_choice import nightly_available, parse_torch, registry_environments
+
+    if req.runtime == "host" and req.python_env == "system" or record.environment == "host":
+        return {"name": "system", "kind": "unpinned", "reason": "the Python found on the node, recorded as "
+                "unpinned (--python-env system)"}, ""
+    try:
+        names = [record.environment, *load_environment(ws, record.environment).fallbacks]
+    except ReproError as exc:
+        return {}, f"environment: {exc.what}"
+    pins = {pin.name: pin for pin in registry_environments(ws.environments_dir)}
+    wanted, passed = _record_torch(record), []
+    for name in names:
+        pin, version = pins.get(name), parse_torch(pins[name].torch) if name in pins else None
+        if pin is None or version is None:
+            passed.append(f"{name}: pins no PyTorch build")
+            continue
+        available, why = nightly_available(pin, version, today, req.wheelhouse)
+        if not available:
+            passed.append(f"{name}: {why}")
+            continue
+        exact = pin.torch == wanted
+        reason = (f"{name} pins PyTorch {pin.torch}, the build the record's log prints; {why}" if exact else
+                  f"{name} pins PyTorch {pin.torch}, the nearest stable release, for the record's "
+                  f"{wanted or 'unnamed version'}")
+        lock = "locked" if pin.locked and pin.torch_sha256 else "lock resolved on the node (trust on first use)"
+        return {"name": name, "kind": "exact" if exact else "deviation", "reason": reason, "lock": lock,
+                "passed_over": passed}, ""
+    return {"passed_over": passed}, "environment: none of " + ", ".join(names) + " can be had: " + "; ".join(passed)
+
+
+def _local_program(ws: Workspace, record: Record, source: str | None) -> bytes | None:
+    """The program text when it is here (a local --program-source, or a log in the cache); never fetched."""
+    from pipeline.records.program import resolve_program
+    from pipeline.records.published import cache_dir
+
+    candidates = [source] if source and not source.startswith(("http://", "https://")) else []
+    candidates += [str(cache_dir(record, ws.cache) / log.file) for log in record.logs if log.program_sha256]
+    for candidate in candidates:
+        if Path(candidate).expanduser().exists():
+            return resolve_program(record, candidate).text
+    return None
+
+
+def _program(record: Record, text: bytes | None, source: str | None) -> tuple[dict, str]:
+    if record.program.trainer == "native":
+        return {"trainer": "native", "files": []}, ""
+    pinned = next((log for log in record.logs if log.program_sha256), None)
+    if pinned is None:
+        return {}, "program: the record's logs carry no program text, so no program can be verified or run"
+    files = [asdict(p) for p in pinned.files] or [{"name": "train_gpt.py", "sha256": pinned.program_sha256,
+                                                   "bytes": pinned.program_bytes}]
+    programs = {log.fingerprint for log in record.logs if log.fingerprint}
+    return {"trainer": "record", "sha256": pinned.program_sha256, "fingerprint": pinned.fingerprint,
+            "log": pinned.file, "source": source or record.upstream.log_url(pinned.file),
+            "here": text is not None, "files": files,
+            "note": f"its logs ran {len(programs)} different programs; the first log's runs" if len(programs) > 1
+            else ""}, ""
+
+
+def _hub_kernels(text: bytes) -> list[str]:
+    """The repositories the program passes to get_kernel as a literal."""
+    from pipeline.records.program_files import split_program
+
+    found = []
+    for file in split_program(text):
+        for node in ast.walk(ast.parse(file.text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "get_kernel" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                found.append(str(node.args[0].value))
+    return sorted(set(found))
+
+
+def _stand_ins(text: bytes | None) -> tuple[list[dict], list[str]]:
+    from pipeline.runs.hub_standin.kernels import FA3_REPOSITORIES
+    from pipeline.runs.stage import imports_hub_kernels
+
+    if text is None:
+        return [{"name": "decided from the program", "why": "the program is not here yet: the run reads its "
+                 "imports (kernels hub, FA3) and declares each stand-in"}], []
+    out, refusals = [], []
+    if imports_hub_kernels(text):
+        served = _hub_kernels(text)
+        out.append({"name": "kernels hub", "why": "get_kernel(" + ", ".join(served) + ") answered by repro's local "
+                    "module (pipeline/runs/hub_standin), never the hub: a hub kernel is not pinned by any lock"})
+        refusals += [f"stand-ins: the program asks the kernels hub for {name}, which repro's stand-in does not "
+                     "serve" for name in served if name not in FA3_REPOSITORIES]
+    if b"flash_attn_interface" in text:
+        out.append({"name": "FA3", "why": "FA3 where the training Python imports it, else the FlexAttention "
+                    "stand-in (pipeline/runs/fa3_standin), probed on the node at run time"})
+    return out, refusals
+
+
+def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]:
+    from pipeline.records.smoke_cut import smoke_cut
+
+    if req.smoke_steps is None:
+        return None, ""
+    if text is None:
+        return {"name": "smoke", "changes": [], "note": "computed from the program once it is here (give "
+                "--program-source PATH, or `repro records fetch-logs NAME`); a program without the fields is "
+                "refused before any stage runs"}, ""
+    try:
+        cut = smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
+    except ReproError as exc:
+        return None, f"patch: {exc.what}"
+    return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing}, ""
+
+
+def _data(ws: Workspace, record: Record, req: ReproduceRequest) -> tuple[dict, str]:
+    from pipeline.data.fetch import plan as data_plan
+
+    if req.synth is not None:
+        return {"dataset": "generated", "shards": [], "source": "repro data synth"}, ""
+    if req.dataset is None and record.dataset.train_shards < 1:
+        return {"dataset": record.dataset.name}, (
+            f"data: {record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs do "
+            "not say how many shards its program reads); write it in the manifest, or give --dataset for a smoke run")
+    try:
+        manifest, names = data_plan(req.dataset, None if req.dataset else record.name, None, None,
+                                    registry=ws.registry)
+    except ReproError as exc:
+        return {}, f"data: {exc.what}"
+    return {"dataset": manifest.name, "shards": names, "train": sum("_train_" in n for n in names),
+            "val": sum("_val_" in n for n in names), "source": req.data_source,
+            "folder": str(req.data_dir or ws.data / manifest.name)}, ""
+
+
+def _cost(record: Record, req: ReproduceRequest) -> dict:
+    p = record.published
+    per_run = p.mean_time_s * (req.smoke_steps / p.steps if req.smoke_steps else 1)
+    return {"runs": req.runs, "gpus": record.hardware.gpu_count, "gpu_model": record.hardware.gpu_model,
+            "train_s_per_run": round(per_run, 1),
+            "basis": (f"the record's mean train time {p.mean_time_s} s over {p.steps} steps"
+                      + (f", scaled to {req.smoke_steps} steps" if req.smoke_steps else "")
+                      + "; each run adds its compile and warm-up (untimed in the record)")}
+
+
+def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = None) -> ReproducePlan:
+    record = load_record(req.record, ws.records_dir)
+    if record.program.trainer == "native" and req.synth is None:  # a CPU record of the native trainer: its demo
+        from pipeline.reproduce.flow import demo_request
+
+        req = demo_request(req.runs, record=record.name)
+    plan = ReproducePlan(record.name, req.runs)
+    plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
+    try:
+        text = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
+    except ReproError as exc:
+        text, plan.refusals = None, [f"program: {exc.what}"]
+    plan.program, program_refusal = _program(record, text, req.program_source)
+    plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
+    plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
+    plan.data, data_refusal = _data(ws, record, req)
+    plan.cost = _cost(record, req)
+    plan.refusals += [r for r in (env_refusal, program_refusal, *stand_in_refusals, patch_refusal, data_refusal) if r]
+    return plan
+
+
+def render_plan(plan: ReproducePlan) -> list[str]:
+    env, prog, data, cost = plan.environment, plan.program, plan.data, plan.cost
+    lines = [f"plan for {plan.record}: {'runs as below' if not plan.refusals else 'CANNOT RUN'}"]
+    lines += [f"  cannot: {reason}" for reason in plan.refusals]
+    if env.get("name"):
+        lines.append(f"  environment {env['name']} ({env['kind']}): {env['reason']}")
+    lines += [f"    passed over {line}" for line in env.get("passed_over", [])]
+    if prog.get("trainer") == "record":
+        lines.append(f"  program     {prog['sha256'][:12]}… from {prog['source']}"
+                     + ("" if prog["here"] else " (fetched at run time)"))
+        lines += [f"    file      {f['name']}  sha256 {f['sha256']}  {f['bytes']:,} bytes" for f in prog["files"]]
+        lines += [f"    note      {prog['note']}"] if prog.get("note") else []
+    elif prog:
+        lines.append("  program     the native trainer (train/)")
+    lines += [f"  stand-in    {s['name']}: {s['why']}" for s in plan.stand_ins]
+    if plan.patch:
+        lines.append(f"  patch       smoke {plan.patch.get('sha256', '')[:12]}" + (f" {plan.patch['note']}"
+                                                                                 if plan.patch.get("note") else ""))
+        lines += [f"    {c['field']}: {c['was']} -> {c['now']}  ({c['why']})" for c in plan.patch["changes"]]
+    if data.get("dataset") == "generated":
+        lines.append("  data        generated on this machine (repro data synth)")
+    elif "train" in data:
+        lines.append(f"  data        {data['dataset']}: {data['train']} train + {data['val']} val shard(s) from "
+                     f"{data['source']} into {data['folder']}")
+    where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else "CPU"
+    lines.append(f"  cost        {cost['runs']} run(s) on {where}, about "
+                 f"{cost['train_s_per_run']} s of training each ({cost['basis']})")
+    return lines

@@ -1,0 +1,101 @@
+"""`repro reproduce --record NAME --plan`: every record of the registry plans or names why it cannot; nothing
+is run, fetched or written. Real CLI subprocesses against the committed registry and the stand-in records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.records.model import record_names
+from tests.paths import FIXTURES, REPO_ROOT
+from tests.standin.record import NAME, multifile_program, program_bytes, standin_log, standin_manifests
+
+REPRO = [sys.executable, "-m", "pipeline"]
+NEWEST_LOG = FIXTURES / "record-logs/2026-07-17_FP8DownProjection/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt"
+SHORT_WINDOW = FIXTURES / "record-program/2026-02-10_ShortWindow/Short-Window_1_1.program.txt"
+SECTIONS = ("environment:", "program:", "stand-ins:", "patch:", "data:")
+
+
+def _plan(home, *args, registry=REPO_ROOT / "manifests"):
+    env = {**os.environ, "REPRO_HOME": str(home), "REPRO_REGISTRY": str(registry)}
+    done = subprocess.run(REPRO + ["reproduce", "--plan", "--json", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=home)
+    assert done.returncode in (0, 1), done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["plans"] == (done.returncode == 0) == (not plan["refusals"])
+    return plan
+
+
+@pytest.mark.parametrize("name", record_names(REPO_ROOT / "manifests" / "records"))
+def test_every_record_plans_or_names_why_it_cannot_and_nothing_is_written(name, tmp_path):
+    plan = _plan(tmp_path, "--record", name)
+    assert all(reason.startswith(SECTIONS) for reason in plan["refusals"]), plan["refusals"]
+    if plan["plans"]:
+        assert plan["environment"]["kind"] in ("exact", "deviation", "unpinned") and plan["environment"]["reason"]
+        assert plan["cost"]["runs"] == 4 and plan["cost"]["train_s_per_run"] > 0
+        assert plan["data"]["dataset"] == "generated" or plan["data"]["train"] > 0
+    assert list(tmp_path.iterdir()) == []  # nothing run, fetched or written
+
+
+def test_what_each_era_says(tmp_path):
+    home = tmp_path
+    newest = _plan(home, "--record", "2026-07-17_FP8DownProjection")
+    assert newest["plans"] and newest["environment"]["name"] == "pypi-torch-2.10"
+    assert newest["environment"]["kind"] == "exact"
+    assert [f["name"] for f in newest["program"]["files"]] == ["train_gpt.py", "triton_kernels.py"]
+    assert (newest["data"]["train"], newest["data"]["val"]) == (9, 1)  # the README of its commit, not assumed
+    nightly = _plan(home, "--record", "2026-02-10_ShortWindow")
+    assert nightly["environment"]["kind"] == "deviation" and "nearest stable" in nightly["environment"]["reason"]
+    assert nightly["refusals"] == [r for r in nightly["refusals"] if r.startswith("data:")] != []
+    assert "pins no train shard count" in nightly["refusals"][0]
+    adamw = _plan(home, "--record", "2024-06-06_AdamW")
+    assert any(r.startswith("program: the record's logs carry no program text") for r in adamw["refusals"])
+    assert list(home.iterdir()) == []
+
+
+def test_a_smoke_plan_with_the_program_here_shows_the_cut_and_the_stand_ins(tmp_path):
+    newest = _plan(tmp_path, "--record", "2026-07-17_FP8DownProjection", "--smoke", "40", "--smoke-val-tokens",
+                   "524288", "--dataset", "docs-v1-x4", "--program-source", str(NEWEST_LOG), "--runtime", "host",
+                   "--python-env", "system")
+    assert newest["plans"] and newest["environment"]["kind"] == "unpinned"
+    assert [c["field"] for c in newest["patch"]["changes"]] == [
+        "num_scheduled_iterations", "num_extension_iterations", "val_tokens", "val_batch_size"]
+    assert [s["name"] for s in newest["stand_ins"]] == ["kernels hub", "FA3"]
+    assert newest["data"]["dataset"] == "docs-v1-x4" and newest["cost"]["train_s_per_run"] == pytest.approx(2.3, 0.1)
+    short = _plan(tmp_path, "--record", "2026-02-10_ShortWindow", "--smoke", "40", "--smoke-val-tokens", "524288",
+                  "--dataset", "docs-v1-x4", "--program-source", str(SHORT_WINDOW))
+    assert short["plans"] and [c["now"] for c in short["patch"]["changes"]][-2:] == [
+        "'data/fineweb10B/fineweb_train_*.bin'", "'data/fineweb10B/fineweb_val_*.bin'"]  # its author's absolute paths
+
+
+def _standin_registry(tmp_path, program: bytes):
+    registry = standin_manifests(tmp_path, "http://127.0.0.1:9", program=program)
+    log = tmp_path / "log.txt"
+    log.write_bytes(standin_log(program))
+    return registry, log
+
+
+def test_an_unserved_hub_kernel_and_a_program_without_smoke_fields_are_refused_by_name(tmp_path):
+    program = multifile_program().replace(b"'kernels-community/flash-attn3', version=1",
+                                          b"'kernels-community/activation'")
+    registry, log = _standin_registry(tmp_path / "hub", program)
+    plan = _plan(tmp_path, "--record", NAME, "--program-source", str(log), registry=registry)
+    assert plan["refusals"] == ["stand-ins: the program asks the kernels hub for kernels-community/activation, "
+                                "which repro's stand-in does not serve"]
+    registry, log = _standin_registry(tmp_path / "plain", program_bytes())
+    plan = _plan(tmp_path, "--record", NAME, "--program-source", str(log), "--smoke", "6", registry=registry)
+    assert plan["refusals"] == ["patch: train_gpt.py has no class-level field for the step count "
+                                "(num_iterations or num_scheduled_iterations)"]
+
+
+def test_reproduce_refuses_a_record_without_a_shard_count_before_any_stage(tmp_path):
+    env = {**os.environ, "REPRO_HOME": str(tmp_path), "REPRO_REGISTRY": str(REPO_ROOT / "manifests")}
+    done = subprocess.run(REPRO + ["reproduce", "--record", "2026-02-10_ShortWindow", "--runtime", "host",
+                                   "--python-env", "system"], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 3 and "pins no train shard count" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
