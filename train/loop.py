@@ -28,7 +28,7 @@ from train.log import RunLog
 from train.model import GPT
 from train.muon import Muon
 from train.profile import StepProfiler
-from train.schedule import lr_multiplier, muon_momentum, warmup_long_window, window_blocks
+from train.schedule import lr_multiplier, muon_momentum, validates, warmup_long_window, window_blocks
 
 MiB = 1024 * 1024
 
@@ -277,7 +277,7 @@ def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, li
             model.yarn.extend(ws_long, new_long)
             ws_long = new_long
 
-        if last or (cfg.val_every > 0 and step % cfg.val_every == 0):
+        if validates(step, cfg):
             synchronize(env.device)
             training_ms += 1000 * (time.perf_counter() - t0)
             val_long = cfg.ws_final_long if last else ws_long  # the final validation widens the long window
