@@ -10,10 +10,11 @@
 # Phases, run in the order given (default: ws2 ws1): diffN runs benchmarks/device_diff.py alone at world size N
 # with fused_loss (6.6 min cold at N = 2 beside the record's compile; 61 and 78 s at N = 2 and 1 after a ws2
 # phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1, or GPU 0 on a one-GPU node; ws2: both GPUs):
-#   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
+#   1. train/xent_triton.py's GPU check (benchmarks/xent_check.py, seconds): native runs with fused_loss if it
+#      passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
-#      timing against the record's compiled loss (and by pass, beside one read of the logits), train/qk_rope.py's
-#      and train/relu2_mlp.py's checks and timings, DistAdam's step eager against compiled
+#      timing against the record's compiled loss (and by pass, beside one read of the logits), DistAdam's step
+#      eager against compiled
 #      (benchmarks/adam_time.py), native and each variant primed ($PRIME_STEPS steps: their measured runs start
 #      warm). A prime is skipped once the record's first run has printed its step 0 (its timed steps follow), so
 #      no helper shares a GPU with a timed run; progress.txt's times show it;
@@ -41,7 +42,7 @@ PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
 PRIME_STEPS=${PRIME_STEPS:-6}  # the warm-up compiles every window size; a priming run need not train long
 # the programs after record and native: native with options changed (sidebyside --variant), space-separated,
-# e.g. SBS_VARIANT="qk:fused_qk_rope=true unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
+# e.g. SBS_VARIANT="tstore:fused_loss_transpose=false unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
 read -r -a VARIANTS <<< "${SBS_VARIANT:-unfused:fused_loss=false}"
 # NATIVE_SET: train/ options for the native runs beside fused_loss=true, space-separated KEY=VALUE (a candidate
 # default measured against the record in alternation, the variants then taking options back out)
@@ -86,16 +87,12 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   local natives=(--native-set fused_loss=true) v
   for v in "${NATIVE_SET[@]}"; do natives+=(--native-set "$v"); done
   for v in "${VARIANTS[@]}"; do natives+=(--variant "$v"); done
-  CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
+  CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/xent_check.py > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
   note "ws$n: natives ${natives[*]}"
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/xent_check.py --time > "$R/xent-ws$n.txt" 2>&1
     note "ws$n: xent_triton timing exit $?"
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.qk_rope --time > "$R/qk-rope-ws$n.txt" 2>&1
-    note "ws$n: qk_rope check and timing exit $?"
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.relu2_mlp --time > "$R/relu2-mlp-ws$n.txt" 2>&1
-    note "ws$n: relu2_mlp check and timing exit $?"
     if [ "${ADAM_TIME:-1}" = 1 ]; then  # ADAM_TIME=0: skip it (unchanged since measured; the helpers end sooner)
       CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
       note "ws$n: adam_time exit $?"
@@ -104,8 +101,8 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     [ "${natives[1]}" = fused_loss=true ] && for v in "${VARIANTS[@]}"; do primed+=("native-${v%%:*}"); done
     # no prime may share a GPU with the record's timed steps: where the helpers' GPU is one the runs use, none
     # starts once the record's first run has printed step 0, and one still running then is stopped (SIGTERM:
-    # sidebyside stops its program too). On 2026-12-01 gemm_autotune's prime (407 s) began 63 s before the
-    # record's step 0 and ran through two record runs: those are void. A program not primed compiles in its own
+    # sidebyside stops its program too). On 2026-12-01 a 407 s prime (a since-deleted autotuning option) began
+    # 63 s before the record's step 0 and ran through two record runs: those are void. A program not primed compiles in its own
     # first run (its startup pays, not its step time)
     local record_out=/dev/null
     [ "$helper" -lt "$n" ] && record_out="$R/sbs-ws$n/record-ws$n-1/stdout.txt"

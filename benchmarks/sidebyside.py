@@ -25,7 +25,7 @@ values), and the record's global batch (393,216 tokens: 8 / N micro-steps per ra
 Reported from the record-format logs (rank 0): step time = difference of consecutive `train_time`
 (validations excluded by both programs), median and mean per window phase (long window 3 / 7 / 11 blocks)
 and over all steps, per run, then the median over runs; each native's ratio to the record; peak memory;
-startup (launch to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per
+startup (launch to the first timed step's line); MFU = model FLOPs per step (benchmarks/bench.py's count: 6 per
 matmul weight per token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate
 measured by a separate process, or read by --matmul-file from earlier in the same call); final validation
 losses and, with 2+ runs each, Welch's t-test of each native against the record. Written to
@@ -113,8 +113,8 @@ def phase_stats(times: dict[int, float], steps: int) -> dict:
 # ---- FLOPs ----------------------------------------------------------------------------------------------------------
 
 def flops_by_phase(train_files: str) -> dict[str, float]:
-    """Model FLOPs per step of the record configuration for each long window (train/bench.py's count)."""
-    from train.bench import flops_per_step
+    """Model FLOPs per step of the record configuration for each long window (benchmarks/bench.py's count)."""
+    from benchmarks.bench import flops_per_step
     from train.config import preset
     from train.data import TrainLoader
 
@@ -130,7 +130,7 @@ def measure_matmul() -> dict:
     """Run in a separate process (`--matmul`): the bf16 matmul rate and the software versions."""
     import torch
 
-    from train.bench import matmul_peak_tflops
+    from benchmarks.bench import matmul_peak_tflops
     from train.log import triton_version
 
     device = torch.device("cuda", 0)

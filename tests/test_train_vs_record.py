@@ -214,13 +214,8 @@ def test_rotary_tables_and_yarn_agree_through_the_schedule(rec):
     assert torch.equal(ours.yarn.cos, record.yarn.cos) and ours.yarn.attn_scale == record.yarn.attn_scale == 0.1
 
 
-@pytest.mark.parametrize("option", [None, "fused_qk_rope", "fused_mlp"])
-def test_training_loss_and_every_gradient_match(rec, option):
-    """fused_qk_rope: train/qk_rope.py's op (its CPU forward and its own backward formula) in place of autograd's
-    RMS norm and rotary; fused_mlp: train/relu2_mlp.py's op and its backward formula in place of autograd's MLP.
-    float32 here, so the same tolerances hold."""
-    cfg = dataclasses.replace(SMALL, **({option: True} if option else {}))
-    ours, record, names, loss_ours, loss_record = train_step_grads(rec, cfg=cfg)
+def test_training_loss_and_every_gradient_match(rec):
+    ours, record, names, loss_ours, loss_record = train_step_grads(rec)
     assert loss_record.item() > 1000  # summed over 256 tokens: the training loss is a sum in both
     assert rel(loss_ours.detach(), loss_record.detach()) < LOSS_RTOL
     record_params = dict(record.named_parameters())
