@@ -192,3 +192,28 @@ def test_a_step_with_another_batch_size_fails(rec, shards, tmp_path):
     """One micro-step fewer per step (the grad_accum the loop is handed) is found too."""
     want, cfg = traces(rec, "device-40", shards, tmp_path)
     assert first_differences(want, native_loop(cfg, grad_accum=cfg.grad_accum(1) - 1)) != []
+
+
+def test_the_untimed_warm_up_leaves_model_yarn_and_optimizers_as_they_started(shards):
+    """The timed loop above starts from a fresh model, YaRN and optimizers; train/'s warm-up (real training steps
+    cycling the windows, as the record's; 6 here, twice through the three) must hand it exactly that, as the
+    record's warm-up does."""
+    from train.log import RunLog
+    from train.loop import AttnArgs, DistEnv, Run, build_optimizers, warm_up
+    from train.model import GPT
+
+    cfg = native_config(["--preset", "record"], shards, dict(SIZES, warmup_steps=6))
+    torch.manual_seed(0)
+    model = GPT(cfg, attention_backend="dense", fp8=False)
+    adam, muon = build_optimizers(model, cfg)
+    cpu = torch.device("cpu")
+    run = Run(cfg, DistEnv(0, 0, 1, cpu), model, model, adam, muon, AttnArgs("dense", cfg.block_size, cpu),
+              RunLog(None, None, enabled=False), cfg.grad_accum(1))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    tables = (model.yarn.cos.clone(), model.yarn.sin.clone(), model.yarn.angular_freq.clone())
+    warm_up(run)
+    assert adam.state and muon.state  # it trained (the old optimizers hold moments)
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert model.yarn.attn_scale == 0.1
+    assert all(torch.equal(a, b) for a, b in zip(tables, (model.yarn.cos, model.yarn.sin, model.yarn.angular_freq)))
+    assert run.adam is not adam and run.muon is not muon and not run.adam.state and not run.muon.state
