@@ -36,8 +36,8 @@
 # ws1 19.8 min with the variant (docs/device-runs/2026-11-30-h200x2-ws1-kernels), the record's cold compile 8.1 min.
 # device_diff cold at world size 2 after a ws1 phase did not finish in 270 s: give it its own lease's start.
 #
-# Phase `one` (issue 29, one H200, every number in one session, ~29 min; ONE_BUDGET_S, default 1740 s, cuts the
-# last runs of wave 2, then wave 3):
+# Phase `one` (issue 29, one H200, every number in one session, ~29 min; ONE_BUDGET_S, default 1740 s: a smaller
+# budget skips the record's startup options first, then the last runs of wave 2):
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~10 min, sets its length): device_diff.py at
 #      world size 1 with train/'s defaults; the record's program and native, 80-step schedule, from fresh seeds
 #      ONE_SEED and ONE_SEED+1 (default 101, 102: seeds 1-3 made every earlier comparison), their losses for
@@ -46,8 +46,10 @@
 #      train/ does). The first run of each saves torch.compiler's cache artifacts (benchmarks/compile_artifacts);
 #   wave 2, the GPU alone: record and native alternating, 3 runs each, seeds ONE_SEED+2 .. +4, 80 steps: speed by
 #      window phase, startup on warm caches (launch to the first timed step), and 3 + 3 more final losses (5 + 5);
-#   wave 3, in the budget left: startup of short runs (6 steps) per program with the caches' options: the saved
-#      artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches;
+#   startup options, short runs (6 steps) per program: the saved artifacts loaded into empty caches (a new node),
+#      and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches (what the AOTAutograd cache buys beside Inductor's):
+#      native's in wave 1 after its runs (the record's compile loads the CPU then), the record's last, in the
+#      budget left;
 #   summaries: one-parity/ (all 5 + 5 runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
 # Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
@@ -156,7 +158,6 @@ wave1_record() {  # record runs 1 and 2 of phase one; run 2 once run 1's compile
     > "$R/one-w1-record-1.txt" 2>&1 &
   local pid=$!
   until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
-  while [ -n "${ONE_NATIVE_PID:-}" ] && kill -0 "$ONE_NATIVE_PID" 2> /dev/null; do sleep 5; done  # memory
   sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
     --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1
   wait "$pid"
@@ -170,6 +171,10 @@ wave1_native() {
   sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu "${ONE_NATIVES[@]}" \
     --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
   note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1"), $(startup_of "$R/one-w1-native-2")"
+  # while the record still compiles (its CPU load is on these startups too, as on native run 2's): the options
+  startup_option native artifacts 150 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-native/inductor" \
+    TRITON_CACHE_DIR="$SNAP/cache-fresh-native/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-native.bin"
+  startup_option native no-aot-cache 120 TORCHINDUCTOR_AUTOGRAD_CACHE=0
 }
 
 startup_option() {  # program, name, seconds it needs, env assignments...: one short run to time its startup
@@ -192,19 +197,15 @@ one_gpu() {
   ( diff_run 1 0 "$R/diff1" > "$R/diff1.txt" 2>&1; note "one: diff1 (defaults) device_diff exit $?" ) &
   local diff=$!
   wave1_native &
-  ONE_NATIVE_PID=$!
+  local native=$!
   wave1_record
-  wait "$diff" "$ONE_NATIVE_PID"
+  wait "$diff" "$native"
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
   sbs --world-sizes 1 --steps "$ONE_STEPS" --repeat 3 --seed $((ONE_SEED + 2)) "${ONE_NATIVES[@]}" \
     --budget-s $(( $(left_s) - 30 )) --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
-  local fresh=$SNAP/cache-fresh
-  startup_option native artifacts 150 TORCHINDUCTOR_CACHE_DIR="$fresh-native/inductor" \
-    TRITON_CACHE_DIR="$fresh-native/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-native.bin"
-  startup_option record artifacts 200 TORCHINDUCTOR_CACHE_DIR="$fresh-record/inductor" \
-    TRITON_CACHE_DIR="$fresh-record/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-record.bin"
-  startup_option native no-aot-cache 120 TORCHINDUCTOR_AUTOGRAD_CACHE=0
+  startup_option record artifacts 200 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-record/inductor" \
+    TRITON_CACHE_DIR="$SNAP/cache-fresh-record/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-record.bin"
   startup_option record no-aot-cache 160 TORCHINDUCTOR_AUTOGRAD_CACHE=0
   sbs --summarize "$R"/one-w1-record-1 "$R"/one-w1-record-2 "$R"/one-w1-native-1 "$R"/one-w1-native-2 \
     "$R/one-wave2" --out "$R/one-parity" > "$R/one-parity.txt" 2>&1
