@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file
 
 import torch  # noqa: E402
 
+from benchmarks.timing import time_ms  # noqa: E402
 from train.adam import DistAdam  # noqa: E402
 from train.config import preset  # noqa: E402
 from train.model import GPT  # noqa: E402
-from train.timing import time_ms  # noqa: E402
 
 
 def time_steps(adam: DistAdam, device: torch.device, steps: int) -> float:

@@ -10,10 +10,11 @@
 # Phases, run in the order given (default: ws2 ws1): diffN runs benchmarks/device_diff.py alone at world size N
 # with fused_loss (6.6 min cold at N = 2 beside the record's compile; 61 and 78 s at N = 2 and 1 after a ws2
 # phase). Phase wsN (ws1: GPU 0, its helpers on GPU 1, or GPU 0 on a one-GPU node; ws2: both GPUs):
-#   1. train/xent_triton.py's GPU check (seconds): native runs with fused_loss if it passes, else without;
+#   1. train/xent_triton.py's GPU check (benchmarks/xent_check.py, seconds): native runs with fused_loss if it
+#      passes, else without;
 #   2. in the background, with 8 compile threads so the record's compile keeps the CPU: the loss kernels'
-#      timing against the record's compiled loss (and by pass, beside one read of the logits), train/qk_rope.py's
-#      and train/relu2_mlp.py's checks and timings, DistAdam's step eager against compiled
+#      timing against the record's compiled loss (and by pass, beside one read of the logits), DistAdam's step
+#      eager against compiled
 #      (benchmarks/adam_time.py), native and each variant primed ($PRIME_STEPS steps: their measured runs start
 #      warm). A prime is skipped once the record's first run has printed its step 0 (its timed steps follow), so
 #      no helper shares a GPU with a timed run; progress.txt's times show it;
@@ -34,14 +35,31 @@
 # record's cold compile 9.4 min of it; 20.7 min without the variant but with device_diff in the background; phase
 # ws1 19.8 min with the variant (docs/device-runs/2026-11-30-h200x2-ws1-kernels), the record's cold compile 8.1 min.
 # device_diff cold at world size 2 after a ws1 phase did not finish in 270 s: give it its own lease's start.
+#
+# Phase `one` (issue 29, one H200, every number in one session, ~29 min; ONE_BUDGET_S, default 1740 s: a smaller
+# budget skips the record's startup options first, then the last runs of wave 2):
+#   wave 1, nothing timed (the GPU shared; the record's cold compile, ~10 min, sets its length): device_diff.py at
+#      world size 1 with train/'s defaults; the record's program and native, 80-step schedule, from fresh seeds
+#      ONE_SEED and ONE_SEED+1 (default 101, 102: seeds 1-3 made every earlier comparison), their losses for
+#      parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with the
+#      world-size-8 Muon patch (benchmarks/record_program.py MUON_SPLIT: below 8 ranks, the program whose math
+#      train/ does). The first run of each saves torch.compiler's cache artifacts (benchmarks/compile_artifacts);
+#   wave 2, the GPU alone: record and native alternating, 3 runs each, seeds ONE_SEED+2 .. +4, 80 steps: speed by
+#      window phase, startup on warm caches (launch to the first timed step), and 3 + 3 more final losses (5 + 5);
+#   startup options, short runs (6 steps) per program: the saved artifacts loaded into empty caches (a new node),
+#      and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches (what the AOTAutograd cache buys beside Inductor's):
+#      native's in wave 1 after its runs (the record's compile loads the CPU then), the record's last, in the
+#      budget left;
+#   summaries: one-parity/ (all 5 + 5 runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
+# Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
-R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2]}
+R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one]}
 shift
 PHASES=${*:-ws2 ws1}
 STEPS=${STEPS:-40}
 PRIME_STEPS=${PRIME_STEPS:-6}  # the warm-up compiles every window size; a priming run need not train long
 # the programs after record and native: native with options changed (sidebyside --variant), space-separated,
-# e.g. SBS_VARIANT="qk:fused_qk_rope=true unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
+# e.g. SBS_VARIANT="tstore:fused_loss_transpose=false unfused:fused_loss=false". DIFF_SET: device_diff's train/ overrides.
 read -r -a VARIANTS <<< "${SBS_VARIANT:-unfused:fused_loss=false}"
 # NATIVE_SET: train/ options for the native runs beside fused_loss=true, space-separated KEY=VALUE (a candidate
 # default measured against the record in alternation, the variants then taking options back out)
@@ -86,16 +104,12 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   local natives=(--native-set fused_loss=true) v
   for v in "${NATIVE_SET[@]}"; do natives+=(--native-set "$v"); done
   for v in "${VARIANTS[@]}"; do natives+=(--variant "$v"); done
-  CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton > "$R/xent-check-ws$n.txt" 2>&1 \
+  CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/xent_check.py > "$R/xent-check-ws$n.txt" 2>&1 \
     || { natives=(--native-set fused_loss=false); note "ws$n: xent_triton check FAILED: native without fused_loss"; }
   note "ws$n: natives ${natives[*]}"
   ( export TORCHINDUCTOR_COMPILE_THREADS=8
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.xent_triton --time > "$R/xent-ws$n.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/xent_check.py --time > "$R/xent-ws$n.txt" 2>&1
     note "ws$n: xent_triton timing exit $?"
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.qk_rope --time > "$R/qk-rope-ws$n.txt" 2>&1
-    note "ws$n: qk_rope check and timing exit $?"
-    CUDA_VISIBLE_DEVICES=$helper python3 -m train.relu2_mlp --time > "$R/relu2-mlp-ws$n.txt" 2>&1
-    note "ws$n: relu2_mlp check and timing exit $?"
     if [ "${ADAM_TIME:-1}" = 1 ]; then  # ADAM_TIME=0: skip it (unchanged since measured; the helpers end sooner)
       CUDA_VISIBLE_DEVICES=$helper python3 benchmarks/adam_time.py > "$R/adam-ws$n.txt" 2>&1
       note "ws$n: adam_time exit $?"
@@ -104,8 +118,8 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
     [ "${natives[1]}" = fused_loss=true ] && for v in "${VARIANTS[@]}"; do primed+=("native-${v%%:*}"); done
     # no prime may share a GPU with the record's timed steps: where the helpers' GPU is one the runs use, none
     # starts once the record's first run has printed step 0, and one still running then is stopped (SIGTERM:
-    # sidebyside stops its program too). On 2026-12-01 gemm_autotune's prime (407 s) began 63 s before the
-    # record's step 0 and ran through two record runs: those are void. A program not primed compiles in its own
+    # sidebyside stops its program too). On 2026-12-01 a 407 s prime (a since-deleted autotuning option) began
+    # 63 s before the record's step 0 and ran through two record runs: those are void. A program not primed compiles in its own
     # first run (its startup pays, not its step time)
     local record_out=/dev/null
     [ "$helper" -lt "$n" ] && record_out="$R/sbs-ws$n/record-ws$n-1/stdout.txt"
@@ -127,6 +141,78 @@ measure() {  # world size, the helpers' GPU (sidebyside's runs take GPUs 0..N-1)
   wait
 }
 
+startup_of() {  # a sidebyside --out folder -> "program: startup s" for each run in it
+  python3 -c 'import json, sys
+for ws, pair in json.load(open(sys.argv[1] + "/summary.json"))["runs"].items():
+    print(" ".join(who + " " + str(r.get("startup_s")) + " s (rc " + str(r.get("rc")) + ")"
+                   for who in pair if who != "patch" for r in pair[who]))' \
+    "$1" 2> /dev/null || echo "none ($1 has no summary)"
+}
+
+left_s() { echo $(( ONE_END - SECONDS )); }
+
+wave1_record() {  # record runs 1 and 2 of phase one; run 2 once run 1's compile is done (the caches warm)
+  local first="$R/one-w1-record-1/record-ws1/stdout.txt"
+  REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps "$ONE_STEPS" \
+    --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" --budget-s "$(left_s)" --out "$R/one-w1-record-1" \
+    > "$R/one-w1-record-1.txt" 2>&1 &
+  local pid=$!
+  until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
+  sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
+    --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1
+  wait "$pid"
+  note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1"), $(startup_of "$R/one-w1-record-2")"
+}
+
+wave1_native() {
+  REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps "$ONE_STEPS" \
+    --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" --budget-s "$(left_s)" \
+    --out "$R/one-w1-native-1" > "$R/one-w1-native-1.txt" 2>&1
+  sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu "${ONE_NATIVES[@]}" \
+    --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
+  note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1"), $(startup_of "$R/one-w1-native-2")"
+  # while the record still compiles (its CPU load is on these startups too, as on native run 2's): the options
+  startup_option native artifacts 150 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-native/inductor" \
+    TRITON_CACHE_DIR="$SNAP/cache-fresh-native/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-native.bin"
+  startup_option native no-aot-cache 120 TORCHINDUCTOR_AUTOGRAD_CACHE=0
+}
+
+startup_option() {  # program, name, seconds it needs, env assignments...: one short run to time its startup
+  local who=$1 name=$2 need=$3; shift 3
+  if [ "$(left_s)" -lt "$need" ]; then note "one: startup $name $who not run ($(left_s) s left)"; return; fi
+  env "$@" "${SBS[@]}" --only "$who" --world-sizes 1 --steps 6 "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" \
+    --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" > "$R/one-startup-$name-$who.txt" 2>&1
+  note "one: startup $name: $(startup_of "$R/one-startup-$name-$who")"
+}
+
+one_gpu() {
+  ONE_END=$(( SECONDS + ${ONE_BUDGET_S:-1740} ))
+  ONE_STEPS=${ONE_STEPS:-80}; ONE_SEED=${ONE_SEED:-101}
+  ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
+  export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
+  ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
+  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/xent_check.py > "$R/xent-check.txt" 2>&1 \
+    || { ONE_NATIVES=(--native-set fused_loss=false); note "one: xent check FAILED: native without fused_loss"; }
+  note "one: wave 1 (shared GPU), seeds $ONE_SEED, $((ONE_SEED + 1)); natives ${ONE_NATIVES[*]:-default}"
+  ( diff_run 1 0 "$R/diff1" > "$R/diff1.txt" 2>&1; note "one: diff1 (defaults) device_diff exit $?" ) &
+  local diff=$!
+  wave1_native &
+  local native=$!
+  wave1_record
+  wait "$diff" "$native"
+  note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
+  sbs --world-sizes 1 --steps "$ONE_STEPS" --repeat 3 --seed $((ONE_SEED + 2)) "${ONE_NATIVES[@]}" \
+    --budget-s $(( $(left_s) - 30 )) --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
+  note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
+  startup_option record artifacts 200 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-record/inductor" \
+    TRITON_CACHE_DIR="$SNAP/cache-fresh-record/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-record.bin"
+  startup_option record no-aot-cache 160 TORCHINDUCTOR_AUTOGRAD_CACHE=0
+  sbs --summarize "$R"/one-w1-record-1 "$R"/one-w1-record-2 "$R"/one-w1-native-1 "$R"/one-w1-native-2 \
+    "$R/one-wave2" --out "$R/one-parity" > "$R/one-parity.txt" 2>&1
+  grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
+  note "one: done, $(left_s) s of the budget left"
+}
+
 # ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0, and the primes yield to the
 # record's timed steps (measure)
 HELPER_GPU=1; [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && HELPER_GPU=0
@@ -137,9 +223,10 @@ for phase in $PHASES; do
   case $phase in
     ws1) measure 1 "$HELPER_GPU"; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
+    one) one_gpu ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
-    *) note "unknown phase $phase (ws1, ws2, diff1, diff2)" ;;
+    *) note "unknown phase $phase (ws1, ws2, diff1, diff2, one)" ;;
   esac
 done
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-end.json"

@@ -302,34 +302,30 @@ class RecordSetup:
         self._run(self._per_step, path)
 
 
-def split_mixed_muon_groups(muon) -> list[int]:
-    """Cut the record's Muon groups where the parameter kind changes (its group [10 attn + 6 mlp]).
-
-    The record reshapes a whole chunk by the kind of its first parameter; at 8 ranks every chunk holds one kind,
-    at 1 or 2 ranks a chunk holds attention and MLP and the MLP matrices are orthogonalized as four D×D blocks
-    (the defect trainer.md section 3 names). Per-parameter arithmetic does not depend on how parameters are
-    grouped (momentum, Newton–Schulz per matrix, lr by shape), so cutting the groups makes a 1- or 2-rank run
-    compute what the record computes at 8. Returns the new group sizes.
-    """
-    groups = []
-    for group in muon.param_groups:
-        runs: list[list] = []
-        for p in group["params"]:
-            if runs and runs[-1][0].module == p.module:
-                runs[-1].append(p)
-            else:
-                runs.append([p])
-        groups += [{**group, "params": run} for run in runs]
-    muon.param_groups = groups
-    return [len(g["params"]) for g in groups]
-
-
 # ---- the side-by-side patch ------------------------------------------------------------------------------------
 
+# ---- the world-size-8 Muon patch: the rule for comparing with the record below 8 ranks ----------------------------
+#
+# The record's Muon cuts its matrices into groups [1, 10, 16, 16] and gives each rank a contiguous chunk of each
+# group; it reshapes a whole chunk by the kind of its first parameter. At 8 ranks every chunk holds one kind. At 1,
+# 2 or 4 ranks the third group's chunk holds attention and MLP matrices, and the MLP ones are orthogonalized as
+# four D x D blocks: other math (trainer.md section 3; on one H200, 80 steps, it ended 0.1 lower in loss). train/
+# does the 8-rank math at every world size, so below 8 ranks loss parity is judged against the record's program
+# with this one line added after its Muon is built: each group cut where the parameter kind changes ([1, 10, 10,
+# 6, 16]), so that every chunk holds one kind, as at 8 ranks. Per-parameter arithmetic does not depend on the
+# grouping (momentum, Newton-Schulz per matrix, lr by shape). This is the only place the patch is written:
+# sidebyside_patch adds it to the program text, split_mixed_muon_groups executes it on a built Muon (device_diff,
+# the CPU tests), and tests/test_train_vs_record.py checks that the patched program at world size 1 updates
+# every parameter exactly as the unpatched program does at world size 8.
 MUON_LINE = "optimizer2 = Muon(hidden_matrix_params+gate_params, lr=0.05, momentum=0.95, weight_decay=0.0)\n"
-# split_mixed_muon_groups as one line of the program: consecutive runs of one parameter kind become groups
 MUON_SPLIT = ("optimizer2.param_groups = [dict(g, params=list(run)) for g in optimizer2.param_groups "
               "for _, run in __import__('itertools').groupby(g['params'], key=lambda p: p.module)]\n")
+
+
+def split_mixed_muon_groups(muon) -> list[int]:
+    """The world-size-8 Muon patch (MUON_SPLIT, above) executed on the record's built Muon; the new group sizes."""
+    exec(MUON_SPLIT, {"optimizer2": muon})
+    return [len(g["params"]) for g in muon.param_groups]
 
 
 SEED_ANCHOR = "model: nn.Module = GPT(\n"
@@ -344,9 +340,8 @@ def sidebyside_patch(text: str, *, train_files: str, val_files: str, steps: int,
     steps: scheduled iterations, no extension. val_tokens: validated tokens and validation batch (one batch).
     cycle_train: restart the training files when they run out (the program's own comment suggests
     itertools.cycle for multi-epoch training), needed for small data such as docs-v1 (~11 steps per pass).
-    split_muon_groups: below 8 ranks the record's Muon chunks mix attention and MLP matrices and orthogonalize
-    the MLP ones as D×D blocks (split_mixed_muon_groups); cutting the groups gives the math of 8 ranks, which
-    train/ does at every world size, so that both programs compute the same thing.
+    split_muon_groups: the world-size-8 Muon patch (MUON_SPLIT): below 8 ranks it is what makes the record's
+    program compute what train/ computes.
     seed_from_env: seed torch before the model is built when the environment sets SBS_SEED. The record seeds
     nothing (its weights come from the CPU generator's per-process seed), so its runs cannot be repeated or
     paired with train/'s; one text for every seed keeps the compile caches.

@@ -6,6 +6,9 @@
     python benchmarks/sidebyside.py --data DIR --dry-run --out /tmp/sbs               (print the commands only)
     ... --variant unfused:fused_loss=false      (a third program: train/ with an override, named native-unfused)
     ... --variant unfused:fused_loss=false --variants-last   (record and native first, variants in the time left)
+    ... --only record --shared-gpu   (runs that share the GPU: their losses count, their step times do not)
+    ... --site benchmarks/compile_artifacts   (first on the programs' PYTHONPATH: its sitecustomize.py loads or
+        saves torch.compiler's cache artifacts in every rank, as REPRO_COMPILE_ARTIFACTS_LOAD/_SAVE say)
 
 For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
   record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
@@ -25,7 +28,7 @@ values), and the record's global batch (393,216 tokens: 8 / N micro-steps per ra
 Reported from the record-format logs (rank 0): step time = difference of consecutive `train_time`
 (validations excluded by both programs), median and mean per window phase (long window 3 / 7 / 11 blocks)
 and over all steps, per run, then the median over runs; each native's ratio to the record; peak memory;
-startup (launch to the first timed step's line); MFU = model FLOPs per step (train/bench.py's count: 6 per
+startup (launch to the first timed step's line); MFU = model FLOPs per step (benchmarks/bench.py's count: 6 per
 matmul weight per token + attention pairs of the first micro-batch) / step time / (N x the bf16 matmul rate
 measured by a separate process, or read by --matmul-file from earlier in the same call); final validation
 losses and, with 2+ runs each, Welch's t-test of each native against the record. Written to
@@ -113,8 +116,8 @@ def phase_stats(times: dict[int, float], steps: int) -> dict:
 # ---- FLOPs ----------------------------------------------------------------------------------------------------------
 
 def flops_by_phase(train_files: str) -> dict[str, float]:
-    """Model FLOPs per step of the record configuration for each long window (train/bench.py's count)."""
-    from train.bench import flops_per_step
+    """Model FLOPs per step of the record configuration for each long window (benchmarks/bench.py's count)."""
+    from benchmarks.bench import flops_per_step
     from train.config import preset
     from train.data import TrainLoader
 
@@ -130,7 +133,7 @@ def measure_matmul() -> dict:
     """Run in a separate process (`--matmul`): the bf16 matmul rate and the software versions."""
     import torch
 
-    from train.bench import matmul_peak_tflops
+    from benchmarks.bench import matmul_peak_tflops
     from train.log import triton_version
 
     device = torch.device("cuda", 0)
@@ -161,6 +164,17 @@ def record_command(a, ws: int, run_dir: Path, cycle: bool) -> tuple[list[str], d
     (run_dir / "patch.json").write_text(json.dumps(changes, indent=1))
     path = [str(REPO)] if a.attention == "fa3" else [str(STANDIN_DIR), str(REPO)]
     return torchrun(ws) + ["train_gpt.py"], dict(PYTHONPATH=os.pathsep.join(path)), a.program_dir, changes
+
+
+def record_log(cwd: Path, stdout: Path, before: set[Path]) -> Path | None:
+    """The record's log of this run: the program prints `logs/<uuid>.txt` first; else the one new file in
+    <program dir>/logs (two record runs sharing the program folder at once make "new" ambiguous)."""
+    text = stdout.read_text(errors="replace") if stdout.exists() else ""
+    printed = re.search(r"^(logs/[0-9a-f-]+\.txt)$", text, re.M)
+    if printed:
+        return cwd / printed[1]
+    new = sorted(set((cwd / "logs").glob("*.txt")) - before)
+    return new[-1] if len(new) == 1 else None
 
 
 def native_command(a, ws: int, run_dir: Path, cycle: bool, variant: list[str], seed: int | None
@@ -290,7 +304,9 @@ def merge(summaries: list[dict]) -> dict:
 
 
 def _median_of(runs: list[dict], phase: str, key: str = "median_ms") -> float | None:
-    values = [r["phases"][phase][key] for r in runs if key in r.get("phases", {}).get(phase, {})]
+    """Over the runs that had the GPU to themselves (a --shared-gpu run's step times measure the sharing)."""
+    values = [r["phases"][phase][key] for r in runs
+              if key in r.get("phases", {}).get(phase, {}) and not r.get("shared_gpu")]
     return statistics.median(values) if values else None
 
 
@@ -323,7 +339,8 @@ def table(summary: dict) -> str:
                 peak = res.get("peak_mib")
                 final = res.get("val_losses", [])[-1][1] if res.get("val_losses") else None
                 seed = res.get("seed")
-                lines.append(f"| {ws} | {who} | {i + 1} | {'—' if seed is None else seed} | {res.get('rc')} | "
+                rc = f"{res.get('rc')}{' (shared GPU)' if res.get('shared_gpu') else ''}"
+                lines.append(f"| {ws} | {who} | {i + 1} | {'—' if seed is None else seed} | {rc} | "
                              f"{res.get('startup_s')} | {f'{peak[0] / 1024:.2f}' if peak else '—'} | "
                              f"{final if final is not None else '—'} |")
     for ws, pair in summary["runs"].items():
@@ -374,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native-set", action="append", default=[], metavar="KEY=VALUE",
                     help="an extra train/ config override for the native runs (repeatable)")
     ap.add_argument("--budget-s", type=float, default=570, help="stop starting runs after this many seconds")
+    ap.add_argument("--shared-gpu", action="store_true",
+                    help="these runs share the GPU with other work: losses and startups kept, step times left out "
+                         "of the speed table")
+    ap.add_argument("--site", type=Path, help="a folder put first on both programs' PYTHONPATH (sitecustomize.py)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--program-dir", type=Path, help="where the patched record program runs (default <out>/record)")
     ap.add_argument("--dry-run", action="store_true", help="write the patched programs, print the commands")
@@ -464,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                     env["SBS_SEED"] = str(seed)
             else:
                 cmd, env, cwd = native_command(a, ws, run_dir, cycle, variants.get(who, []), seed)
+            if a.site:
+                env["PYTHONPATH"] = os.pathsep.join((str(a.site.resolve()), env["PYTHONPATH"]))
             print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
                   f"{' '.join(cmd)}", flush=True)
             if a.dry_run:
@@ -473,10 +496,9 @@ def main(argv: list[str] | None = None) -> int:
                 pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
                 continue
             before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
-            res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed)
-            # the record names its log by a random uuid in <program dir>/logs: this run's is the new one
-            logs = sorted(set((cwd / "logs").glob("*.txt")) - before) if who == "record" else [run_dir / "log.txt"]
-            log_text = logs[-1].read_text() if logs and logs[-1].exists() else ""
+            res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed, shared_gpu=a.shared_gpu)
+            log = record_log(cwd, run_dir / "stdout.txt", before) if who == "record" else run_dir / "log.txt"
+            log_text = log.read_text() if log and log.exists() else ""
             if who == "record" and log_text:
                 (run_dir / "log.txt").write_text(log_text)
             if log_text:

@@ -23,15 +23,3 @@ def run_interpreted(*args: str, **env: str):
     done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return ast.literal_eval(done.stdout.strip().splitlines()[-1])
-
-
-def timing_report(module: str, shape_args: str) -> dict:
-    """`module.time_record_shape(shape_args, reps=1, device='cpu')` interpreted with torch.compile off; asserts
-    its profile of both sides (train/profile.py's per_call) names kernels and fits in the wall time, and returns
-    the rest of the report."""
-    code = f"from {module} import time_record_shape as t; print(t({shape_args}, reps=1, device='cpu'))"
-    report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
-    profiles = report.pop("profile_fwd_bwd")
-    assert set(profiles) == {"record", "fused"}
-    assert all(0 < p["busy_us"] <= p["wall_us"] and p["kernels_us"] for p in profiles.values())
-    return report

@@ -321,3 +321,38 @@ def test_sigterm_stops_the_running_program_with_sidebyside(tmp_path):
     else:
         os.kill(child_pid, signal.SIGKILL)
         pytest.fail("the program outlived sidebyside")
+
+
+def test_shared_gpu_runs_keep_their_losses_but_not_their_step_times(tmp_path, capsys):
+    """Runs that shared the GPU (device_session.sh phase one, wave 1) count in the loss comparison and the run
+    table, never in the speed medians; --site goes first on both programs' PYTHONPATH."""
+    flops = {"3": 2.8e14, "7": 2.85e14, "11": 2.9e14}
+    alone = sidebyside.run_result(synthetic_log(80, {3: 640.0, 7: 666.0, 11: 684.0}), 80, flops, 760.0, 1)
+    shared = dict(sidebyside.run_result(synthetic_log(80, {3: 1280.0, 7: 1332.0, 11: 1368.0}), 80, flops, 760.0, 1),
+                  shared_gpu=True)
+    summary = dict(steps=80, val_tokens=1, attention="flex", tflops=760.0,
+                   runs={"1": {"record": [alone, shared], "native": [alone, shared]}})
+    text = sidebyside.table(summary)
+    assert "| 1 | native | 7 | 666.0 | 666.0 | 1.000 |" in text  # the shared runs' 1332 ms left out
+    assert text.count("(shared GPU)") == 2
+    small_shards(tmp_path / "d")
+    site = tmp_path / "site"
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--site", str(site),
+                            "--shared-gpu", "--dry-run", "--out", str(tmp_path / "sbs")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert len(lines) == 2 and all(f"PYTHONPATH={site}{os.pathsep}" in line for line in lines)
+
+
+def test_the_record_log_is_the_one_the_run_printed_when_two_runs_share_the_folder(tmp_path):
+    """Two record runs at once in one program folder (phase one, wave 1): each takes the log it printed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    mine, other = logs / "0a0a0a0a-1111.txt", logs / "ffff0000-2222.txt"  # the other sorts last
+    mine.write_text("mine")
+    other.write_text("other")
+    stdout = tmp_path / "stdout.txt"
+    stdout.write_text(f"logs/{mine.name}\nstep:0/80 val_loss:10.8258 train_time:0ms step_avg:0.11ms\n")
+    assert sidebyside.record_log(tmp_path, stdout, set()) == mine
+    stdout.write_text("")  # nothing printed: only an unambiguous new file is taken
+    assert sidebyside.record_log(tmp_path, stdout, {mine}) == other
+    assert sidebyside.record_log(tmp_path, stdout, set()) is None

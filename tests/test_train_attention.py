@@ -3,7 +3,7 @@
     .venv/bin/python -m pytest -q tests/test_train_attention.py
 
 FlexAttention runs eagerly on CPU in torch 2.13 (forward only: it has no CPU backward); its compiled Triton
-kernels and backward are checked on the GPU by `python -m train.bench --checks` (train/BENCHMARKS.md).
+kernels and backward are checked on the GPU by `python benchmarks/bench.py --checks` (train/BENCHMARKS.md).
 """
 
 import warnings

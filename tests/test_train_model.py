@@ -10,9 +10,8 @@ import torch
 
 from train.config import ConfigError, TrainConfig, apply_overrides, preset
 from train.loop import fp8_enabled
-from train.model import GPT, Head, layer_plan
+from train.model import GPT, Head, layer_plan, rotary
 from train.muon import plan_groups
-from train.qk_rope import rotary
 
 TINY = preset("tiny")
 
@@ -180,15 +179,26 @@ def test_fp8_switches(monkeypatch):
     assert not fp8_enabled(TrainConfig(), cuda)
 
 
-def test_gemm_autotune_options_are_inductor_settings_that_compile():
-    """Off by default; on, its options are real Inductor settings (torch.compile rejects unknown keys)."""
+def test_optional_kernels_are_swapped_in_from_one_registry():
+    """train/kernels.py decides, from the config alone, which implementation of each optional part the model uses;
+    the fused loss (its CPU path here) gives the record expression's loss and gradients."""
     import dataclasses
 
-    from train.loop import inductor_options
+    from train.kernels import OPTIONS, fused_loss, fused_loss_transposed, record_loss, select_kernels
 
-    assert inductor_options(preset("record")) == {}
-    options = inductor_options(dataclasses.replace(preset("record"), gemm_autotune=True))
-    assert options["max_autotune_gemm"] is True
-    f = torch.compile(lambda a, b: torch.relu(a @ b).square(), dynamic=False, options=options)
-    a, b = torch.randn(32, 16), torch.randn(16, 8)
-    assert torch.allclose(f(a, b), torch.relu(a @ b).square(), rtol=1e-5, atol=1e-6)
+    assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    record = preset("record")
+    assert select_kernels(record).train_loss is fused_loss_transposed
+    assert select_kernels(dataclasses.replace(record, fused_loss_transpose=False)).train_loss is fused_loss
+    assert select_kernels(TINY).train_loss is record_loss
+    inputs, targets, bounds = tiny_batch()
+    losses, grads = [], []
+    for on in (False, True):
+        model = tiny_model(fused_loss=on)
+        assert model.kernels.train_loss is (fused_loss_transposed if on else record_loss)  # CPU: no FP8 to transpose
+        loss = model(inputs, targets, bounds, 16, 32, 0.1)
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(model.head.weight.grad)
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    assert torch.allclose(grads[1], grads[0], rtol=1e-4, atol=1e-6)

@@ -1,23 +1,23 @@
 """train/xent_triton.py's kernels (the loss and FP8 gradient behind fused_loss on CUDA), run by Triton's
 interpreter on the CPU against the record's expression in torch; the same self-check runs on GPUs
-(`python -m train.xent_triton --time`, benchmarks/device_session.sh), where the FP8 cast is checked too.
+(`python benchmarks/xent_check.py --time`, benchmarks/device_session.sh), where the FP8 cast is checked too.
 CI's Triton is 3.6.0, the device's; the record's container pins 3.4.0. Checked by hand on 2026-11-30 in a
-separate venv (torch 2.13.0 CPU, triton 3.4.0, numpy 2.4.6): `TRITON_INTERPRET=1 python -m train.xent_triton`
-passes there too (bf16 flips 0-0.005 %); again after the FAST/EVEN forms, and `python -m train.xent_sass`
+separate venv (torch 2.13.0 CPU, triton 3.4.0, numpy 2.4.6): the self-check (then `python -m train.xent_triton`,
+now benchmarks/xent_check.py) passed there too (bf16 flips 0-0.005 %); again after the FAST/EVEN forms, and xent_sass
 compiles there (pass 1 13.75, pass 2 25.95 instructions per element)."""
 
 import pytest
 import torch
 
+from benchmarks.xent_check import steps_apart
 from tests.helpers_triton import needs_triton, run_interpreted
-from train.kernel_checks import steps_apart
 
 xent_triton = pytest.importorskip("train.xent_triton")
 
 
 @needs_triton
 def test_the_kernels_match_the_records_loss_and_gradient_under_the_interpreter():
-    report = run_interpreted("-m", "train.xent_triton")  # the dict selfcheck printed
+    report = run_interpreted("benchmarks/xent_check.py")  # the dict selfcheck printed
     # ragged tiles and whole ones (pass 2's unmasked EVEN form); rows with a tail block in pass 1 and without
     assert set(report) == {"200x300", "256x192", "5x5000", "3x4096"}
     for shape, entry in report.items():
@@ -46,10 +46,10 @@ def test_the_one_step_rule_accepts_a_rounding_flip_and_rejects_more():
 
 @needs_triton
 def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
-    """Both passes are bound by instruction issue and the special-function unit (train/xent_sass.py): the GPU form
+    """Both passes are bound by instruction issue and the special-function unit (benchmarks/xent_sass.py): the GPU form
     must keep 3 special-function ops and at most ~1 issue slot's worth of other work per element beside them,
     with 16-byte loads. Compiled for sm_90a by Triton's bundled ptxas, on this CPU."""
-    from train import xent_sass
+    from benchmarks import xent_sass
 
     fast, portable = xent_sass.profile(True), xent_sass.profile(False)
     # measured 2026-11-30: pass 1 13.5 per element (portable 23.6), pass 2 26.1 (portable 38.6)
@@ -70,7 +70,7 @@ def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
 def test_the_gpu_timing_runs_every_part_it_reports_on_the_cpu():
     """`--time`'s code (run on the device only during a lease) end to end at a small shape: Triton's interpreter,
     torch.compile off, wall-clock timing. Its numbers mean nothing here; that it runs and reports each part does."""
-    code = ("from train.xent_triton import time_record_shape as t; "
+    code = ("from benchmarks.xent_check import time_record_shape as t; "
             "print(t(T=256, V=384, device='cpu', reps=1))")
     report = run_interpreted("-c", code, TORCHDYNAMO_DISABLE="1")
     tiles = report.pop("pass2_tiles_ms")

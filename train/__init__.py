@@ -6,6 +6,8 @@ Its math is checked against the record's own program on identical weights by tes
         --log-file log.txt --metrics-file metrics.jsonl          (train/__main__.py lists every option)
 
 config.py presets and overrides · model.py the GPT · attention.py FA3 / FlexAttention / dense · fp8.py the FP8 head
-· data.py shards and loaders · schedule.py lr, momentum, windows · log.py record-format log and metrics ·
-loop.py the run · adam.py, muon.py, newton_schulz.py the optimizers · bench.py the one-GPU benchmark.
+· kernels.py the optional kernels (loss.py, xent_triton.py, xent_kernels.py) · data.py shards and loaders ·
+schedule.py lr, momentum, windows · log.py record-format log and metrics · profile.py --profile · loop.py the
+run · adam.py, muon.py, newton_schulz.py, ns_triton.py the optimizers · program.py the files that make the
+program (its identity). Measuring tools (the one-GPU benchmark, kernel checks and timings) are in benchmarks/.
 """

@@ -65,7 +65,8 @@ class TrainConfig:
     bf16: bool = True  # embeddings and linear layers in bf16 (the record); false keeps the model in fp32 (tests)
     compile: bool = True
     attention: str = "auto"  # auto | fa3 | flex | dense
-    # the loss and its gradient in the forward pass (train/loss.py), on CUDA by train/xent_triton.py's kernels:
+    # optional kernels (train/kernels.py swaps them in). fused_loss: the loss and its gradient in the forward
+    # pass (train/loss.py), on CUDA by train/xent_triton.py's kernels:
     # 33.0 ms per step less than without them at world size 1 on an H200 (5.0 %), 100 GPU differential checks
     # passed (train/BENCHMARKS.md)
     fused_loss: bool = True
@@ -74,21 +75,6 @@ class TrainConfig:
     # per micro-step; end to end 613.3 and 610.1 against 619.5 ms/step at world size 1; peak memory +2.3 GiB
     # (both FP8 gradients live until the backward pass). train/BENCHMARKS.md
     fused_loss_transpose: bool = True
-    # the attention's q, k (QK-norm, rotary) and v (value-embedding mix) in one Triton pass each way on CUDA
-    # (train/qk_rope.py; its torch forms elsewhere): same arithmetic. Off: on an H200 (2026-12-01) forward and
-    # backward took 0.607 ms per layer against the compiled record's 0.556, and alone it ran 618.5 against the
-    # default's 614.5 ms/step (train/BENCHMARKS.md)
-    fused_qk_rope: bool = False
-    # the MLP's ReLU² in its matmuls' epilogues on CUDA (train/relu2_mlp.py; torch forms elsewhere): the forward
-    # matmul writes h and relu(h)², the backward's dy·proj writes dL/dh, so the two ReLU² passes (30 ms per step
-    # on an H200) vanish; the fused matmul is Triton's where cuBLAS ran. Same arithmetic. Off: on an H200
-    # (2026-12-01) that matmul took 0.431 ms where cuBLAS's plain one takes 0.342, which cancels the saving (the
-    # MLP 2.150 against 2.154 ms per layer forward and backward; 614.2 against 614.5 ms/step; train/BENCHMARKS.md)
-    fused_mlp: bool = False
-    # Inductor's matmul autotuning with epilogue fusion for the compiled model (train/loop.py inductor_options):
-    # a way to fold ReLU²'s two memory passes (30 ms per step on an H200) into matmuls. It adds ~5 minutes to a
-    # cold compile (startup 391 against 89 s, 2026-12-01); its step time is not yet measured
-    gemm_autotune: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -9,8 +9,8 @@
 
 Log layout: <program> "\n" "="*100 "\n" Running Python ... / Running PyTorch ... compiled for CUDA ... /
 Running Triton version ... / nvidia-smi output / "="*100 / step and val lines / peak memory line.
-For the native trainer the program is the concatenated source of train/*.py in sorted order, each file
-preceded by a marker line `# ---- train/<name>.py ----`.
+For the native trainer the program is the declared files of train/program.py, each preceded by a marker line
+`# ---- train/<name>.py ----`.
 """
 
 import json
@@ -22,17 +22,13 @@ from pathlib import Path
 
 import torch
 
+from train import program
+
 SEPARATOR = "=" * 100
-TRAIN_DIR = Path(__file__).resolve().parent
 
 
 def program_text() -> str:
-    parts = []
-    for path in sorted(TRAIN_DIR.glob("*.py")):
-        parts.append(f"# ---- train/{path.name} ----\n")
-        source = path.read_text()
-        parts.append(source if source.endswith("\n") else source + "\n")
-    return "".join(parts)
+    return program.program_text().decode("utf-8")
 
 
 def triton_version() -> str:

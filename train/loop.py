@@ -28,7 +28,7 @@ from train.log import RunLog
 from train.model import GPT
 from train.muon import Muon
 from train.profile import StepProfiler
-from train.schedule import lr_multiplier, muon_momentum, warmup_long_window, window_blocks
+from train.schedule import lr_multiplier, muon_momentum, validates, warmup_long_window, window_blocks
 
 MiB = 1024 * 1024
 
@@ -210,7 +210,7 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
     if cfg.compile:
         dynamo = torch._dynamo.config
         setattr(dynamo, "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit", 64)
-        forward = torch.compile(model, dynamic=False, fullgraph=True, options=inductor_options(cfg))
+        forward = torch.compile(model, dynamic=False, fullgraph=True)
 
     log.header()
     log.event("config", config=dataclasses.asdict(cfg), world_size=env.world_size, grad_accum=grad_accum,
@@ -220,15 +220,6 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
     log.note(str(muon.plan))
     log.note(f"init seed {seed}" + ("" if cfg.seed is not None else " (drawn; --set seed=N repeats it)"))
     return Run(cfg, env, model, forward, adam, muon, AttnArgs(backend, cfg.block_size, env.device), log, grad_accum)
-
-
-def inductor_options(cfg: TrainConfig) -> dict:
-    """The model's compile options. gemm_autotune: Inductor times Triton matmul templates against cuBLAS for each
-    of the model's matmul shapes, with the pointwise work after a matmul (ReLU², the residual adds) fused into the
-    template's epilogue where that measures faster (max_autotune_gemm; benchmark_epilogue_fusion is on by default).
-    The timing adds ~5 minutes to a cold compile (an H200, 2026-12-01: startup 391 against 89 s); warm caches keep
-    the choices. Its step time is not yet measured."""
-    return dict(max_autotune_gemm=True, max_autotune_gemm_backends="ATEN,TRITON") if cfg.gemm_autotune else {}
 
 
 def warm_up(run: Run) -> None:
@@ -277,7 +268,7 @@ def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, li
             model.yarn.extend(ws_long, new_long)
             ws_long = new_long
 
-        if last or (cfg.val_every > 0 and step % cfg.val_every == 0):
+        if validates(step, cfg):
             synchronize(env.device)
             training_ms += 1000 * (time.perf_counter() - t0)
             val_long = cfg.ws_final_long if last else ws_long  # the final validation widens the long window

@@ -20,9 +20,7 @@ from torch import Tensor, nn
 from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
-from train.loss import head_loss
-from train.qk_rope import qk_rope, record_expression
-from train.relu2_mlp import relu2_mlp
+from train.kernels import Kernels, record_loss, select_kernels
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -52,6 +50,15 @@ def layer_plan(num_layers: int) -> tuple[LayerSpec, ...]:
 def uniform_init_bound(dim: int) -> float:
     """The record's init: uniform with std 0.5·dim^-½."""
     return math.sqrt(3) * 0.5 * dim ** -0.5
+
+
+def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x: (T, H, hd); cos, sin: (>= T, hd/2) -> x rotated on channel pairs (i, i + hd/2), in x's dtype."""
+    cos, sin = cos[: x.size(0), None, :], sin[: x.size(0), None, :]  # (T, 1, hd/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    y1 = x1 * cos + x2 * sin
+    y2 = x1 * (-sin) + x2 * cos
+    return torch.cat((y1, y2), dim=-1)
 
 
 class Yarn(nn.Module):
@@ -99,7 +106,6 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
-    fused_qk_rope: bool = False  # config fused_qk_rope
 
 
 class Attention(nn.Module):
@@ -118,11 +124,9 @@ class Attention(nn.Module):
     def forward(self, x: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window, shared: AttnInputs) -> Tensor:
         T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
-        qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x))  # (T, 3D)
-        # q, k normalised and rotated, v mixed with the value embedding: (T, H, hd) each; fused_qk_rope does the
-        # same arithmetic in one Triton pass each way (train/qk_rope.py)
-        prepare = qk_rope if shared.fused_qk_rope else record_expression
-        q, k, v = prepare(qkv, ve, sa_lambdas, shared.cos, shared.sin, H)[:3]
+        q, k, v = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1).chunk(3, dim=1)
+        q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)  # QK-norm
+        v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v) if ve is not None else sa_lambdas[0] * v
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)
         y = y * torch.sigmoid(self.gate(x[:, :GATE_INPUTS])).view(T, H, 1)
@@ -131,9 +135,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, fused: bool = False):
+    def __init__(self, dim: int):
         super().__init__()
-        self.fused = fused  # config fused_mlp: ReLU² in the matmuls' epilogues (train/relu2_mlp.py), same arithmetic
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():
@@ -142,19 +145,17 @@ class MLP(nn.Module):
             self.proj.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.fused:
-            return relu2_mlp(x, self.fc.type_as(x), self.proj.type_as(x))[0]
         h = F.linear(x, self.fc.T.type_as(x))  # (T, 4D)
         h = F.relu(h).square()
         return F.linear(h, self.proj.type_as(h))
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, fused_mlp: bool = False):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
         super().__init__()
         self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
-        self.mlp = MLP(dim, fused_mlp) if spec.has_mlp else None
+        self.mlp = MLP(dim) if spec.has_mlp else None
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
@@ -191,9 +192,10 @@ class GPT(nn.Module):
         self.smear_gate = nn.Linear(GATE_INPUTS, 1, bias=False)
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, cfg.fused_mlp) for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
+        self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the
         # smear lambda at 5L; padded with ones to a multiple of the world size for the sharded Adam (never read)
         pad = (-6 * L) % world_size
@@ -241,8 +243,7 @@ class GPT(nn.Module):
         sa_lambdas = self.scalars[3 * L:5 * L].view(L, 2)
         shared = AttnInputs(doc_bounds=doc_bounds, cos=self.yarn.cos, sin=self.yarn.sin, scale=attn_scale,
                             backend=self.attention_backend,
-                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot,
-                            fused_qk_rope=self.cfg.fused_qk_rope)
+                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot)
         half, skips = L // 2, []
         for i in range(1, L):
             spec = self.plan[i]
@@ -254,8 +255,6 @@ class GPT(nn.Module):
             if i < half:
                 skips.append(x)
 
-        if self.training and self.cfg.fused_loss:
-            return head_loss(rms_norm(x), self.head, targets, self.cfg.fused_loss_transpose)
-        logits = self.head(rms_norm(x)).float()  # (T, Vp)
-        logits = 30 * torch.sigmoid(logits / 7.5)
-        return F.cross_entropy(logits, targets, reduction="sum" if self.training else "mean")
+        if self.training:
+            return self.kernels.train_loss(rms_norm(x), self.head, targets)
+        return record_loss(rms_norm(x), self.head, targets, reduction="mean")

@@ -1,6 +1,6 @@
 """Newton–Schulz with Triton kernels for the two symmetric products (CUDA only).
 
-    python -c "from train.ns_triton import selfcheck; print(selfcheck())"   # on a GPU machine
+    python benchmarks/ns_check.py        # on a GPU machine: the kernels against torch, and their times
 
 Each iteration of train/newton_schulz.py computes A = XXᵀ and B = bA + cA², both symmetric. The kernel
 below computes only the output tiles on or above the diagonal and writes each tile twice (itself and its
@@ -10,12 +10,8 @@ baddbmm. `newton_schulz.orthogonalize` picks this path for CUDA tensors when Tri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
-
-from train.timing import time_ms
 
 try:
     import triton
@@ -96,44 +92,3 @@ def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
         torch.baddbmm(X, B, X, beta=a, alpha=1.0, out=Y)  # Y = aX + BX
         X, Y = Y, X
     return (X.mT if tall else X).reshape(G.shape)
-
-
-@dataclass(frozen=True)
-class SelfCheck:
-    product_rel_err: float  # Triton X Xᵀ and cA² + bA vs fp32 torch
-    ns_rel_diff: float  # Triton NS vs torch NS (both bf16; differ by rounding, amplified by NS)
-    ns_ms: dict  # shape -> {"triton", "triton_compiled", "torch"}: ms per orthogonalize call
-
-
-def selfcheck(time_it: bool = True) -> SelfCheck:
-    """Check the kernels against torch on this GPU; raises AssertionError when they disagree."""
-    from train.newton_schulz import orthogonalize_torch
-
-    if not (AVAILABLE and torch.cuda.is_available()):
-        raise RuntimeError("ns_triton.selfcheck needs CUDA and Triton: run it on a GPU machine")
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    worst = 0.0
-    for shape in [(3, 768, 768), (2, 768, 3072), (1, 6, 12), (4, 100, 300)]:
-        X = torch.randn(shape, device="cuda", generator=gen).bfloat16() / shape[-1] ** 0.5
-        ref = X.float() @ X.float().mT
-        got = sym_product(X, torch.empty_like(X[..., : X.shape[1]]))
-        worst = max(worst, ((got.float() - ref).norm() / ref.norm()).item())
-        A = ref.bfloat16()
-        ref2 = 2.0 * A.float() @ A.float() - 4.0 * A.float()
-        got2 = sym_product(A, torch.empty_like(A), alpha=2.0, beta=-4.0, add_x=True)
-        worst = max(worst, ((got2.float() - ref2).norm() / ref2.norm()).item())
-    assert worst < 1e-2, f"Triton symmetric products are {worst:.2e} away from fp32 torch"
-
-    ns_diff, ms = 0.0, {}
-    compiled = torch.compile(orthogonalize, dynamic=False)  # what newton_schulz uses on CUDA by default
-    for shape in [(8, 768, 768), (2, 768, 3072), (40, 768, 768), (22, 768, 3072), (10, 6, 12), (1, 1, 12)]:
-        G = torch.randn(shape, device="cuda", generator=gen)
-        fast, slow = orthogonalize(G), orthogonalize_torch(G)
-        ns_diff = max(ns_diff, ((fast.float() - slow.float()).norm() / slow.float().norm()).item())
-        if time_it:
-            ms[str(shape)] = dict(triton=time_ms(lambda G=G: orthogonalize(G)),
-                                  triton_compiled=time_ms(lambda G=G: compiled(G)),
-                                  torch=time_ms(lambda G=G: orthogonalize_torch(G)))
-    # both paths are bf16 approximations of the same map; tests measure <= 0.077 from the exact map
-    assert ns_diff < 0.1, f"Triton NS differs from torch NS by {ns_diff:.3f}"
-    return SelfCheck(worst, ns_diff, ms)

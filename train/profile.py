@@ -7,9 +7,6 @@ wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all stre
 device time per family (matmul, attention, collectives, fused elementwise, copies, other). The profiled steps
 run slower than the others (the profiler's own overhead), so their times stay in the log but are not a
 benchmark; the shares are what this is for.
-
-`per_call(fn)` does the same for one function called in a loop (the kernels' --time benchmarks): the GPU's busy
-time against the wall clock says whether a gap between an op and its kernels is GPU work or host launch time.
 """
 
 from __future__ import annotations
@@ -91,32 +88,3 @@ class StepProfiler:
         (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
         sort = "self_device_time_total" if kernels else "self_cpu_time_total"
         (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
-
-
-def per_call(fn, reps: int = 5, device: str = "cuda", top: int = 8) -> dict:
-    """fn called reps times under the profiler (after 3 warm-up calls on CUDA), per call: wall_us, busy_us (union
-    of kernel intervals) and the `top` kernels' device µs. On the CPU (the smoke runs) the top-level ops' CPU
-    time stands in for kernels, and busy_us is their union."""
-    cuda = device == "cuda"
-    for _ in range(3 if cuda else 0):
-        fn()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        began = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        if cuda:
-            torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - began) * 1e6
-    if cuda:
-        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-                  and e.name.lower() not in NOT_KERNELS]
-    else:
-        events = [e for e in prof.events() if e.cpu_parent is None]
-    by_name: dict[str, float] = {}
-    for e in events:
-        by_name[e.name] = by_name.get(e.name, 0.0) + e.time_range.elapsed_us() / reps
-    busy = busy_us([(e.time_range.start, e.time_range.end) for e in events]) / reps
-    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])[:top]
-    return dict(wall_us=round(wall_us / reps, 1), busy_us=round(busy, 1), launches=round(len(events) / reps, 1),
-                kernels_us={name[:72]: round(us, 1) for name, us in ranked})

@@ -1,9 +1,10 @@
 """Schedules of the record (trainer.md section 4): lr multiplier, Muon momentum, attention windows, YaRN steps.
 
-    from train.schedule import lr_multiplier, muon_momentum, window_blocks
+    from train.schedule import lr_multiplier, muon_momentum, window_blocks, validates
     lr_multiplier(1640, cfg)   # 0.1 (approached)      window_blocks(1680, cfg) == (6, 13)
 
-Pure functions of the step and the config; tests/test_train_schedule.py checks them at exact steps.
+Pure functions of the step and the config; tests/test_train_schedule.py checks them at exact steps, and
+tests/test_train_loop_vs_record.py checks what the loop applies from them against the record's own loop.
 """
 
 from train.config import TrainConfig
@@ -31,6 +32,11 @@ def window_blocks(step: int, cfg: TrainConfig) -> tuple[int, int]:
     x = min(step / (1 + cfg.scheduled_steps), 0.9999)
     ws_long = cfg.ws_schedule[int(len(cfg.ws_schedule) * x)]
     return ws_long // 2, ws_long
+
+
+def validates(step: int, cfg: TrainConfig) -> bool:
+    """Whether the timed loop validates before training step `step`: at 0, every val_every steps and at the end."""
+    return step == cfg.total_steps or (cfg.val_every > 0 and step % cfg.val_every == 0)
 
 
 def warmup_long_window(i: int, cfg: TrainConfig) -> int:

@@ -15,9 +15,19 @@ Triton's CPU interpreter, which cannot run inline assembly.
 import triton
 import triton.language as tl
 
-from train.triton_math import round_to_bf16
-
 LOG2E = tl.constexpr(1.4426950408889634)  # exp(v) = 2^(v·log2 e), as the compiler lowers exp: equal results
+
+
+@triton.jit
+def round_to_bf16(x, FAST: tl.constexpr):
+    """float32 -> the nearest bf16 (ties to even), still float32; finite inputs only. Written out for the
+    interpreter (FAST=False), whose bf16 casts truncate; a GPU's cast rounds."""
+    if FAST:
+        return x.to(tl.bfloat16).to(tl.float32)
+    else:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit

@@ -157,13 +157,11 @@ class TrainResult:
 # ---- planning ------------------------------------------------------------------------------------
 
 def native_program_text(root: Path = TRAIN_DIR) -> bytes:
-    """The native trainer's program as its log prints it (train/log.py::program_text, rebuilt here so the
-    orchestrator needs no torch): each train/*.py in sorted order after a `# ---- train/<name> ----` line."""
-    parts = []
-    for path in sorted(root.glob("*.py")):
-        source = path.read_bytes()
-        parts.append(f"# ---- train/{path.name} ----\n".encode() + source + (b"" if source.endswith(b"\n") else b"\n"))
-    return b"".join(parts)
+    """The native trainer's program as its log prints it: the files train/program.py declares (that module
+    needs no torch), each after a `# ---- train/<name> ----` line."""
+    from train.program import program_text
+
+    return program_text(root)
 
 
 def native_program() -> Program:

@@ -1,7 +1,7 @@
 """Benchmark of the record configuration on one GPU: step time, peak memory, MFU (not a test).
 
-    python -m train.bench --data .devcarry/docs-v1 --steps 160 --out /tmp/bench [--checks]
-    python -m train.bench --data .devcarry/docs-v1 --steps 300 --val-every 50 --warmup-steps 3 --out /tmp/curve
+    python benchmarks/bench.py --data .devcarry/docs-v1 --steps 160 --out /tmp/bench [--checks]
+    python benchmarks/bench.py --data .devcarry/docs-v1 --steps 300 --val-every 50 --warmup-steps 3 --out /tmp/curve
 
 Runs the record's model, batch (393,216 tokens = 8 micro-steps at world size 1) and schedule scaled to --steps,
 on the shards in --data with data cycling on (small data sets) and a small validation set. MFU is model FLOPs
@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repo root for train/
 
 import torch  # noqa: E402
 
@@ -106,7 +107,7 @@ def gpu_checks(device: torch.device) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.bench")
+    ap = argparse.ArgumentParser(prog="benchmarks/bench.py")
     ap.add_argument("--data", required=True, help="folder with fineweb_train_*.bin and fineweb_val_*.bin")
     ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--val-every", type=int, default=125)
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        print("train.bench needs a CUDA GPU", file=sys.stderr)
+        print("benchmarks/bench.py needs a CUDA GPU", file=sys.stderr)
         return 4
     from train.loop import train
 

@@ -1,6 +1,6 @@
 """What train/xent_kernels.py's kernels compile to for an H100/H200 (sm_90a), counted on any machine, GPU or not.
 
-    python -m train.xent_sass            # per element: instructions issued, special-function ops, per pass
+    python benchmarks/xent_sass.py       # per element: instructions issued, special-function ops, per pass
 
 Both passes are bound by instruction issue and the special-function unit (SFU), not by memory: an SM issues
 128 thread-instructions per clock but only 16 SFU ops (ex2, rcp), so 3 SFU ops per element cost as much as
@@ -14,8 +14,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repo root for train/
 
 # the record's shape; the counts do not depend on T (pass 1 is per row, pass 2 per tile)
 V = 50304

@@ -1,0 +1,63 @@
+"""The optional kernels: the one place where a part of the record's model is swapped for another implementation.
+
+    from train.kernels import select_kernels
+    kernels = select_kernels(cfg)                  # Kernels: each part the record's expression, or its swap
+    loss = kernels.train_loss(rms_norm(x), head, targets)
+
+Each part defaults to the record's own expression; OPTIONS lists every config flag that swaps one, with what it
+was measured to buy (train/BENCHMARKS.md). A swap computes the same values (its tests compare it with the
+record's expression) and may differ only in speed and memory. Kept only where a GPU measurement showed a gain:
+fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or never being measured
+(issue 28). Choices that depend on the machine, not the config, stay where they are made: the attention
+backend (train/attention.py) and Newton–Schulz's Triton kernels on CUDA (train/newton_schulz.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from train.loss import head_loss
+
+
+def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Tensor:
+    """The record's head and loss: logits = head(x) in float32, soft-capped to 30·σ(logits / 7.5), cross entropy
+    summed (training) or averaged (evaluation)."""
+    logits = 30 * torch.sigmoid(head(x).float() / 7.5)  # (T, Vp)
+    return F.cross_entropy(logits, targets, reduction=reduction)
+
+
+def fused_loss(x: Tensor, head, targets: Tensor) -> Tensor:
+    return head_loss(x, head, targets, transposed=False)
+
+
+def fused_loss_transposed(x: Tensor, head, targets: Tensor) -> Tensor:
+    return head_loss(x, head, targets, transposed=True)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    train_loss: Callable[[Tensor, object, Tensor], Tensor] = record_loss  # (normed x, head, targets) -> summed
+
+
+# config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
+# train/xent_triton.py's two Triton passes: 33.0 ms per step less at world size 1 on an H200 (5.0 %).
+# fused_loss_transpose (with fused_loss): the second pass also writes dW's transposed FP8 gradient, 6-9 ms per
+# step more (ignored off CUDA or without FP8).
+OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
+    "fused_loss": lambda k, cfg: dataclasses.replace(
+        k, train_loss=fused_loss_transposed if cfg.fused_loss_transpose else fused_loss),
+}
+
+
+def select_kernels(cfg) -> Kernels:
+    kernels = Kernels()
+    for flag, swap in OPTIONS.items():
+        if getattr(cfg, flag):
+            kernels = swap(kernels, cfg)
+    return kernels
