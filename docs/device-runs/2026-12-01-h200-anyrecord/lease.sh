@@ -13,9 +13,12 @@ T=/tmp/tree W=/tmp/anyrecord D=/tmp/diff1
 
 start() {
   rm -rf "$T" && cp -a "$REPO" "$T"
-  DOCS="$T/.devcarry/docs-v1" W="$W" bash "$T/docs/device-runs/2026-12-01-h200-anyrecord/run.sh" start
+  # the report stage's chart library is not on the device's image: carried as the lock's wheels
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$T"/.devcarry/whl/*.whl
+  export PYTHONPATH=/tmp/site
+  (cd "$T" && DOCS="$T/.devcarry/docs-v1" W="$W" bash docs/device-runs/2026-12-01-h200-anyrecord/run.sh start)
   mkdir -p "$D"
-  (cd "$T" && CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$T/pipeline/runs/fa3_standin:$T" setsid nohup \
+  (cd "$T" && CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$T/pipeline/runs/fa3_standin:$T:/tmp/site" setsid nohup \
     python3 -m torch.distributed.run --standalone --nproc_per_node=1 benchmarks/device_diff.py --out "$D" \
     > "$D/stdout.txt" 2>&1 < /dev/null; echo "exit $?" > "$D/exit") &
 }
@@ -23,7 +26,7 @@ start() {
 collect() {  # what is done so far, as one tarball
   local c=/tmp/collect
   rm -rf "$c" && mkdir -p "$c"
-  OUT="$c" W="$W" bash "$T/docs/device-runs/2026-12-01-h200-anyrecord/run.sh" collect
+  (cd "$T" && OUT="$c" W="$W" bash docs/device-runs/2026-12-01-h200-anyrecord/run.sh collect)
   cp -r "$D" "$c/device-diff" 2>/dev/null
   tar -czf "$OUT/proof.tgz" -C "$c" .
   ls "$W"/*.finished 2>/dev/null; cat "$D/exit" 2>/dev/null; tail -n 3 "$D/stdout.txt" 2>/dev/null
