@@ -45,6 +45,18 @@ def test_test_twin_shares_the_install_and_runtime_stages():
     assert _stages_from(DOCKERFILE, first) == _stages_from(TEST_DOCKERFILE, first)
 
 
+def test_the_pypi_dockerfile_passes_the_policy_and_shares_the_install_and_runtime_stages():
+    # pypi.Dockerfile (the PyPI-locked environments, no FA3 build) installs and runs exactly as the record's does
+    pypi = REPO_ROOT / "docker" / "pypi.Dockerfile"
+    report = check_dockerfile(pypi)
+    assert report.ok, report.violations
+    first = "# ---- install: the lock into /opt/venv; wheels stay in this stage, only /export moves on"
+    assert _stages_from(DOCKERFILE, first) == _stages_from(pypi, first)
+    parser = DockerfileParser(path=str(pypi))
+    assert [i["value"].split()[-1] for i in parser.structure if i["instruction"] == "FROM"] == [
+        "python", "install", "runtime"]
+
+
 def test_test_twin_needs_its_base_from_the_build():
     assert not check_dockerfile(TEST_DOCKERFILE).ok  # no default: only a build arg from the lock pins it
     assert check_dockerfile(TEST_DOCKERFILE, {"RUNTIME_IMAGE": DIGEST}).ok

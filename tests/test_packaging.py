@@ -44,6 +44,8 @@ def test_wheel_ships_the_registry_and_dockerfiles(installed):
     assert (site / "pipeline" / "_resources" / "manifests" / "records" / "2025-09-23_MuonCustomSizing.yaml").is_file()
     assert (site / "pipeline" / "_resources" / "docker" / "Dockerfile").is_file()
     assert (site / "pipeline" / "runs" / "fa3_standin" / "flash_attn_interface.py").is_file()
+    assert (site / "pipeline" / "runs" / "hub_standin" / "kernels" / "__init__.py").is_file()
+    assert (site / "pipeline" / "_resources" / "docker" / "pypi.Dockerfile").is_file()
 
 
 def test_installed_repro_lists_records_and_verifies_a_packaged_fixture(installed, tmp_path):

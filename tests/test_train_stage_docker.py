@@ -197,3 +197,19 @@ def test_all_gpus_become_one_device_request(tmp_path):
         "memlock": -1, "stack": STACK_BYTES}
     assert kwargs["mounts"][0]["ReadOnly"] is True and kwargs["mounts"][1]["Target"] == "/cache"
     assert "device_requests" not in container_spec(launch, "i", "n", "v", 0, {}).create_kwargs()
+
+
+def test_a_two_file_hub_program_runs_in_a_container_with_the_standins_mounted(engine, tmp_path):
+    """The newest records' shape in a container: both files written, `kernels` found in repro's stand-in."""
+    from tests.standin.record import multifile_program, served_record
+
+    program = multifile_program()
+    data = write_data(tmp_path / "data", show_kernels=True)
+    with served_record(tmp_path, program) as env:
+        done = subprocess.run(_cmd(tmp_path, data), env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kernels from /opt/repro-standins/hub/kernels/__init__.py" in done.stdout
+    run = _runs(tmp_path)[0]
+    meta = yaml.safe_load((run / "run.yaml").read_text())
+    assert meta["hub_standin"] is True and meta["fa3_standin"] is True
+    assert cut_program((run / "log.txt").read_bytes()) == program

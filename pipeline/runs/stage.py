@@ -58,6 +58,7 @@ FA3_STANDIN_DIR = Path(__file__).resolve().parent / "fa3_standin"
 HUB_STANDIN_DIR = Path(__file__).resolve().parent / "hub_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
+C_HUB, C_FA3 = "/opt/repro-standins/hub", "/opt/repro-standins/fa3"
 
 
 @dataclass(frozen=True)
@@ -227,11 +228,17 @@ def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, c
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT), env)
 
 
-def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int) -> Launch:
+def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, hub_standin: bool = False) -> Launch:
     head = ["torchrun", "--standalone", f"--nproc_per_node={nproc}"]
     if req.trainer == "record":
         mounts = (Mount(run_dir / WORK, C_WORK, False), Mount(data_dir, f"{C_WORK}/{RECORD_DATA}", True))
-        return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
+        if not hub_standin:
+            return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
+        # The kernels hub answered by repro's stand-in, whose FA3 is the FlexAttention stand-in (the PyPI-locked
+        # images build no FA3), with the checkout's train/ it calls: all read-only, first on the path.
+        mounts += (Mount(HUB_STANDIN_DIR, C_HUB, True), Mount(FA3_STANDIN_DIR, C_FA3, True),
+                   Mount(TRAIN_DIR, f"{C_REPO}/train", True))
+        return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {"PYTHONPATH": f"{C_HUB}:{C_FA3}:{C_REPO}"}, mounts)
     mounts = (Mount(TRAIN_DIR, f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
               Mount(data_dir, C_DATA, True))
     return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
@@ -364,12 +371,13 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         nproc = count_gpus()
     else:
         nproc = max(1, req.gpus)  # a GPU count, or one CPU process for --gpus none
-    launch = _docker_launch(req, run_dir, data_dir, nproc)
+    hub = req.trainer == "record" and imports_hub_kernels(program.text)
+    launch = _docker_launch(req, run_dir, data_dir, nproc, hub)
     volume = cache_volume_name(image, program.sha256)
     spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
                           {"io.repro.run-id": run_id, "io.repro.record": record.name}, req.memlock)
     return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, spec, image,
-                     environment or record.environment, env_lock, None, volume)
+                     environment or record.environment, env_lock, None, volume, hub, hub)
 
 
 # ---- running -------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ one() {  # name record source: one smoke reproduction, then its bundle checked o
 }
 
 all() {
+  cd "$REPO" || exit 1  # python3 -m pipeline: this checkout's repro
   mkdir -p "$W/src"
   # docs-v1 under the names docs-v1-x4 locks (its train shard four times); `repro data fetch` copies and verifies them
   for i in 1 2 3 4; do ln -sf "$DOCS/fineweb_train_000001.bin" "$W/src/fineweb_train_00000$i.bin"; done
@@ -73,7 +74,8 @@ collect() {  # everything finished so far into $OUT (bundles, verify/show output
 }
 
 case "${1:-}" in
-  start) mkdir -p "$W"; setsid nohup bash "$0" _all > "$W/driver.log" 2>&1 < /dev/null & echo "started; W=$W" ;;
+  start) [ -f "$DOCS/fineweb_train_000001.bin" ] || { echo "no docs-v1 shards in $DOCS (set DOCS=)" >&2; exit 4; }
+         mkdir -p "$W"; setsid nohup bash "$0" _all > "$W/driver.log" 2>&1 < /dev/null & echo "started; W=$W" ;;
   _all) all ;;
   collect) collect ;;
   *) echo "usage: run.sh start | collect" >&2; exit 2 ;;

@@ -3,7 +3,8 @@
 Like 2026-07-17_FP8DownProjection's train_gpt.py it reads its own source and triton_kernels.py from its folder
 and logs both, one after the other under a divider; its schedule is num_scheduled_iterations +
 num_extension_iterations, and with {"hub": true} in data/fineweb10B/standin.json it takes FA3 from the kernels
-hub (`get_kernel`) and runs one attention call on the CPU; with {"raise": TEXT} every worker raises
+hub (`get_kernel`) and runs one attention call on the CPU; {"show_kernels": true} prints where `kernels` is
+found; with {"raise": TEXT} every worker raises
 RuntimeError(TEXT) before training, as a failing GPU kernel would.
 """
 import os
@@ -52,6 +53,11 @@ if options.get("hub"):
                                                     max_seqlen_k=8, causal=True, softmax_scale=0.5, window_size=(4, 0))
     print(f"attention through {getattr(flash_attn_interface, 'REPRO_STANDIN', 'FA3')}: {tuple(y.shape)}", flush=True)
 
+if options.get("show_kernels"):  # where `kernels` would come from, without importing it (no torch needed)
+    import importlib.util
+
+    found = importlib.util.find_spec("kernels")
+    print(f"kernels from {found.origin if found else None}", flush=True)
 if options.get("raise"):  # a failure as a GPU would report it, raised in every worker
     raise RuntimeError(options["raise"])
 
