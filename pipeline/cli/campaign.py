@@ -22,10 +22,10 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
+from pipeline.verdict.judge import passed
 
 from .output import emit_json, pass_workspace
 
-PASSING = ("reproduced", "reproduced-with-deviations")
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 FOLDER = click.Path(file_okay=False, path_type=Path)
 
@@ -201,7 +201,7 @@ def collect(ws, folder, sign_key, as_json):
         emit_json(result)
     else:
         click.echo(result.nodes_table)
-        color = "green" if result.outcome in PASSING and result.bundle_verified else "red"
+        color = "green" if passed(result.outcome) and result.bundle_verified else "red"
         click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)"
                     + (f", {len(result.attempts)} attempt(s) kept aside" if result.attempts else ""), fg=color)
         for reason in result.reasons:
@@ -211,7 +211,7 @@ def collect(ws, folder, sign_key, as_json):
     if not result.bundle_verified:
         raise CheckFailed(f"the bundle {result.bundle} does not verify: {'; '.join(result.problems[:3])}",
                           f"see `repro bundle verify {result.bundle}`")
-    if result.outcome not in PASSING:
+    if not passed(result.outcome):
         sys.exit(1)
 
 

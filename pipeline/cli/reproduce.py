@@ -23,11 +23,11 @@ import click
 from pipeline.errors import Interrupted, RunFailed
 from pipeline.reproduce.flow import ReproduceRequest, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
+from pipeline.verdict.judge import passed
 
 from .output import emit_json, pass_workspace
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
 
 
 @click.command()
@@ -102,7 +102,7 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     if as_json:
         emit_json(result)
     else:
-        color = "green" if result.outcome in PASSING and result.bundle_verified else "red"
+        color = "green" if passed(result.outcome) and result.bundle_verified else "red"
         click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
         for reason in result.reasons:
             click.echo(f"  - {reason}")
@@ -115,8 +115,8 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     if stopped is not None and stopped.status == "aborted":
         raise Interrupted(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                           "run the same command again to resume")
-    if stopped is not None and result.outcome not in PASSING:
+    if stopped is not None and not passed(result.outcome):
         raise RunFailed(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
-    sys.exit(0 if result.outcome in PASSING and result.bundle_verified else 1)
+    sys.exit(0 if passed(result.outcome) and result.bundle_verified else 1)

@@ -14,13 +14,12 @@ import click
 from pipeline.errors import InputError
 from pipeline.records.model import load_record
 from pipeline.runs.rundir import RunMeta
-from pipeline.verdict.judge import Verdict, verify_runs
+from pipeline.verdict.judge import Verdict, passed, verify_runs
 from pipeline.verdict.render import hardware_line
 
 from .output import emit_json, pass_workspace
 
 DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-PASSING = ("reproduced", "reproduced-with-deviations")
 
 
 def record_of(paths: list[Path]) -> str | None:
@@ -38,7 +37,7 @@ def record_of(paths: list[Path]) -> str | None:
 
 
 def print_verdict(v: Verdict) -> None:
-    color = {"reproduced": "green", "reproduced-with-deviations": "yellow"}.get(v.outcome, "red")
+    color = ("yellow" if v.outcome == "reproduced-with-deviations" else "green") if passed(v.outcome) else "red"
     click.echo(f"record {v.record} (rules v{v.rules_version}): {len(v.runs)} run(s)")
     for r in v.runs:
         loss = f"{r.final_val_loss:.4f}" if r.final_val_loss is not None else "—"
@@ -73,7 +72,8 @@ def print_verdict(v: Verdict) -> None:
 def verify(ws, runs, record_name, as_json, submission, markdown):
     """Judge run directories or log files against a record.
 
-    Exit code 0 for reproduced / reproduced-with-deviations, 1 for not-reproduced / invalid.
+    Exit code 0 for reproduced / reproduced-with-deviations / smoke-passed, 1 for not-reproduced /
+    invalid / smoke-failed.
     """
     if submission or markdown:
         from pipeline.verdict.submission import judge_submission, render_markdown
@@ -89,4 +89,4 @@ def verify(ws, runs, record_name, as_json, submission, markdown):
         emit_json(verdict.to_dict())
     else:
         print_verdict(verdict)
-    sys.exit(0 if verdict.outcome in PASSING else 1)
+    sys.exit(0 if passed(verdict.outcome) else 1)

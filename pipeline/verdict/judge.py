@@ -30,6 +30,12 @@ from pipeline.verdict.smoke import smoke_patch_of
 from pipeline.verdict.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 
 OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid", *SMOKE_OUTCOMES)
+# The outcomes that pass (exit 0 wherever a verdict decides the exit code): the one list every command uses.
+PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
+
+
+def passed(outcome: str | None) -> bool:
+    return outcome in PASSING
 
 
 @dataclass(frozen=True)
