@@ -26,7 +26,7 @@ from .output import emit_json, pass_workspace
 @pass_workspace
 def report(ws, runs, record_name, out_dir, record_logs, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
-    record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
+    record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]), ws.records_dir)
     verdict, files = report_runs(record, list(runs), out_dir,
                                  published_dir=published_logs_dir(record, ws.cache, record_logs))
     if as_json:
