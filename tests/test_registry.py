@@ -34,3 +34,11 @@ def test_report_reads_the_record_from_the_given_registry(tmp_path):
     assert reported.returncode == 0, reported.stdout + reported.stderr
     assert (tmp_path / "report" / "report.md").is_file()
     assert "demo-elsewhere" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_env_build_without_env_takes_the_default_records_environment(tmp_path):
+    """Not the last record name in sort order (demo-cpu-synth, whose environment `host` is no image)."""
+    built = repro("--root", tmp_path, "env", "build", "--wheelhouse", tmp_path / "absent")
+    said = built.stdout + built.stderr
+    assert "unknown environment" not in said and "Traceback" not in said, said
+    assert built.returncode == 3 and ("record-2025-09" in said or f"wheelhouse {tmp_path / 'absent'}" in said), said

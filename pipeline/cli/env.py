@@ -7,8 +7,8 @@
                                                                      the lock as a virtualenv (host runtime)
     repro env save OUT.tar[.gz] / repro env load IN.tar[.gz]         image <-> tarball (+ .sha256)
 
---env defaults to the environment of the newest record. A fallback environment is chosen by name
-and every use of it prints its deviations from the record.
+--env defaults to the environment of the default record (2025-09-23_MuonCustomSizing). A fallback
+environment is chosen by name and every use of it prints its deviations from the record.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pipeline.errors import CheckFailed, InputError
 from .output import emit_json, pass_workspace
 
 ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
-                          help="Environment (manifests/environments/NAME.yaml); default: the newest record's.")
+                          help="Environment (manifests/environments/NAME.yaml); default: the default record's.")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 WHEELHOUSE_OPTION = click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path), default=None,
                                  help="Folder of the lock's files: lock fills it, build installs from it offline.")
@@ -149,7 +149,7 @@ def verify(ws, env_name, image, as_json):
               help="Environment to build it from. Default: chosen for the record (its own, else its declared "
                    "fallback; an unresolved lock is resolved on this node), every deviation shown.")
 @click.option("--record", "record_name", default=None, metavar="NAME", help="Record whose environment is chosen "
-              "when --env is not given [the newest record].")
+              "when --env is not given [2025-09-23_MuonCustomSizing].")
 @WHEELHOUSE_OPTION
 @click.option("--index-url", default=None, metavar="URL",
               help="Install the locked files from this index (a mirror) instead of the lock's URLs; hashes decide.")
@@ -171,12 +171,9 @@ def venv(ws, env_name, record_name, wheelhouse, index_url, python, build_fa3, as
         lock = load_lock(environment)
     else:
         from pipeline.env.choose import choose_environment
-        from pipeline.records.model import load_record, record_names
+        from pipeline.records.model import DEFAULT_RECORD, load_record
 
-        names = [record_name] if record_name else record_names(ws.records_dir)[-1:]
-        if not names:
-            raise InputError("no record manifests found", f"add one under {ws.records_dir}, or give --env NAME")
-        record = load_record(names[0], ws.records_dir)
+        record = load_record(record_name or DEFAULT_RECORD, ws.records_dir)
         say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
         choice = choose_environment(ws, record, ws.work / record.name, wheelhouse=wheelhouse, say=say)
         environment, lock = choice.environment, choice.lock

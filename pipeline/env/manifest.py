@@ -185,10 +185,7 @@ def load_environment(ws: Workspace, name: str) -> Environment:
 
 
 def default_environment_name(ws: Workspace, record: str | None = None) -> str:
-    """The environment a record names; the newest record's when none is given."""
-    from pipeline.records.model import record_names
+    """The environment a record names; the default record's when none is given."""
+    from pipeline.records.model import DEFAULT_RECORD
 
-    names = [record] if record else record_names(ws.records_dir)[-1:]
-    if not names:
-        raise InputError("no record manifests found", f"add one under {ws.records_dir}")
-    return load_record(names[0], ws.records_dir).environment
+    return load_record(record or DEFAULT_RECORD, ws.records_dir).environment

@@ -360,6 +360,10 @@ def load_record_file(path: Path) -> Record:
     return record
 
 
+# The record a command works on when none is named: the first target (README), in every command.
+DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
+
+
 def _default_records_dir() -> Path:
     from pipeline.workspace import Workspace
 
