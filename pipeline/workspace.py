@@ -39,7 +39,7 @@ def checkout_root() -> Path | None:
     return CHECKOUT_ROOT if ours and (CHECKOUT_ROOT / "train").is_dir() else None
 
 
-def _shipped(name: str) -> Path:
+def shipped(name: str) -> Path:
     """A read-only folder the tool ships: the checkout's copy in a clone, else the package's own data
     (pipeline/_resources, found through importlib.resources, so never another package's folder)."""
     root = checkout_root()
@@ -60,11 +60,11 @@ class Workspace:
     def resolve(cls, root: str | Path | None = None, registry: str | Path | None = None) -> Workspace:
         root = Path(root or os.environ.get("REPRO_HOME") or Path.cwd()).expanduser().resolve()
         reg = registry or os.environ.get("REPRO_REGISTRY")
-        reg_path = Path(reg).expanduser().resolve() if reg else _shipped("manifests")
+        reg_path = Path(reg).expanduser().resolve() if reg else shipped("manifests")
         if not reg_path.is_dir():
             raise InputError(f"registry folder {reg_path} does not exist",
                              "pass --registry DIR pointing at a folder with records/, datasets/ and environments/")
-        return cls(root=root, registry=reg_path, docker_dir=_shipped("docker"))
+        return cls(root=root, registry=reg_path, docker_dir=shipped("docker"))
 
     # Folders the tool writes: all under root.
     @property

@@ -64,7 +64,7 @@ def campaign_flow(ws: Workspace, campaign: Campaign, say: Say, terminal=None, tr
     req = reproduce_request(campaign, train)
     if changes:
         req = replace(req, **changes)
-    flow = Flow(ws, req, load_record(campaign.record), StageValues(), say, terminal)
+    flow = Flow(ws, req, load_record(campaign.record, ws.records_dir), StageValues(), say, terminal)
     flow.data_dir = campaign.data_dir
     return flow
 

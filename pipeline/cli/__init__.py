@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import ReproError
+from pipeline.registry import Registry
 from pipeline.workspace import Workspace
 
 # command name -> "module:attribute" (module relative to pipeline.cli)
@@ -64,7 +65,7 @@ def cli(ctx, root, registry):
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
-    ctx.obj = Workspace.resolve(root=root, registry=registry)
+    ctx.obj = Registry(Workspace.resolve(root=root, registry=registry))
 
 
 def _sigterm_as_ctrl_c(signum, frame):

@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 
 from pipeline.bundle.archive import record_of_runs
-from pipeline.records.model import load_record
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry
 
 
 @click.command()
@@ -23,12 +22,12 @@ from .output import emit_json, pass_workspace
               help="Folder with the record's published logs (offline) [default: the cache filled by "
                    "`repro records fetch-logs`].")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-@pass_workspace
-def report(ws, runs, record_name, out_dir, record_logs, as_json):
+@pass_registry
+def report(registry, runs, record_name, out_dir, record_logs, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
-    record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]), ws.records_dir)
+    record = registry.record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
     verdict, files = report_runs(record, list(runs), out_dir,
-                                 published_dir=published_logs_dir(record, ws.cache, record_logs))
+                                 published_dir=published_logs_dir(record, registry.workspace.cache, record_logs))
     if as_json:
         emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
                    "published_source": files.published_source})

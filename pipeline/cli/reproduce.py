@@ -21,18 +21,17 @@ from pathlib import Path
 import click
 
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.records.model import DEFAULT_RECORD
 from pipeline.reproduce.flow import ReproduceRequest, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
 from pipeline.verdict.judge import passed
 
-from .output import emit_json, pass_workspace
-
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
+from .output import emit_json, pass_registry
 
 
 @click.command()
 @click.option("--record", "record_name", default=None,
-              help="Record to reproduce [2025-09-23_MuonCustomSizing; with --demo: demo-cpu-synth].")
+              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth].")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
 @click.option("--demo", is_flag=True, help="The CPU demo: host runtime, native trainer preset demo, generated "
@@ -76,8 +75,8 @@ DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 @click.option("--stream", is_flag=True, help="Show the trainer's output live (it always goes to each run's "
               "stdout.txt).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
-@pass_workspace
-def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
+@pass_registry
+def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
               bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
               smoke_val_tokens, python_env, wheelhouse, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
@@ -96,7 +95,7 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
                       **{k: v for k, v in changes.items() if v is not None})
     out = sys.stderr if as_json else sys.stdout
     started = time.monotonic()
-    result = run_reproduce(ws, request, say=lambda line: click.echo(line, file=out),
+    result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
                            terminal=out.buffer if stream else None)
     seconds = time.monotonic() - started
     if as_json:

@@ -12,14 +12,12 @@ from pathlib import Path
 import click
 
 from pipeline.errors import InputError
-from pipeline.records.model import load_record
+from pipeline.records.model import DEFAULT_RECORD
 from pipeline.runs.rundir import RunMeta
 from pipeline.verdict.judge import Verdict, passed, verify_runs
 from pipeline.verdict.render import hardware_line
 
-from .output import emit_json, pass_workspace
-
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
+from .output import emit_json, pass_registry
 
 
 def record_of(paths: list[Path]) -> str | None:
@@ -68,8 +66,8 @@ def print_verdict(v: Verdict) -> None:
               help="RUNS are a new record's logs (files or folders), judged against --record as their parent; "
                    "prints the reviewer's markdown report (pipeline/verdict/submission.py).")
 @click.option("--markdown", is_flag=True, help="With --submission: print markdown (the default for submissions).")
-@pass_workspace
-def verify(ws, runs, record_name, as_json, submission, markdown):
+@pass_registry
+def verify(registry, runs, record_name, as_json, submission, markdown):
     """Judge run directories or log files against a record.
 
     Exit code 0 for reproduced / reproduced-with-deviations / smoke-passed, 1 for not-reproduced /
@@ -80,10 +78,10 @@ def verify(ws, runs, record_name, as_json, submission, markdown):
 
         if not record_name:
             raise InputError("--submission needs --record PARENT", "name the record the submission improves on")
-        report = judge_submission(load_record(record_name, ws.records_dir), list(runs))
+        report = judge_submission(registry.record(record_name), list(runs))
         emit_json(report.to_dict()) if as_json else click.echo(render_markdown(report))
         sys.exit(0 if report.passed else 1)
-    record = load_record(record_name or record_of(list(runs)) or DEFAULT_RECORD, ws.records_dir)
+    record = registry.record_or_default(record_name or record_of(list(runs)))
     verdict = verify_runs(record, list(runs))
     if as_json:
         emit_json(verdict.to_dict())

@@ -31,12 +31,11 @@ def connect(timeout: int = 600):
 
 
 def state_dir(directory: Path | None = None) -> Path:
-    """Where image.json lives: the given folder, else the default workspace's state/ (pass ws.state)."""
-    if directory is not None:
-        return Path(directory)
-    from pipeline.workspace import Workspace
-
-    return Workspace.resolve().state
+    """Where image.json lives: the workspace's state/ folder (Workspace.state), which every caller passes."""
+    if directory is None:
+        raise InputError("no state folder given for the image record",
+                         "pass the workspace's state folder (Workspace.state); this is a bug in the caller")
+    return Path(directory)
 
 
 @dataclass(frozen=True)

@@ -182,10 +182,3 @@ def load_environment(ws: Workspace, name: str) -> Environment:
         known = ", ".join(environment_names(ws)) or "none"
         raise InputError(f"unknown environment {name!r} (no {path})", f"use one of: {known} (`repro env list`)")
     return load_environment_file(path, ws)
-
-
-def default_environment_name(ws: Workspace, record: str | None = None) -> str:
-    """The environment a record names; the default record's when none is given."""
-    from pipeline.records.model import DEFAULT_RECORD
-
-    return load_record(record or DEFAULT_RECORD, ws.records_dir).environment

@@ -37,7 +37,6 @@ from pipeline.records.model import Record
 
 SCHEMA_VERSION = 1
 MAX_REPORT_BYTES = 16 << 20  # a 512-GPU node's report is well under 1 MiB
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 RUNTIMES = ("docker", "host")
 NOT_IN_LOG = "a run log's header does not show it"
 LOG_SOURCES = ("nvidia-smi topo -m", "lscpu", "/proc/meminfo", "/etc/os-release", "docker", "disk:data",

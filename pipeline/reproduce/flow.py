@@ -31,7 +31,8 @@ from pipeline.errors import CheckFailed, InputError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, load_record
+from pipeline.records.model import Record
+from pipeline.registry import Registry
 from pipeline.runs.rundir import RunEnd, RunMeta, atomic_write_json, read_status
 from pipeline.workspace import Workspace
 
@@ -291,7 +292,7 @@ def stage_data(flow: Flow) -> StageOutcome:
     if req.synth is None:
         from pipeline.data.fetch import plan
 
-        manifest, names = plan(req.dataset, flow.record.name if req.dataset is None else None, None, None,
+        manifest, names = plan(req.dataset, flow.record if req.dataset is None else None, None, None,
                                registry=flow.ws.registry)
     dataset = None if req.synth is not None else manifest.name
     present = data_dir.is_dir() and all((data_dir / n).is_file() for n in names) and (
@@ -367,7 +368,7 @@ def train_request(flow: Flow):
     from pipeline.runs.stage import TrainRequest
 
     req = flow.req
-    return TrainRequest(record=flow.record.name, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
+    return TrainRequest(record=flow.record, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
                         preset=req.preset, overrides=req.overrides, data_dir=flow.data_dir,
                         runs_dir=flow.work / "runs", program_source=req.program_source,
                         smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens, ws=flow.ws, venv=flow.venv,
@@ -546,11 +547,11 @@ STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (
     stage_preflight, stage_environment, stage_data, stage_runs, stage_archive, stage_report, stage_bundle_check)
 
 
-def reproduce(ws: Workspace, req: ReproduceRequest, say: Callable[[str], None] = lambda line: None,
+def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], None] = lambda line: None,
               terminal=None) -> ReproduceResult:
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
-    record = load_record(req.record, ws.records_dir)
+    ws, record = registry.workspace, registry.record(req.record)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):

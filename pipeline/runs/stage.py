@@ -24,7 +24,7 @@ from pathlib import Path
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, load_record
+from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from pipeline.runs.rundir import (
@@ -57,7 +57,8 @@ C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt
 
 @dataclass(frozen=True)
 class TrainRequest:
-    record: str
+    record: Record  # loaded once, from the command's Registry
+    ws: Workspace  # where defaults live: data/, runs/, state/ and cache/
     trainer: str = "record"
     runtime: str = "docker"
     nproc: int | None = None
@@ -74,7 +75,6 @@ class TrainRequest:
     smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens (small data)
     venv: dict | None = None  # host only: a `repro env venv` identity; its python trains, run.yaml records it
     cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
-    ws: Workspace | None = None  # where defaults live: the registry, data/ and runs/ (None: the current folder)
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
     from pipeline.env.image import LABEL_PREFIX, load_image_state
     from pipeline.runs.runtime_docker import docker_client, image_id
 
-    ref = req.image or load_image_state(req.ws.state if req.ws else None).image_id
+    ref = req.image or load_image_state(req.ws.state).image_id
     client = docker_client()
     resolved = image_id(client, ref)
     labels = client.images.get(resolved).labels or {}
@@ -291,8 +291,7 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
     if req.steps is not None and req.steps < 1:
         raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
-    ws = req.ws or Workspace.resolve()
-    record = load_record(req.record, ws.records_dir)
+    ws, record = req.ws, req.record
     if req.trainer == "record":
         found = resolve_program(record, req.program_source)
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
@@ -382,10 +381,12 @@ def _start(plan: TrainPlan, tee: Tee) -> Outcome:
 def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
     """The node's preflight report at run time; if it cannot be made, a file that says why."""
     try:
+        from pipeline.preflight.collect import HostSources
         from pipeline.preflight.run import default_locations, preflight, write_report
 
         locations = default_locations(plan.record, plan.data_dir.parent, plan.run_dir.parent.parent)
-        write_report(preflight(plan.record, plan.request.runtime, locations=locations),
+        sources = HostSources(state_dir=plan.request.ws.state)
+        write_report(preflight(plan.record, plan.request.runtime, sources=sources, locations=locations),
                      run.file("preflight.json"))
     except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
         atomic_write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
