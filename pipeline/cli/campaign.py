@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
+from pipeline.outcome import Outcome
 from pipeline.records.model import DEFAULT_RECORD
 from pipeline.verdict.judge import passed
 
@@ -212,8 +213,7 @@ def collect(ws, folder, sign_key, as_json):
     if not result.bundle_verified:
         raise CheckFailed(f"the bundle {result.bundle} does not verify: {'; '.join(result.problems[:3])}",
                           f"see `repro bundle verify {result.bundle}`")
-    if not passed(result.outcome):
-        sys.exit(1)
+    return Outcome.check(passed(result.outcome))
 
 
 @campaign.command()

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.outcome import Outcome
 from pipeline.records.model import DEFAULT_RECORD
 from pipeline.reproduce.flow import ReproduceRequest, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
@@ -118,4 +119,4 @@ def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overr
         raise RunFailed(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
-    sys.exit(0 if passed(result.outcome) and result.bundle_verified else 1)
+    return Outcome.check(passed(result.outcome) and result.bundle_verified)

@@ -6,12 +6,12 @@ carry no record name, so for them it is the default record.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from pipeline.errors import InputError
+from pipeline.outcome import Outcome
 from pipeline.records.model import DEFAULT_RECORD
 from pipeline.runs.rundir import RunMeta
 from pipeline.verdict.judge import Verdict, passed, verify_runs
@@ -80,11 +80,11 @@ def verify(registry, runs, record_name, as_json, submission, markdown):
             raise InputError("--submission needs --record PARENT", "name the record the submission improves on")
         report = judge_submission(registry.record(record_name), list(runs))
         emit_json(report.to_dict()) if as_json else click.echo(render_markdown(report))
-        sys.exit(0 if report.passed else 1)
+        return Outcome.check(report.passed)
     record = registry.record_or_default(record_name or record_of(list(runs)))
     verdict = verify_runs(record, list(runs))
     if as_json:
         emit_json(verdict.to_dict())
     else:
         print_verdict(verdict)
-    sys.exit(0 if passed(verdict.outcome) else 1)
+    return Outcome.check(passed(verdict.outcome))
