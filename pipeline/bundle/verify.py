@@ -47,8 +47,8 @@ from pipeline.bundle.members import ARCHIVE, Members, Problem
 from pipeline.bundle.members import read_members as _read_members
 from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signature, choose_record
 from pipeline.errors import InputError, ReproError
+from pipeline.findings import Finding
 from pipeline.hashing import sha256_bytes
-from pipeline.verdict.findings import Finding
 
 MAX_TOTAL_BYTES = 2 << 30
 _SUM_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")

@@ -20,11 +20,12 @@ from pathlib import Path
 from pipeline.campaign.engines import JobState, get_engine
 from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks
 from pipeline.campaign.work import campaign_flow
+from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed
 from pipeline.records.logparse import parse_log
 from pipeline.reproduce.flow import Flow
 from pipeline.reproduce.flow import _good as run_counts  # flow's rule for a run that counts: one rule for both
-from pipeline.runs.rundir import RunDir, read_status, utc_now
+from pipeline.runs.rundir import RunDir, read_status
 from pipeline.workspace import Workspace
 
 # Slurm marks a cancelled job over at once, while its processes still have KillWait seconds to finish; a task

@@ -24,11 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipeline.campaign.model import Campaign, PrepareRecord, TaskRecord, TrainSettings, load_prepare
+from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed, InputError, ReproError
 from pipeline.records.model import load_record
 from pipeline.reproduce.flow import Flow, ReproduceRequest, stage_data, stage_environment, train_request
 from pipeline.runs.launch import interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import RunDir, read_status, utc_now
+from pipeline.runs.rundir import RunDir, read_status
 from pipeline.workspace import Workspace
 
 Say = Callable[[str], None]

@@ -155,12 +155,12 @@ def preflight_log(log_path: Path, record: Record, strict: bool = False) -> Prefl
 
 
 def write_report(report: PreflightReport, path: Path) -> Path:
-    from pipeline.runs.rundir import atomic_write_json
+    from pipeline.atomic import write_json
 
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, report.to_dict())  # a reader never sees half a file
+        write_json(path, report.to_dict())  # a reader never sees half a file
     except OSError as exc:
         raise os_error(path, exc, "give a writable --output") from None
     return path

@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from pipeline.atomic import write_json
 from pipeline.errors import CheckFailed, InputError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.registry import Registry
-from pipeline.runs.rundir import RunEnd, RunMeta, atomic_write_json, read_status
+from pipeline.runs.rundir import RunEnd, RunMeta, read_status
 from pipeline.workspace import Workspace
 
 STATE_FILE = "reproduce-state.json"
@@ -126,7 +127,7 @@ class State:
 
     def set(self, stage: str, **values) -> None:
         self.data["stages"][stage] = values
-        atomic_write_json(self.path, self.data)
+        write_json(self.path, self.data)
 
 
 @dataclass

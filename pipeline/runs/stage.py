@@ -21,21 +21,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.atomic import write_bytes, write_json, write_jsonl
+from pipeline.clock import utc_now
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import (
-    RunDir,
-    RunMeta,
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_jsonl,
-    new_run_id,
-    utc_now,
-)
+from pipeline.runs.rundir import RunDir, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
 from pipeline.workspace import Workspace
 
@@ -353,7 +347,7 @@ def _prepare_workdir(plan: TrainPlan) -> None:
         return
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
-    atomic_write_bytes(work / "train_gpt.py", plan.program.text)
+    write_bytes(work / "train_gpt.py", plan.program.text)
     if plan.request.runtime == "host":
         (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
     else:
@@ -389,7 +383,7 @@ def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
         write_report(preflight(plan.record, plan.request.runtime, sources=sources, locations=locations),
                      run.file("preflight.json"))
     except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
-        atomic_write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
+        write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
                                                        "error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -423,7 +417,7 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
         if len(logs) > 1:
             tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
         if logs:
-            atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
+            write_bytes(run.file("log.txt"), logs[-1].read_bytes())
         # only what this stage put there (and the collected logs): anything else the program wrote stays
         for path in (*logs, work / "train_gpt.py", work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
                      work):
@@ -432,7 +426,7 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
             tee.note(f"the program left more files in {work}; kept")
     metrics = run.file("metrics.jsonl")
     if run.file("log.txt").is_file() and (not metrics.is_file() or metrics.stat().st_size == 0):
-        atomic_write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
+        write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
 
 
 def run_train(plan: TrainPlan, terminal=None) -> TrainResult:

@@ -16,11 +16,11 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from pipeline.errors import InputError
+from pipeline.findings import Finding, finite_or_none, of_severity
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
 from pipeline.runs.rundir import RunMeta, read_status
-from pipeline.verdict.findings import Finding, finite_or_none, of_severity
 from pipeline.verdict.render import render, render_reason
 from pipeline.verdict.smoke import OUTCOMES as SMOKE_OUTCOMES
 from pipeline.verdict.smoke import check_program as check_smoke_program
