@@ -130,3 +130,10 @@ def experiment_imports_of_the_core_trainer() -> list[str]:
 def test_the_core_trainer_never_imports_an_experiment():
     assert experiment_imports_of_the_core_trainer() == []
 
+
+def test_the_trainer_writes_the_separator_the_pipeline_reads():
+    """train/ cannot import pipeline/, so the log separator stands in both; they must be the same line."""
+    from pipeline.records.logparse import SEPARATOR
+    from train.log import SEPARATOR as WRITTEN
+
+    assert WRITTEN.encode() == SEPARATOR
