@@ -81,7 +81,7 @@ def train(registry, record_name, trainer, runtime, nproc, preset, overrides, ste
 
         if runtime != "host":
             raise InputError("--venv is for --runtime host", "add --runtime host, or drop --venv")
-        venv = load_identity(venv_dir).to_dict()
+        venv = load_identity(venv_dir)
     request = TrainRequest(record=registry.record_or_default(record_name), trainer=trainer, runtime=runtime,
                            nproc=nproc, preset=preset, venv=venv, overrides=tuple(overrides), steps=steps,
                            data_dir=data_dir, runs_dir=runs_dir,

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pipeline.env.choose import EnvironmentChoice
+from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
@@ -125,8 +127,8 @@ class Flow:
     terminal: object = None
     data_dir: Path | None = None
     image_state: dict | None = None
-    choice: object = None  # the EnvironmentChoice (pipeline/env/choose.py), when one was made
-    venv: dict | None = None  # host runtime: the venv's identity, recorded by every run
+    choice: EnvironmentChoice | None = None  # pipeline/env/choose.py, when one was made
+    venv: VenvIdentity | None = None  # host runtime: the venv every run trains in and records
     extra_members: dict | None = None  # more bundle members (a campaign's per-node table, pipeline/campaign)
     stopped: RunEnd | None = None
     judged: list[Path] = field(default_factory=list)

@@ -81,7 +81,7 @@ def stage_environment(flow: Flow) -> StageOutcome:
         from pipeline.env.venv import build_venv
 
         identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
-        flow.venv = identity.to_dict()
+        flow.venv = identity
         return StageOutcome("environment", "skipped" if identity.reused else "done",
                             f"{chosen}: venv {identity.key} at {identity.path}")
     return _image_stage(flow, choice, chosen)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pipeline.atomic import write_bytes, write_json, write_jsonl
 from pipeline.clock import utc_now
+from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
@@ -67,7 +68,7 @@ class TrainRequest:
     memlock: int = UNLIMITED  # docker only: the container's memlock limit in bytes
     smoke_steps: int | None = None  # a smoke run: the record's program with its step count cut (a declared patch)
     smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens (small data)
-    venv: dict | None = None  # host only: a `repro env venv` identity; its python trains, run.yaml records it
+    venv: VenvIdentity | None = None  # host only: a `repro env venv`; its python trains, run.yaml records it
     cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
 
 
@@ -307,21 +308,21 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         from pipeline.runs.runtime_host import probe_environment
 
         venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
-        found_env = probe_environment(venv["python"]) if venv else probe_environment()
+        found_env = probe_environment(venv.python) if venv else probe_environment()
         if venv:
-            found_env["venv"] = dict(venv)
+            found_env["venv"] = venv.to_dict()
         found_env["deviations"] = _software_deviations(record, found_env)
         # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
         standin = req.trainer == "record" and not found_env.get("flash_attention")
         nproc = req.nproc or max(1, found_env.get("device_count") or 0)
         # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
-        software = venv["key"] if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
+        software = venv.key if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
                                                                                     "triton")])
         cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None)
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv.python if venv else None)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
-                         venv["environment"] if venv else "host", venv["lock_sha256"] if venv else None, found_env,
+                         venv.environment if venv else "host", venv.lock_sha256 if venv else None, found_env,
                          str(cache), standin)
 
     image, environment, env_lock = _image(req)
