@@ -49,14 +49,15 @@ def reproduce_request(campaign: Campaign, train: TrainSettings | None = None) ->
 
 
 class StageValues:
-    """What the flow's stages report through `state.set(stage, **values)`; a campaign keeps them in memory and
-    writes its own records (prepare.json, the task files) instead of the reproduce state file."""
+    """What the flow's stages report through `state.set(section)` (pipeline/reproduce/state.py); a campaign
+    keeps the sections in memory and writes its own records (prepare.json, the task files) instead of the
+    reproduce state file."""
 
     def __init__(self):
-        self.values: dict[str, dict] = {}
+        self.values: dict[str, object] = {}
 
-    def set(self, stage: str, **values) -> None:
-        self.values[stage] = values
+    def set(self, section) -> None:
+        self.values[section.STAGE] = section
 
 
 def campaign_flow(ws: Workspace, campaign: Campaign, say: Say, terminal=None, train: TrainSettings | None = None,
@@ -98,7 +99,7 @@ def _data(flow: Flow) -> tuple[Path, str, str]:
     with data_lock(flow.data_dir):
         outcome = stage_data(flow)
     action = "verified" if outcome.action == "skipped" else outcome.detail.split(" ", 1)[0]
-    return flow.data_dir, flow.state.values["data"]["lock_sha256"], action
+    return flow.data_dir, flow.state.values["data"].lock_sha256, action
 
 
 def image_tarball_path(campaign: Campaign, environment: str) -> Path:

@@ -14,6 +14,16 @@ from pipeline.errors import CheckFailed, InputError
 from pipeline.hashing import sha256_file
 from pipeline.reproduce import selection
 from pipeline.reproduce.selection import run_meta
+from pipeline.reproduce.state import (
+    ArchiveState,
+    BundleCheckState,
+    DataState,
+    EnvironmentState,
+    ImageUsed,
+    PreflightState,
+    ReportState,
+    RunsState,
+)
 from pipeline.runs.rundir import RunEnd
 from pipeline.sha256sums import parse_sums
 
@@ -42,13 +52,13 @@ def stage_preflight(flow: Flow) -> StageOutcome:
             old = None
         if old is not None and old.record == flow.record.name and old.runtime == flow.req.runtime \
                 and not old.failures():
-            flow.state.set("preflight", path=str(path), outcome=old.outcome)
+            flow.state.set(PreflightState(str(path), old.outcome))
             return StageOutcome("preflight", "skipped", f"{path} ({old.outcome}) is for this record and runtime")
     locations = default_locations(flow.record, flow.data_dir.parent, flow.work / "runs")
     report = preflight(flow.record, flow.req.runtime, locations=locations)
     write_report(report, path)
     failures = report.failures()
-    flow.state.set("preflight", path=str(path), outcome=report.outcome)
+    flow.state.set(PreflightState(str(path), report.outcome))
     if failures and not flow.req.keep_going:
         first = failures[0]
         raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
@@ -74,7 +84,7 @@ def stage_environment(flow: Flow) -> StageOutcome:
 
     choice = choose_environment(flow.ws, record, flow.work, wheelhouse=req.wheelhouse, say=say)
     flow.choice = choice
-    flow.state.set("environment", **choice.to_dict())
+    flow.state.set(EnvironmentState.of(choice))
     chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
                                                                 choice.resolved_on_node else "") + ")"
     if req.runtime == "host":
@@ -105,7 +115,7 @@ def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
         except Exception:  # the engine lost it (pruned, another node): rebuild below
             info = None
         if info is not None:
-            flow.state.set("image", image_id=current.image_id, lock_sha256=lock_sha)
+            flow.state.set(ImageUsed(current.image_id, lock_sha))
             flow.image_state = asdict(current)
             return StageOutcome("environment", "skipped", f"{chosen}: image {current.image_id[:19]}… is on the "
                                                           f"engine with lock {lock_sha[:12]}…")
@@ -116,13 +126,13 @@ def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
             raise CheckFailed(f"the image in {req.image_tarball} was built from lock {loaded.lock_sha256[:12]}…, "
                               f"not {choice.environment.name}'s lock {lock_sha[:12]}…",
                               "save the image built from this checkout's lock, or build it here (drop --image)")
-        flow.state.set("image", image_id=loaded.image_id, lock_sha256=lock_sha, source=str(req.image_tarball))
+        flow.state.set(ImageUsed(loaded.image_id, lock_sha, str(req.image_tarball)))
         flow.image_state = asdict(loaded)
         return StageOutcome("environment", "done", f"{chosen}: loaded {loaded.image_id[:19]}…")
     say(f"building the {choice.environment.name} image (the first build takes a while; later builds reuse layers)")
     built = build_image(flow.ws, choice.environment.name, wheelhouse=req.wheelhouse, log=say,
                         lock_file=choice.lock_path)
-    flow.state.set("image", image_id=built.image_id, lock_sha256=built.lock_sha256)
+    flow.state.set(ImageUsed(built.image_id, built.lock_sha256))
     flow.image_state = asdict(load_image_state(flow.ws.state))
     return StageOutcome("environment", "done", f"{chosen}: built {built.image_id[:19]}… in {built.seconds:.0f} s")
 
@@ -167,7 +177,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
         if report.ok:
             digest = data_lock_digest(data_dir)
-            flow.state.set("data", dir=str(data_dir), lock_sha256=digest)
+            flow.state.set(DataState(str(data_dir), digest))
             return StageOutcome("data", "skipped", f"{len(report.files)} shard(s) in {data_dir} verified "
                                                    f"(lock {digest[:12]}…)")
         flow.say(f"{len(report.bad)} shard(s) in {data_dir} failed verification: "
@@ -193,7 +203,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         raise CheckFailed(f"{len(report.bad)} shard(s) in {data_dir} fail verification; {bad.name}: {bad.problems[0]}",
                           f"see `repro data verify {data_dir}`; delete the bad files and run again")
     digest = data_lock_digest(data_dir)
-    flow.state.set("data", dir=str(data_dir), lock_sha256=digest)
+    flow.state.set(DataState(str(data_dir), digest))
     return StageOutcome("data", "done", f"{action} and verified {len(report.files)} shard(s) (lock {digest[:12]}…)")
 
 
@@ -218,6 +228,10 @@ def _run_line(result) -> str:
     return f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
 
 
+def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
+    return RunsState(tuple(r.name for r in runs), tuple(r.name for r in good))
+
+
 def stage_runs(flow: Flow) -> StageOutcome:
     """Run until `req.runs` runs have succeeded; a run that fails stops the stage (unless --keep-going)."""
     from pipeline.runs.launch import Discard
@@ -227,7 +241,7 @@ def stage_runs(flow: Flow) -> StageOutcome:
     runs = flow.existing_runs()
     good = [r for r in runs if flow.counts(r)]
     if len(good) >= req.runs:
-        flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
+        flow.state.set(_runs_state(runs, good))
         return StageOutcome("runs", "skipped", f"{len(good)} run(s) already succeeded with complete logs")
     missing = req.runs - len(good)
     done = 0
@@ -242,9 +256,9 @@ def stage_runs(flow: Flow) -> StageOutcome:
         flow.say(f"  {_run_line(result)}")
         if flow.counts(run):
             good.append(run)
-            flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
+            flow.state.set(_runs_state(runs, good))
             continue
-        flow.state.set("runs", ids=[r.name for r in runs], good=[r.name for r in good])
+        flow.state.set(_runs_state(runs, good))
         flow.stopped = RunEnd(run.name, result.status, result.exit_code)
         if result.status == "aborted" or not req.keep_going:
             break
@@ -281,7 +295,7 @@ def stage_archive(flow: Flow) -> StageOutcome:
         same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in judged] \
             and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in attempts)
         if same_runs and check.ok and (manifest.signature is not None) == (req.sign_key is not None):
-            flow.state.set("archive", path=str(expected), sha256=sha256_file(expected))
+            flow.state.set(ArchiveState(str(expected), sha256_file(expected)))
             flow.bundle, flow.outcome = expected, check.recomputed_outcome
             flow.reasons = manifest.verdict.reasons
             return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
@@ -291,7 +305,7 @@ def stage_archive(flow: Flow) -> StageOutcome:
                              data_dir=flow.data_dir, env_lock=lock, extra=flow.extra_members)
     result = archive(record, judged, out_dir, work_dir=flow.work, sources=sources, sign_key=req.sign_key,
                      attempts=attempts)
-    flow.state.set("archive", path=str(result.path), sha256=result.sha256)
+    flow.state.set(ArchiveState(str(result.path), result.sha256))
     flow.bundle, flow.outcome, flow.reasons = result.path, result.outcome, tuple(result.reasons)
     redacted = sum(c for _, c in result.redactions)
     return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
@@ -309,12 +323,12 @@ def stage_report(flow: Flow) -> StageOutcome:
     wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
     flow.report = out / "report.md"
     if wanted and all((out / n).is_file() and sha256_file(out / n) == sums.get(n) for n in wanted):
-        flow.state.set("report", path=str(flow.report))
+        flow.state.set(ReportState(str(flow.report)))
         return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's")
     for name in wanted:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         write_bytes(out / name, files[name])
-    flow.state.set("report", path=str(flow.report))
+    flow.state.set(ReportState(str(flow.report)))
     return StageOutcome("report", "done", f"{flow.report} and {len(wanted) - 1} plot(s)")
 
 
@@ -324,7 +338,7 @@ def stage_bundle_check(flow: Flow) -> StageOutcome:
 
     check = verify_bundle(flow.bundle, flow.ws.records_dir)
     flow.bundle_ok = check.ok
-    flow.state.set("bundle_verify", ok=check.ok, problems=[str(p) for p in check.problems])
+    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
     return StageOutcome("bundle verify", "done" if check.ok else "stopped",
                         "every hash, the manifest and the verdict check out" if check.ok else
                         "; ".join(map(str, check.problems[:3])))
