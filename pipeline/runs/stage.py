@@ -25,6 +25,7 @@ from pipeline.atomic import write_bytes, write_json, write_jsonl
 from pipeline.clock import utc_now
 from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, MissingDependency
+from pipeline.findings import differences
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
@@ -223,12 +224,10 @@ def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int)
 
 
 def _software_deviations(record: Record, found: dict) -> list[str]:
-    out = []
-    for key in ("python", "torch", "torch_cuda", "triton"):
-        want = getattr(record.software, key)
-        if want and found.get(key) != want:
-            out.append(f"{key}: {found.get(key) or 'not found'} (record: {want})")
-    return out
+    """As run.yaml records them: sentences (pipeline/verdict/render.py, above this stage, cannot make them)."""
+    want = {key: getattr(record.software, key) for key in ("python", "torch", "torch_cuda", "triton")}
+    return [f"{d.data['field']}: {d.data['got'] or 'not found'} (record: {d.data['want']})"
+            for d in differences("software.differs", want, found)]
 
 
 def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):

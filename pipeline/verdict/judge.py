@@ -16,7 +16,7 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from pipeline.errors import InputError
-from pipeline.findings import Finding, finite_or_none, of_severity
+from pipeline.findings import Finding, differences, finite_or_none, of_severity
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
@@ -150,15 +150,11 @@ def _compare(record: Record, log: ParsedLog, cpu_model: str | None) -> tuple[dic
                 "cuda_driver": log.hardware.cuda if log.hardware else None,
                 "cpu_model": cpu_model}
     software = {"python": log.python, "torch": log.torch, "torch_cuda": log.torch_cuda, "triton": log.triton}
-    findings = []
-    for key in record.rules.compare_hardware:
-        want, got = getattr(record.hardware, key), hardware[key]
-        if want not in ("", None) and got != want:
-            findings.append(Finding("hardware.differs", "deviation", {"field": key, "got": got, "want": want}))
-    for key in record.rules.compare_software:
-        want, got = getattr(record.software, key), software[key]
-        if want not in ("", None) and got != want:
-            findings.append(Finding("software.differs", "deviation", {"field": key, "got": got, "want": want}))
+    rules = record.rules
+    findings = differences("hardware.differs", {k: getattr(record.hardware, k) for k in rules.compare_hardware},
+                           hardware)
+    findings += differences("software.differs", {k: getattr(record.software, k) for k in rules.compare_software},
+                            software)
     return hardware, software, findings
 
 
