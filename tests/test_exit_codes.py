@@ -104,9 +104,9 @@ def folder(tmp_path_factory) -> Path:
     return tmp
 
 
-@pytest.mark.parametrize(("command", "argv", "code"), CASES,
-                         ids=[f"{c}-{code}-{i}" for i, (c, _, code) in enumerate(CASES)])
-def test_command_exits_with_the_documented_code(command, argv, code, folder, monkeypatch, capsys):
+@pytest.mark.parametrize("case", CASES, ids=[f"{c}-{code}-{i}" for i, (c, _, code) in enumerate(CASES)])
+def test_command_exits_with_the_documented_code(case, folder, monkeypatch, capsys):
+    command, argv, code = case
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     args = [str(a).format(tmp=folder, synth=folder / "synth") for a in argv]
     got = run(["--root", str(folder), *args])

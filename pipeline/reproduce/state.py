@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from pipeline.atomic import write_json
 from pipeline.errors import InputError
@@ -18,18 +17,26 @@ STATE_SCHEMA = 1
 MAX_STATE_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+def section(stage: str):
+    """A typed section of the state file, stored under `stage` (its STAGE)."""
+
+    def make(cls):
+        cls.STAGE = stage
+        return dataclass(frozen=True)(cls)
+
+    return make
+
+
+@section("preflight")
 class PreflightState:
-    STAGE: ClassVar[str] = "preflight"
     path: str
     outcome: str
 
 
-@dataclass(frozen=True)
+@section("environment")
 class EnvironmentState:
     """The environment chosen (pipeline/env/choose.py's EnvironmentChoice, as recorded)."""
 
-    STAGE: ClassVar[str] = "environment"
     environment: str
     lock: str
     lock_sha256: str
@@ -44,44 +51,38 @@ class EnvironmentState:
         return cls(**{**recorded, "deviations": tuple(recorded["deviations"]), "tried": tuple(recorded["tried"])})
 
 
-@dataclass(frozen=True)
+@section("image")
 class ImageUsed:
-    STAGE: ClassVar[str] = "image"
     image_id: str
     lock_sha256: str
     source: str | None = None  # the tarball it was loaded from; None when reused or built
 
 
-@dataclass(frozen=True)
+@section("data")
 class DataState:
-    STAGE: ClassVar[str] = "data"
     dir: str
     lock_sha256: str
 
 
-@dataclass(frozen=True)
+@section("runs")
 class RunsState:
-    STAGE: ClassVar[str] = "runs"
     ids: tuple[str, ...]
     good: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@section("archive")
 class ArchiveState:
-    STAGE: ClassVar[str] = "archive"
     path: str
     sha256: str
 
 
-@dataclass(frozen=True)
+@section("report")
 class ReportState:
-    STAGE: ClassVar[str] = "report"
     path: str
 
 
-@dataclass(frozen=True)
+@section("bundle_verify")
 class BundleCheckState:
-    STAGE: ClassVar[str] = "bundle_verify"
     ok: bool
     problems: tuple[str, ...]
 
