@@ -23,8 +23,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock requirements-triton.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
+# ruff, and the import contract: stage order, public faces, train/ never importing pipeline/ (tests/test_layers.py)
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 test: lint
 	$(BIN)/python -m pytest -q

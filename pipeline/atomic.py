@@ -121,4 +121,9 @@ def write_yaml(path: Path, doc: Any, header: str = "") -> Path:
 
 
 def write_json(path: Path, obj: Any, indent: int | None = 2) -> Path:
-    return write_text(path, json.dumps(obj, indent=indent, allow_nan=False) + "\n")
+    return write_text(path, json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    """One JSON object per line; a diverged run's NaN loss is kept as NaN (metrics.jsonl records what ran)."""
+    return write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

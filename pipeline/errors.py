@@ -1,23 +1,18 @@
 """One error base class for the whole tool; the CLI maps each subclass to an exit code.
 
-Every error says what failed and how to fix it, so a user never has to read a traceback.
-Exit codes (documented in README.md):
-  0  success (and, for `verify`, verdict reproduced / reproduced-with-deviations)
-  1  a check ran and failed (verdict not-reproduced or invalid, bad shards, bad bundle, failed preflight)
-  2  usage error (click's own)
-  3  bad input: a manifest, a log, a file or an option value is wrong
-  4  something the tool needs is missing from the machine (Docker daemon, GPU, network source)
-  5  a run or a build failed
-  130 interrupted (Ctrl-C)
+Every error says what failed and how to fix it, so a user never has to read a traceback. The exit codes
+are pipeline/outcome.py's ExitCode (documented in README.md); pipeline.cli.main maps each error to its code.
 """
 
 from __future__ import annotations
+
+from pipeline.outcome import ExitCode
 
 
 class ReproError(Exception):
     """Base class: `what` says what failed, `fix` says what the user should do about it."""
 
-    exit_code = 3
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, what: str, fix: str | None = None):
         super().__init__(what)
@@ -31,13 +26,13 @@ class ReproError(Exception):
 class CheckFailed(ReproError):
     """A check ran to completion and its answer is no."""
 
-    exit_code = 1
+    exit_code = ExitCode.CHECK_SAID_NO
 
 
 class InputError(ReproError):
     """A manifest, log, file or option value is wrong."""
 
-    exit_code = 3
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ManifestError(InputError):
@@ -53,17 +48,17 @@ class ManifestError(InputError):
 class MissingDependency(ReproError):
     """Something the tool needs is not on this machine (a daemon, a GPU, a source)."""
 
-    exit_code = 4
+    exit_code = ExitCode.MISSING
 
 
 class RunFailed(ReproError):
     """A training run or an image build failed."""
 
-    exit_code = 5
+    exit_code = ExitCode.RUN_FAILED
 
 
 class Interrupted(ReproError):
-    exit_code = 130
+    exit_code = ExitCode.INTERRUPTED
 
 
 def os_error(path, exc: OSError, fix: str = "check the path") -> ReproError:

@@ -17,28 +17,37 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from pipeline.errors import InputError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT_ROOT = PACKAGE_DIR.parent  # the clone, when running from one (manifests/ and docker/ beside pipeline/)
-BUNDLED = PACKAGE_DIR / "_resources"  # the same folders inside an installed wheel
-
-
-def _shipped(name: str) -> Path:
-    """A read-only folder the tool ships: the checkout's copy when present, else the wheel's."""
-    for candidate in (CHECKOUT_ROOT / name, BUNDLED / name):
-        if candidate.is_dir():
-            return candidate
-    raise InputError(f"the tool's {name}/ folder is missing (looked in {CHECKOUT_ROOT} and {BUNDLED})",
-                     "reinstall repro (`pip install .` from a clone ships manifests/ and docker/ inside the package)")
+PROJECT_NAME = 'name = "repro-speedrun"'  # the line of pyproject.toml that marks this project's clone
 
 
 def checkout_root() -> Path | None:
-    """The git clone the tool runs from, or None for an installed wheel."""
-    return CHECKOUT_ROOT if (CHECKOUT_ROOT / "pyproject.toml").is_file() and (CHECKOUT_ROOT / "train").is_dir() \
-        else None
+    """The git clone the tool runs from, or None for an installed wheel. The folder above the package is
+    site-packages in an installed wheel, where other distributions' folders (the Docker SDK's `docker/`)
+    stand beside ours: only this project's pyproject.toml makes it a checkout."""
+    pyproject = CHECKOUT_ROOT / "pyproject.toml"
+    try:
+        ours = PROJECT_NAME in pyproject.read_text(errors="replace")
+    except OSError:
+        return None
+    return CHECKOUT_ROOT if ours and (CHECKOUT_ROOT / "train").is_dir() else None
+
+
+def shipped(name: str) -> Path:
+    """A read-only folder the tool ships: the checkout's copy in a clone, else the package's own data
+    (pipeline/_resources, found through importlib.resources, so never another package's folder)."""
+    root = checkout_root()
+    candidate = root / name if root is not None else Path(str(resources.files("pipeline").joinpath("_resources", name)))
+    if candidate.is_dir():
+        return candidate
+    raise InputError(f"the tool's {name}/ folder is missing (looked in {candidate})",
+                     "reinstall repro (`pip install .` from a clone ships manifests/ and docker/ inside the package)")
 
 
 @dataclass(frozen=True)
@@ -51,11 +60,11 @@ class Workspace:
     def resolve(cls, root: str | Path | None = None, registry: str | Path | None = None) -> Workspace:
         root = Path(root or os.environ.get("REPRO_HOME") or Path.cwd()).expanduser().resolve()
         reg = registry or os.environ.get("REPRO_REGISTRY")
-        reg_path = Path(reg).expanduser().resolve() if reg else _shipped("manifests")
+        reg_path = Path(reg).expanduser().resolve() if reg else shipped("manifests")
         if not reg_path.is_dir():
             raise InputError(f"registry folder {reg_path} does not exist",
                              "pass --registry DIR pointing at a folder with records/, datasets/ and environments/")
-        return cls(root=root, registry=reg_path, docker_dir=_shipped("docker"))
+        return cls(root=root, registry=reg_path, docker_dir=shipped("docker"))
 
     # Folders the tool writes: all under root.
     @property

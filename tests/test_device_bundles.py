@@ -37,3 +37,16 @@ def test_fa3_standin_is_a_deviation_exactly_where_the_runs_used_it(bundle, tmp_p
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("deviation: attention: FA3 could not be imported" in done.stdout) == used.pop()
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
+def test_verify_on_the_smoke_runs_passes_with_exit_0(bundle, tmp_path):
+    """`repro verify` and `bundle verify` agree on which outcomes pass: smoke-passed exits 0 in both."""
+    with tarfile.open(bundle) as tar:
+        tar.extractall(tmp_path / "bundle", filter="data")
+    runs = sorted(p for p in (tmp_path / "bundle").glob("*/runs/*") if p.is_dir())
+    assert runs
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "verify", *map(str, runs)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "verdict: smoke-passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.pages.page import data_block, esc, plotly_library
+from pipeline.pages.phases import phase_bounds, phase_of, phase_times
+from pipeline.pages.report_input import from_bundle
+from pipeline.pages.write import HtmlSources, gather, write_html
 from pipeline.records.logparse import StepPoint
-from pipeline.report.html_input import from_bundle
-from pipeline.report.html_page import data_block, esc, plotly_library
-from pipeline.report.html_write import HtmlSources, gather, write_html
-from pipeline.report.phases import phase_bounds, phase_of, phase_times
 from tests.logfactory import make_log
 from tests.paths import REPO_ROOT
 from tests.test_bundle import RECORDS, make_bundle, repro, three_runs, write_keys

@@ -21,13 +21,14 @@ import pytest
 import yaml
 
 from pipeline.bundle.verify import show_bundle, verify_bundle
+from pipeline.registry import Registry
 from pipeline.reproduce.flow import STATE_FILE, demo_request, reproduce
 from pipeline.workspace import Workspace
 from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 RECORD = "test-cpu-tiny"
-WS: Workspace  # set by the cpu_record fixture: the test's root and registry
+WS: Registry  # set by the cpu_record fixture: the test's root and registry
 TINY = ("scheduled_steps=4", "extension_steps=1", "val_every=0", "seed=0")
 
 
@@ -44,7 +45,7 @@ def cpu_record(tmp_path, monkeypatch) -> Path:
     (root / "records" / f"{RECORD}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv("REPRO_REGISTRY", str(root))
     global WS
-    WS = Workspace.resolve(root=tmp_path, registry=root)
+    WS = Registry(Workspace.resolve(root=tmp_path, registry=root))
     return root
 
 

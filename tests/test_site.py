@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import InputError
+from pipeline.pages.page import ChartLibrary
+from pipeline.pages.site import build_site, upstream_order
+from pipeline.pages.site_inputs import CheckRow, LeftOut, PlanRow, SiteRecord, load_check_rows, load_plan_rows
 from pipeline.records.model import load_record, record_names
-from pipeline.report.html_page import ChartLibrary
-from pipeline.site.build import build_site, upstream_order
-from pipeline.site.inputs import CheckRow, LeftOut, PlanRow, SiteRecord, load_check_rows, load_plan_rows
 from tests.test_bundle import RECORDS, repro
 
 LIBRARY = ChartLibrary("plotly.js", "test", "/* a stand-in library: these tests read the pages as text */", "0" * 64)
@@ -153,7 +153,7 @@ def test_hostile_manifest_text_stays_text_and_only_web_links_are_links(tmp_path)
 
 
 def test_write_site_keeps_to_its_folder(tmp_path):
-    from pipeline.site.build import write_site
+    from pipeline.pages.site import write_site
 
     with pytest.raises(ValueError, match="outside the site"):
         write_site({"../escape.html": "x"}, tmp_path / "site")

@@ -12,9 +12,10 @@ import textwrap
 import pytest
 import yaml
 
+from pipeline.atomic import write_bytes as atomic_write_bytes
 from pipeline.errors import InputError
 from pipeline.records.logparse import parse_log
-from pipeline.runs.rundir import FILES, RunDir, RunMeta, atomic_write_bytes, new_run_id, read_status
+from pipeline.runs.rundir import FILES, RunDir, RunMeta, new_run_id, read_status
 from pipeline.runs.stage import metrics_from_log
 from tests.logfactory import make_log
 
@@ -49,12 +50,12 @@ def test_atomic_write_is_all_or_nothing_when_killed(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        import pipeline.runs.rundir as rd
+        import pipeline.atomic as rd
         real_fsync = os.fsync
         def die(fd):  # the new bytes are written but not yet renamed into place
             os.kill(os.getpid(), signal.SIGKILL)
         os.fsync = die
-        rd.atomic_write_bytes(Path({str(path)!r}), b"new: 2\\n" * 1000)
+        rd.write_bytes(Path({str(path)!r}), b"new: 2\\n" * 1000)
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd())
     assert done.returncode == -9

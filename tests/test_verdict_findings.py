@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from pipeline.errors import InputError
+from pipeline.findings import Finding, findings_from_list
 from pipeline.preflight.collect import SavedSources
 from pipeline.preflight.run import preflight, write_report
 from pipeline.records.model import load_record
+from pipeline.stats import time_ratio
 from pipeline.verdict import judge
-from pipeline.verdict.findings import Finding, findings_from_list
 from pipeline.verdict.judge import verify_runs
 from pipeline.verdict.render import TEMPLATES, hardware_line, render
-from pipeline.verdict.stats import time_ratio
 from pipeline.workspace import CHECKOUT_ROOT
 from tests.logfactory import SEP, make_log
 

@@ -71,6 +71,7 @@ from pipeline.hashing import sha256_bytes
 from pipeline.records.model import Record, load_parent
 from pipeline.redact import Redactor
 from pipeline.runs.rundir import RunMeta
+from pipeline.sha256sums import format_sums
 
 MANIFEST = "manifest.yaml"
 # node.json: where a campaign task ran (pipeline/campaign/model.py TaskRecord); absent for other runs
@@ -330,7 +331,7 @@ def public_key_b64(key) -> str:
 
 
 def sums_text(files: dict[str, bytes]) -> str:
-    return "".join(f"{sha256_bytes(files[name])}  {name}\n" for name in sorted(files))
+    return format_sums({name: sha256_bytes(data) for name, data in files.items()})
 
 
 def member_order(names: list[str]) -> list[str]:

@@ -33,9 +33,9 @@ from pipeline.bundle.manifest import (
     finite,
 )
 from pipeline.errors import InputError, ReproError
+from pipeline.findings import Finding
 from pipeline.records.model import Record
 from pipeline.runs.rundir import RunMeta
-from pipeline.verdict.findings import Finding
 from pipeline.verdict.judge import RunAssessment, Verdict, assess_run, verify_runs
 from pipeline.yamlio import load_bytes, require_mapping
 

@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from pipeline.errors import ManifestError
+from pipeline.findings import Finding
 from pipeline.manifest_io import Fields
-from pipeline.verdict.findings import Finding
 from pipeline.yamlio import load_bytes, require_mapping
 
 SCHEMA_VERSION = 2

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +46,11 @@ from pipeline.bundle.members import ARCHIVE, Members, Problem
 from pipeline.bundle.members import read_members as _read_members
 from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signature, choose_record
 from pipeline.errors import InputError, ReproError
+from pipeline.findings import Finding
 from pipeline.hashing import sha256_bytes
-from pipeline.verdict.findings import Finding
+from pipeline.sha256sums import parse_sums
 
 MAX_TOTAL_BYTES = 2 << 30
-_SUM_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
 
 
 def known_rules_versions() -> tuple[int, ...]:
@@ -109,17 +108,9 @@ def read_members(path: Path, max_member_bytes: int = MAX_MEMBER_BYTES,
 def check_sums(files: Mapping[str, bytes]) -> list[Problem]:
     if SUMS not in files:
         return [Problem(SUMS, "missing: the bundle has no list of hashes to check against")]
-    problems: list[Problem] = []
-    listed: dict[str, str] = {}
-    for i, line in enumerate(files[SUMS].decode("utf-8", errors="replace").splitlines(), 1):
-        m = _SUM_LINE.match(line)
-        if not m:
-            problems.append(Problem(SUMS, f"line {i} is not '<sha256>  <name>': {line[:80]!r}"))
-            continue
-        digest, name = m.groups()
-        if name in listed:
-            problems.append(Problem(SUMS, f"lists {name[:200]} twice"))
-        listed[name] = digest
+    sums = parse_sums(files[SUMS].decode("utf-8", errors="replace"))
+    problems = [Problem(SUMS, problem) for problem in sums.problems]
+    listed = sums.digests
     for name, digest in sorted(listed.items()):
         if name not in files:
             problems.append(Problem(name[:300], "listed in SHA256SUMS but not in the bundle (removed after archiving)"))

@@ -19,3 +19,6 @@ work.py (the prepare step and one task: what a job runs), engines.py (the engine
 engine), slurm.py (the Slurm engine), status.py (per-task state from the scheduler and the run
 directories; wait), collect.py (verdict, bundle, report and the per-node table).
 """
+
+# The modules the CLI may import (tests/test_layers.py); the others (slurm, ...) are the campaign's own.
+PUBLIC = ("model", "submit", "status", "collect", "work", "engines")

@@ -137,6 +137,6 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
             say(f"[{outcome.stage}] {outcome.action}: {outcome.detail}")
     write_text(campaign.folder / "report" / "nodes.md", nodes_md)
     return CollectResult(str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok,
-                         tuple(flow.state.values.get("bundle_verify", {}).get("problems") or ()), flow.outcome,
+                         getattr(flow.state.values.get("bundle_verify"), "problems", ()), flow.outcome,
                          tuple(str(r) for r in flow.reasons), tuple(p.name for p in flow.judged),
                          tuple(p.name for p in flow.attempts), str(flow.report), table, tuple(rows))

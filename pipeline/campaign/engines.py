@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.campaign.model import Campaign, Submission
+from pipeline.clock import utc_now
 from pipeline.errors import Interrupted, RunFailed
-from pipeline.runs.rundir import utc_now
 from pipeline.workspace import Workspace
 
 # Scheduler states in which a job may still start or is running (anything else: it is over).

@@ -25,8 +25,8 @@ from pathlib import Path
 from pipeline.atomic import write_text
 from pipeline.campaign.engines import Commands, JobState
 from pipeline.campaign.model import Campaign, Submission
+from pipeline.clock import utc_now
 from pipeline.errors import InputError, MissingDependency, RunFailed
-from pipeline.runs.rundir import utc_now
 
 TIMEOUT_S = 60
 

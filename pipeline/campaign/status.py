@@ -20,11 +20,11 @@ from pathlib import Path
 from pipeline.campaign.engines import JobState, get_engine
 from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks
 from pipeline.campaign.work import campaign_flow
+from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed
 from pipeline.records.logparse import parse_log
 from pipeline.reproduce.flow import Flow
-from pipeline.reproduce.flow import _good as run_counts  # flow's rule for a run that counts: one rule for both
-from pipeline.runs.rundir import RunDir, read_status, utc_now
+from pipeline.runs.rundir import RunDir, read_status
 from pipeline.workspace import Workspace
 
 # Slurm marks a cancelled job over at once, while its processes still have KillWait seconds to finish; a task
@@ -100,7 +100,7 @@ def _run_view(campaign: Campaign, task: TaskRecord, flow: Flow) -> RunView | Non
     status = read_status(path)
     log = parse_log(path / "log.txt") if (path / "log.txt").is_file() else None
     time_s = log.train_time_ms / 1000 if log is not None and log.train_time_ms is not None else None
-    return RunView(path.name, path, status, status == "succeeded" and run_counts(flow, path),
+    return RunView(path.name, path, status, status == "succeeded" and flow.counts(path),
                    log.final_val_loss if log is not None else None, time_s)
 
 

@@ -26,20 +26,19 @@ from pipeline.campaign.model import (
 from pipeline.campaign.status import campaign_view
 from pipeline.errors import InputError
 from pipeline.folderlock import FolderLock
-from pipeline.records.model import load_record
+from pipeline.records.model import Record
 from pipeline.reproduce.flow import DEMO_SYNTH
 from pipeline.workspace import Workspace
 
 
-def new_campaign(folder: Path, record: str, runs: int, engine: str, train: TrainSettings, data: DataSettings | None,
+def new_campaign(folder: Path, record: Record, runs: int, engine: str, train: TrainSettings, data: DataSettings | None,
                  slurm: SlurmSettings, image_tarball: str | None) -> Campaign:
     if runs < 1:
         raise InputError(f"--runs {runs}: a campaign needs at least one run",
                          "give --runs 1 or more (4+ for a verdict)")
-    loaded = load_record(record)
     if data is None:  # on the campaign's own (shared) folder, so every node reads the same shards
-        data = DataSettings(str(folder / "data" / loaded.dataset.name))
-    return Campaign(folder, loaded.name, runs, engine, train, data, slurm, image_tarball)
+        data = DataSettings(str(folder / "data" / record.dataset.name))
+    return Campaign(folder, record.name, runs, engine, train, data, slurm, image_tarball)
 
 
 def demo_data(folder: Path, dataset: str) -> DataSettings:

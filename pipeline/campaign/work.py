@@ -24,11 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipeline.campaign.model import Campaign, PrepareRecord, TaskRecord, TrainSettings, load_prepare
+from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed, InputError, ReproError
 from pipeline.records.model import load_record
 from pipeline.reproduce.flow import Flow, ReproduceRequest, stage_data, stage_environment, train_request
 from pipeline.runs.launch import interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import RunDir, read_status, utc_now
+from pipeline.runs.rundir import RunDir, read_status
 from pipeline.workspace import Workspace
 
 Say = Callable[[str], None]
@@ -48,14 +49,15 @@ def reproduce_request(campaign: Campaign, train: TrainSettings | None = None) ->
 
 
 class StageValues:
-    """What the flow's stages report through `state.set(stage, **values)`; a campaign keeps them in memory and
-    writes its own records (prepare.json, the task files) instead of the reproduce state file."""
+    """What the flow's stages report through `state.set(section)` (pipeline/reproduce/state.py); a campaign
+    keeps the sections in memory and writes its own records (prepare.json, the task files) instead of the
+    reproduce state file."""
 
     def __init__(self):
-        self.values: dict[str, dict] = {}
+        self.values: dict[str, object] = {}
 
-    def set(self, stage: str, **values) -> None:
-        self.values[stage] = values
+    def set(self, section) -> None:
+        self.values[section.STAGE] = section
 
 
 def campaign_flow(ws: Workspace, campaign: Campaign, say: Say, terminal=None, train: TrainSettings | None = None,
@@ -64,7 +66,7 @@ def campaign_flow(ws: Workspace, campaign: Campaign, say: Say, terminal=None, tr
     req = reproduce_request(campaign, train)
     if changes:
         req = replace(req, **changes)
-    flow = Flow(ws, req, load_record(campaign.record), StageValues(), say, terminal)
+    flow = Flow(ws, req, load_record(campaign.record, ws.records_dir), StageValues(), say, terminal)
     flow.data_dir = campaign.data_dir
     return flow
 
@@ -97,7 +99,7 @@ def _data(flow: Flow) -> tuple[Path, str, str]:
     with data_lock(flow.data_dir):
         outcome = stage_data(flow)
     action = "verified" if outcome.action == "skipped" else outcome.detail.split(" ", 1)[0]
-    return flow.data_dir, flow.state.values["data"]["lock_sha256"], action
+    return flow.data_dir, flow.state.values["data"].lock_sha256, action
 
 
 def image_tarball_path(campaign: Campaign, environment: str) -> Path:

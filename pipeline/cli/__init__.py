@@ -14,6 +14,8 @@ from pathlib import Path
 import click
 
 from pipeline.errors import ReproError
+from pipeline.outcome import ExitCode, exit_code_of
+from pipeline.registry import Registry
 from pipeline.workspace import Workspace
 
 # command name -> "module:attribute" (module relative to pipeline.cli)
@@ -64,29 +66,39 @@ def cli(ctx, root, registry):
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
-    ctx.obj = Workspace.resolve(root=root, registry=registry)
+    ctx.obj = Registry(Workspace.resolve(root=root, registry=registry))
+
+
+@cli.result_callback()
+def _outcome_as_exit(result, **params):
+    """A command's Outcome ends the process with its code, whether click runs standalone (tests' CliRunner)
+    or under run() below."""
+    code = exit_code_of(result)
+    if code != ExitCode.OK:
+        raise click.exceptions.Exit(code)
+    return result
 
 
 def _sigterm_as_ctrl_c(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (a scheduler, `kill`) ends like Ctrl-C: staging removed, exit 130
 
 
-def main(argv=None):
-    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
+def run(argv=None) -> int:
+    """The command's exit code: its Outcome's, or the code of the error it raised (the one place either
+    becomes the process's status; pipeline/outcome.py lists the codes)."""
     try:
-        cli.main(args=argv, prog_name="repro", standalone_mode=False)
+        return exit_code_of(cli.main(args=argv, prog_name="repro", standalone_mode=False))
     except ReproError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        return ExitCode.INTERRUPTED
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(0)
+        return exc.exit_code
+
+
+def main(argv=None):
+    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
+    sys.exit(int(run(argv)))

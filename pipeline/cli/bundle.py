@@ -13,7 +13,6 @@ Exit codes: archive 0 when written; bundle verify 0 when every check passes, 1 o
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -21,6 +20,7 @@ import click
 from pipeline.bundle.archive import ArchiveSources, record_of_runs
 from pipeline.bundle.archive import archive as archive_runs
 from pipeline.bundle.verify import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, show_bundle, verify_bundle
+from pipeline.outcome import Outcome
 from pipeline.records.model import load_record
 from pipeline.verdict.render import render
 
@@ -82,7 +82,7 @@ def verify(ws, path, pubkey, require_signature, max_member_mb, max_total_mb, as_
                           max_member_bytes=max_member_mb << 20, max_total_bytes=max_total_mb << 20)
     if as_json:
         emit_json(check.to_dict())
-        sys.exit(0 if check.ok else 1)
+        return Outcome.check(check.ok)
     click.echo(check.proven)
     click.echo(f"bundle {check.path}: {len(check.members)} members, signature {check.signature.status}")
     if check.judged_against:
@@ -100,7 +100,7 @@ def verify(ws, path, pubkey, require_signature, max_member_mb, max_total_mb, as_
         click.secho("bundle verified: every hash, the manifest and the verdict check out", fg="green", bold=True)
     else:
         click.secho(f"bundle NOT verified: {len(check.problems)} problem(s)", fg="red", bold=True)
-    sys.exit(0 if check.ok else 1)
+    return Outcome.check(check.ok)
 
 
 @bundle.command("show")

@@ -22,11 +22,12 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
+from pipeline.outcome import Outcome
+from pipeline.records.model import DEFAULT_RECORD
+from pipeline.verdict.judge import passed
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry, pass_workspace
 
-PASSING = ("reproduced", "reproduced-with-deviations")
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 FOLDER = click.Path(file_okay=False, path_type=Path)
 
 
@@ -73,16 +74,17 @@ def campaign():
 @click.option("--time", "time_limit", default=None, callback=lambda ctx, param, value: _slurm_time(value),
               help="Each task's time limit, in Slurm's format (MM, HH:MM:SS, D-HH:MM) [00:30:00].")
 @click.option("--json", "as_json", is_flag=True, help="Print the submission as JSON.")
-@pass_workspace
-def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, python_env,
+@pass_registry
+def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, python_env,
            data_dir, data_source, image_tarball, partition, nodes_per_run, gpus_per_node, time_limit, as_json):
     """Submit a campaign, or the runs an existing campaign is still missing."""
     from dataclasses import replace
 
+    ws = registry.workspace
+
     from pipeline.campaign.model import DataSettings, SlurmSettings, TrainSettings
     from pipeline.campaign.submit import demo_data, existing_or_new, new_campaign
     from pipeline.campaign.submit import submit as submit_campaign
-    from pipeline.records.model import load_record
     from pipeline.reproduce.flow import DEMO_RECORD
 
     record_name = record_name or (DEMO_RECORD if demo else None)
@@ -99,7 +101,7 @@ def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset
         return replace(out, overrides=tuple(overrides)) if overrides else out
 
     def make():
-        record = load_record(record_name or DEFAULT_RECORD)
+        record = registry.record_or_default(record_name)
         gpus = gpus_per_node if gpus_per_node is not None else 0 if demo else record.hardware.gpu_count
         slurm = SlurmSettings(partition, nodes_per_run or 1, gpus, time_limit or "00:30:00")
         if data_dir is not None:
@@ -108,7 +110,7 @@ def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset
             data = demo_data(folder, record.dataset.name)
         else:
             data = DataSettings(str(folder / "data" / record.dataset.name), data_source or "hub")
-        return new_campaign(folder, record.name, runs or 4, engine or "slurm", train_settings(None), data, slurm,
+        return new_campaign(folder, record, runs or 4, engine or "slurm", train_settings(None), data, slurm,
                             str(image_tarball.resolve()) if image_tarball else None)
 
     current, created = existing_or_new(folder, make)
@@ -201,7 +203,7 @@ def collect(ws, folder, sign_key, as_json):
         emit_json(result)
     else:
         click.echo(result.nodes_table)
-        color = "green" if result.outcome in PASSING and result.bundle_verified else "red"
+        color = "green" if passed(result.outcome) and result.bundle_verified else "red"
         click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)"
                     + (f", {len(result.attempts)} attempt(s) kept aside" if result.attempts else ""), fg=color)
         for reason in result.reasons:
@@ -211,8 +213,7 @@ def collect(ws, folder, sign_key, as_json):
     if not result.bundle_verified:
         raise CheckFailed(f"the bundle {result.bundle} does not verify: {'; '.join(result.problems[:3])}",
                           f"see `repro bundle verify {result.bundle}`")
-    if result.outcome not in PASSING:
-        sys.exit(1)
+    return Outcome.check(passed(result.outcome))
 
 
 @campaign.command()

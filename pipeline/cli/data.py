@@ -18,8 +18,9 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
+from pipeline.records.model import DEFAULT_RECORD
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry
 
 
 @click.group()
@@ -33,7 +34,7 @@ def _mib(n: int) -> str:
 
 @data.command()
 @click.option("--record", "record_name", default=None, help="Take dataset and shard counts from this record "
-              "[default: 2025-09-23_MuonCustomSizing].")
+              f"[default: {DEFAULT_RECORD}].")
 @click.option("--dataset", default=None, help="Dataset manifest name (manifests/datasets/NAME.yaml).")
 @click.option("--train-shards", type=click.IntRange(min=0), default=None, help="Train shards to fetch.")
 @click.option("--val-shards", type=click.IntRange(min=0), default=None, help="Val shards to fetch.")
@@ -57,14 +58,16 @@ def _mib(n: int) -> str:
               help="Where the manifest's lock has no sha256, check against the hub's LFS sha256 (never a "
                    "mirror's ETag) and record it in the manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (no progress bar).")
-@pass_workspace
-def fetch(ws, record_name, dataset, train_shards, val_shards, files, source, data_dir, jobs, retries, backoff,
+@pass_registry
+def fetch(registry, record_name, dataset, train_shards, val_shards, files, source, data_dir, jobs, retries, backoff,
           timeout, max_retry, lock, as_json):
     """Download shards, resuming partial files, and keep only verified ones."""
     from pipeline.data.fetch import Options, default_data_dir, plan
     from pipeline.data.fetch import fetch as fetch_files
 
-    manifest, names = plan(dataset, record_name, train_shards, val_shards, files, registry=ws.registry)
+    ws = registry.workspace
+    record = registry.record_or_default(record_name) if record_name or dataset is None else None
+    manifest, names = plan(dataset, record, train_shards, val_shards, files, registry=ws.registry)
     data_dir = data_dir or default_data_dir(ws.data, manifest.name)
     opts = Options(jobs=jobs, retries=retries, backoff_s=backoff, timeout_s=timeout, max_retry_s=max_retry,
                    lock=lock, quiet=as_json)
@@ -115,14 +118,15 @@ def _raise_for_failures(result) -> None:
               "[default: the dataset named in DATA_DIR/data.lock.yaml].")
 @click.option("--jobs", type=click.IntRange(1, 32), default=2, show_default=True, help="Files hashed at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_workspace
-def verify(ws, data_dir, dataset, jobs, as_json):
+@pass_registry
+def verify(registry, data_dir, dataset, jobs, as_json):
     """Check every shard in DATA_DIR: header, exact size, sha256 against the locks. Reports all bad files."""
-    from pipeline.data.fetch import DEFAULT_RECORD, default_data_dir, record_defaults
+    from pipeline.data.fetch import default_data_dir
     from pipeline.data.verify import LOCK_NAME, data_lock_digest, verify_dir
 
+    ws = registry.workspace
     if data_dir is None:
-        data_dir = default_data_dir(ws.data, dataset or record_defaults(DEFAULT_RECORD, ws.registry)[0])
+        data_dir = default_data_dir(ws.data, dataset or registry.default_record().dataset.name)
     report = verify_dir(data_dir, dataset, workers=jobs, registry=ws.registry)
     digest = data_lock_digest(data_dir) if (Path(data_dir) / LOCK_NAME).exists() else None
     if as_json:

@@ -7,8 +7,8 @@
                                                                      the lock as a virtualenv (host runtime)
     repro env save OUT.tar[.gz] / repro env load IN.tar[.gz]         image <-> tarball (+ .sha256)
 
---env defaults to the environment of the newest record. A fallback environment is chosen by name
-and every use of it prints its deviations from the record.
+--env defaults to the environment of the default record (2025-09-23_MuonCustomSizing). A fallback
+environment is chosen by name and every use of it prints its deviations from the record.
 """
 
 from __future__ import annotations
@@ -19,19 +19,17 @@ import click
 
 from pipeline.errors import CheckFailed, InputError
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry, pass_workspace
 
 ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
-                          help="Environment (manifests/environments/NAME.yaml); default: the newest record's.")
+                          help="Environment (manifests/environments/NAME.yaml); default: the default record's.")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 WHEELHOUSE_OPTION = click.option("--wheelhouse", type=click.Path(file_okay=False, path_type=Path), default=None,
                                  help="Folder of the lock's files: lock fills it, build installs from it offline.")
 
 
-def _env_name(ws, name: str | None) -> str:
-    from pipeline.env.manifest import default_environment_name
-
-    return name or default_environment_name(ws)
+def _env_name(registry, name: str | None) -> str:
+    return name or registry.default_environment().name
 
 
 def _say(as_json: bool):
@@ -81,13 +79,12 @@ def list_(ws, as_json):
 @click.option("--from-pypi", is_flag=True,
               help="Take each file's sha256 from PyPI's listing instead of downloading it (PyPI-only environments).")
 @JSON_OPTION
-@pass_workspace
-def lock(ws, env_name, wheelhouse, from_pypi, as_json):
+@pass_registry
+def lock(registry, env_name, wheelhouse, from_pypi, as_json):
     """Resolve the environment's pins to exact URLs + sha256 (needs the environment's package indexes)."""
     from pipeline.env.lock import resolve_lock
-    from pipeline.env.manifest import load_environment
 
-    environment = load_environment(ws, _env_name(ws, env_name))
+    environment = registry.environment(_env_name(registry, env_name))
     result = resolve_lock(environment, wheelhouse=wheelhouse, log=_say(as_json), from_pypi=from_pypi)
     if as_json:
         emit_json({"lock": str(result.path), "sha256": result.sha256, "packages": result.packages,
@@ -105,13 +102,13 @@ def lock(ws, env_name, wheelhouse, from_pypi, as_json):
 @click.option("--tag", default=None, help="Image tag (default repro/<env>:<lock sha256 prefix>).")
 @click.option("--max-jobs", type=int, default=None, help="Parallel compile jobs for FA3 (default: CPU count).")
 @JSON_OPTION
-@pass_workspace
-def build(ws, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
+@pass_registry
+def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
     from pipeline.env.build import build_image
 
-    result = build_image(ws, _env_name(ws, env_name), wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
-                         log=_say(as_json), max_jobs=max_jobs)
+    result = build_image(registry.workspace, _env_name(registry, env_name), wheelhouse=wheelhouse, nocache=no_cache,
+                         tag=tag, log=_say(as_json), max_jobs=max_jobs)
     if as_json:
         emit_json(result)
         return
@@ -149,7 +146,7 @@ def verify(ws, env_name, image, as_json):
               help="Environment to build it from. Default: chosen for the record (its own, else its declared "
                    "fallback; an unresolved lock is resolved on this node), every deviation shown.")
 @click.option("--record", "record_name", default=None, metavar="NAME", help="Record whose environment is chosen "
-              "when --env is not given [the newest record].")
+              "when --env is not given [2025-09-23_MuonCustomSizing].")
 @WHEELHOUSE_OPTION
 @click.option("--index-url", default=None, metavar="URL",
               help="Install the locked files from this index (a mirror) instead of the lock's URLs; hashes decide.")
@@ -158,25 +155,20 @@ def verify(ws, env_name, image, as_json):
 @click.option("--build-fa3", is_flag=True,
               help="Without a flash_attn wheel in --wheelhouse: compile FA3's pinned source once (needs nvcc).")
 @JSON_OPTION
-@pass_workspace
-def venv(ws, env_name, record_name, wheelhouse, index_url, python, build_fa3, as_json):
+@pass_registry
+def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_fa3, as_json):
     """Build (or reuse) a virtualenv from the lock, hashes enforced, for `--runtime host`."""
     from pipeline.env.lock import load_lock
-    from pipeline.env.manifest import load_environment
     from pipeline.env.venv import build_venv
 
-    choice = None
+    ws, choice = registry.workspace, None
     if env_name is not None:
-        environment = load_environment(ws, env_name)
+        environment = registry.environment(env_name)
         lock = load_lock(environment)
     else:
         from pipeline.env.choose import choose_environment
-        from pipeline.records.model import load_record, record_names
 
-        names = [record_name] if record_name else record_names(ws.records_dir)[-1:]
-        if not names:
-            raise InputError("no record manifests found", f"add one under {ws.records_dir}, or give --env NAME")
-        record = load_record(names[0], ws.records_dir)
+        record = registry.record_or_default(record_name)
         say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
         choice = choose_environment(ws, record, ws.work / record.name, wheelhouse=wheelhouse, say=say)
         environment, lock = choice.environment, choice.lock

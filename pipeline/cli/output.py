@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
 import click
 
-from pipeline.workspace import Workspace
+from pipeline.registry import Registry
 
-# Every command that touches files takes the workspace resolved once by the `repro` group (pipeline/workspace.py).
-pass_workspace = click.make_pass_decorator(Workspace)
+# The `repro` group builds one Registry (records, environments, the default record) over one Workspace
+# (pipeline/workspace.py); commands take either, never resolving their own.
+pass_registry = click.make_pass_decorator(Registry)
+
+
+def pass_workspace(command):
+    @click.pass_context
+    def with_workspace(ctx, *args, **kwargs):
+        return ctx.invoke(command, ctx.find_object(Registry).workspace, *args, **kwargs)
+
+    return functools.update_wrapper(with_workspace, command)
 
 
 def _default(obj):

@@ -10,9 +10,8 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, MissingDependency
-from pipeline.preflight.collect import SAVED_FILES, SavedSources
+from pipeline.preflight.collect import SAVED_FILES, HostSources, SavedSources
 from pipeline.preflight.run import (
-    DEFAULT_RECORD,
     RUNTIMES,
     PreflightReport,
     default_locations,
@@ -20,9 +19,9 @@ from pipeline.preflight.run import (
     write_report,
 )
 from pipeline.preflight.run import preflight as run_preflight
-from pipeline.records.model import load_record
+from pipeline.records.model import DEFAULT_RECORD
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry
 
 
 def _gib(kib_or_bytes: int, unit: int) -> str:
@@ -78,7 +77,7 @@ def _print_human(report: PreflightReport, written: Path | None) -> None:
 
 
 @click.command()
-@click.option("--record", "record_name", default=DEFAULT_RECORD, show_default=True, help="Record to compare with.")
+@click.option("--record", "record_name", default=None, help=f"Record to compare with [{DEFAULT_RECORD}].")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True,
               help="Where training will run: the pinned image (docker) or this machine's python (host).")
 @click.option("--strict", is_flag=True, help="Warnings fail too: only the record's kind of node passes.")
@@ -94,8 +93,8 @@ def _print_human(report: PreflightReport, written: Path | None) -> None:
               help=f"Read a node's saved outputs instead of this machine ({', '.join(sorted(SAVED_FILES.values()))}).")
 @click.option("--from-log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Check the node a record-format run log ran on, from its nvidia-smi table and version lines.")
-@pass_workspace
-def preflight(ws, record_name, runtime, strict, as_json, output, data_dir, runs_dir, from_dir, from_log):
+@pass_registry
+def preflight(registry, record_name, runtime, strict, as_json, output, data_dir, runs_dir, from_dir, from_log):
     """Read this node (GPUs, driver, topology, runtime versions, CPU, RAM, disk, /dev/shm, Docker) and
     check it against the record's hardware. A node unlike the record's gets warnings that say why its
     time is not comparable; it is not refused. Nothing secret is recorded.
@@ -109,11 +108,11 @@ def preflight(ws, record_name, runtime, strict, as_json, output, data_dir, runs_
     """
     if from_dir and from_log:
         raise click.UsageError("give --from-dir or --from-log, not both")
-    record = load_record(record_name, ws.records_dir)
+    ws, record = registry.workspace, registry.record_or_default(record_name)
     if from_log:
         report = preflight_log(from_log, record, strict)
     else:
-        sources = SavedSources(from_dir) if from_dir else None
+        sources = SavedSources(from_dir) if from_dir else HostSources(state_dir=ws.state)
         report = run_preflight(record, runtime, strict, sources,
                                default_locations(record, data_dir or ws.data, runs_dir or ws.runs))
     target = output or (None if from_dir or from_log else ws.state / "preflight.json")

@@ -240,7 +240,7 @@ def fetch_logs(ws, name, source_dir, as_json):
 @pass_workspace
 def check(ws, names, upstream_dir, commit, as_json):
     """Judge each record on its own published logs (all records, or NAMES), by its own rules."""
-    from pipeline.records.check import check_records, upstream_head
+    from pipeline.verdict.history import check_records, upstream_head
 
     upstream_head(upstream_dir, commit)
     chosen = [load_record(n, ws.records_dir) for n in names] if names else \
@@ -288,8 +288,8 @@ def _print_check(rows) -> None:
 @pass_workspace
 def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
     """A static site of the registry: an index in upstream's order with a time chart, and a page per record."""
-    from pipeline.site.build import build_site, write_site
-    from pipeline.site.inputs import SiteRecord, load_check_rows, load_plan_rows
+    from pipeline.pages.site import build_site, write_site
+    from pipeline.pages.site_inputs import SiteRecord, load_check_rows, load_plan_rows
 
     records = []
     for r in _all(ws):
@@ -298,7 +298,7 @@ def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
     if upstream_dir is not None and check_file is not None:
         raise InputError("--from and --check both give the records' verdicts", "pass one of them")
     if upstream_dir is not None:
-        from pipeline.records.check import check_records
+        from pipeline.verdict.history import check_records
 
         checks = check_records([s.record for s in records if s.record.imported is not None], upstream_dir)
     else:

@@ -10,11 +10,10 @@ import click
 
 from pipeline.bundle.archive import record_of_runs
 from pipeline.errors import InputError
-from pipeline.records.model import load_record
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry
 
 
 @click.command()
@@ -29,20 +28,20 @@ from .output import emit_json, pass_workspace
               help="Write one self-contained, interactive report.html (works offline) for a bundle (.tar.gz), a "
                    "work folder of `repro reproduce`, or run folders.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-@pass_workspace
-def report(ws, runs, record_name, out_dir, record_logs, as_html, as_json):
+@pass_registry
+def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
     """Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs."""
     if as_html:
-        _html(ws, list(runs), record_name, record_logs, out_dir, as_json)
+        _html(registry.workspace, list(runs), record_name, record_logs, out_dir, as_json)
         return
-    from pipeline.report.html_write import is_bundle
+    from pipeline.pages.write import is_bundle
 
     if any(is_bundle(p) for p in runs):
         raise InputError("a bundle holds its report.md already; this command writes one for run folders",
                          "for a bundle, pass --html (or read its report with `repro bundle show`)")
-    record = load_record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
+    record = registry.record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
     verdict, files = report_runs(record, list(runs), out_dir,
-                                 published_dir=published_logs_dir(record, ws.cache, record_logs))
+                                 published_dir=published_logs_dir(record, registry.workspace.cache, record_logs))
     if as_json:
         emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
                    "published_source": files.published_source})
@@ -53,7 +52,7 @@ def report(ws, runs, record_name, out_dir, record_logs, as_html, as_json):
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
-    from pipeline.report.html_write import HtmlSources, gather, write_html
+    from pipeline.pages.write import HtmlSources, gather, write_html
 
     sources = HtmlSources(ws.records_dir, record_name,
                           lambda record: published_logs_dir(record, ws.cache, record_logs))

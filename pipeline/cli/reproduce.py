@@ -22,18 +22,18 @@ from pathlib import Path
 import click
 
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.outcome import Outcome
+from pipeline.records.model import DEFAULT_RECORD
 from pipeline.reproduce.flow import ReproduceRequest, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
+from pipeline.verdict.judge import passed
 
-from .output import emit_json, pass_workspace
-
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
+from .output import emit_json, pass_registry
 
 
 @click.command()
 @click.option("--record", "record_name", default=None,
-              help="Record to reproduce [2025-09-23_MuonCustomSizing; with --demo: demo-cpu-synth].")
+              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth].")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
 @click.option("--demo", is_flag=True, help="The CPU demo: host runtime, native trainer preset demo, generated "
@@ -79,8 +79,8 @@ PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the environment (exact or deviation, and why), "
               "program files, stand-ins, patch, data and cost; run and fetch nothing (exit 1: it cannot run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
-@pass_workspace
-def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
+@pass_registry
+def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
               bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
               smoke_val_tokens, python_env, wheelhouse, plan_only, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
@@ -98,16 +98,16 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
     if plan_only:
-        _print_plan(ws, request, as_json)
+        return _print_plan(registry.workspace, request, as_json)
     out = sys.stderr if as_json else sys.stdout
     started = time.monotonic()
-    result = run_reproduce(ws, request, say=lambda line: click.echo(line, file=out),
+    result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
                            terminal=out.buffer if stream else None)
     seconds = time.monotonic() - started
     if as_json:
         emit_json(result)
     else:
-        color = "green" if result.outcome in PASSING and result.bundle_verified else "red"
+        color = "green" if passed(result.outcome) and result.bundle_verified else "red"
         click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
         for reason in result.reasons:
             click.echo(f"  - {reason}")
@@ -122,14 +122,14 @@ def reproduce(ws, record_name, runs, demo, trainer, runtime, preset, overrides, 
     if stopped is not None and stopped.status == "aborted":
         raise Interrupted(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                           "run the same command again to resume")
-    if stopped is not None and result.outcome not in PASSING:
+    if stopped is not None and not passed(result.outcome):
         raise RunFailed(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
-    sys.exit(0 if result.outcome in PASSING and result.bundle_verified else 1)
+    return Outcome.check(passed(result.outcome) and result.bundle_verified)
 
 
-def _print_plan(ws, request, as_json: bool) -> None:
+def _print_plan(ws, request, as_json: bool) -> Outcome:
     from pipeline.reproduce.plan import plan_reproduce, render_plan
 
     plan = plan_reproduce(ws, request)
@@ -137,4 +137,4 @@ def _print_plan(ws, request, as_json: bool) -> None:
         emit_json(plan.to_dict())
     else:
         click.echo("\n".join(render_plan(plan)))
-    sys.exit(1 if plan.refusals else 0)
+    return Outcome.check(not plan.refusals)

@@ -18,10 +18,11 @@ import click
 import yaml
 
 from pipeline.errors import InputError, Interrupted, RunFailed
+from pipeline.records.model import DEFAULT_RECORD
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
 from pipeline.runs.stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry
 
 
 def _memlock(value: str) -> int:
@@ -43,7 +44,7 @@ def _gpus(value: str) -> int:
 
 
 @click.command()
-@click.option("--record", "record_name", default="2025-09-23_MuonCustomSizing", show_default=True)
+@click.option("--record", "record_name", default=None, help=f"Record to train [{DEFAULT_RECORD}].")
 @click.option("--trainer", type=click.Choice(TRAINERS), default="record", show_default=True,
               help="record: the upstream program, hash-verified; native: train/.")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True,
@@ -70,19 +71,20 @@ def _gpus(value: str) -> int:
 @click.option("--dry-run", is_flag=True, help="Print the container spec or command; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan / result as JSON (training output goes to "
               "stderr).")
-@pass_workspace
-def train(ws, record_name, trainer, runtime, nproc, preset, overrides, steps, smoke_steps, smoke_val_tokens, data_dir,
-          runs_dir, program_source, image, venv_dir, gpus, memlock, dry_run, as_json):
+@pass_registry
+def train(registry, record_name, trainer, runtime, nproc, preset, overrides, steps, smoke_steps, smoke_val_tokens,
+          data_dir, runs_dir, program_source, image, venv_dir, gpus, memlock, dry_run, as_json):
     """Run training once and leave a complete run directory (runs/<record>/<run-id>/)."""
-    venv = None
+    ws, venv = registry.workspace, None
     if venv_dir is not None:
         from pipeline.env.venv import load_identity
 
         if runtime != "host":
             raise InputError("--venv is for --runtime host", "add --runtime host, or drop --venv")
-        venv = load_identity(venv_dir).to_dict()
-    request = TrainRequest(record=record_name, trainer=trainer, runtime=runtime, nproc=nproc, preset=preset, venv=venv,
-                           overrides=tuple(overrides), steps=steps, data_dir=data_dir, runs_dir=runs_dir,
+        venv = load_identity(venv_dir)
+    request = TrainRequest(record=registry.record_or_default(record_name), trainer=trainer, runtime=runtime,
+                           nproc=nproc, preset=preset, venv=venv, overrides=tuple(overrides), steps=steps,
+                           data_dir=data_dir, runs_dir=runs_dir,
                            program_source=program_source, image=image, gpus=_gpus(gpus), memlock=_memlock(memlock),
                            cache_dir=ws.cache, ws=ws, smoke_steps=smoke_steps, smoke_val_tokens=smoke_val_tokens)
     plan = plan_train(request)

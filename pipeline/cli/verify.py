@@ -6,21 +6,18 @@ carry no record name, so for them it is the default record.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from pipeline.errors import InputError
-from pipeline.records.model import load_record
+from pipeline.outcome import Outcome
+from pipeline.records.model import DEFAULT_RECORD
 from pipeline.runs.rundir import RunMeta
-from pipeline.verdict.judge import Verdict, verify_runs
+from pipeline.verdict.judge import Verdict, passed, verify_runs
 from pipeline.verdict.render import hardware_line
 
-from .output import emit_json, pass_workspace
-
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-PASSING = ("reproduced", "reproduced-with-deviations")
+from .output import emit_json, pass_registry
 
 
 def record_of(paths: list[Path]) -> str | None:
@@ -38,7 +35,7 @@ def record_of(paths: list[Path]) -> str | None:
 
 
 def print_verdict(v: Verdict) -> None:
-    color = {"reproduced": "green", "reproduced-with-deviations": "yellow"}.get(v.outcome, "red")
+    color = ("yellow" if v.outcome == "reproduced-with-deviations" else "green") if passed(v.outcome) else "red"
     click.echo(f"record {v.record} (rules v{v.rules_version}): {len(v.runs)} run(s)")
     for r in v.runs:
         loss = f"{r.final_val_loss:.4f}" if r.final_val_loss is not None else "—"
@@ -69,24 +66,25 @@ def print_verdict(v: Verdict) -> None:
               help="RUNS are a new record's logs (files or folders), judged against --record as their parent; "
                    "prints the reviewer's markdown report (pipeline/verdict/submission.py).")
 @click.option("--markdown", is_flag=True, help="With --submission: print markdown (the default for submissions).")
-@pass_workspace
-def verify(ws, runs, record_name, as_json, submission, markdown):
+@pass_registry
+def verify(registry, runs, record_name, as_json, submission, markdown):
     """Judge run directories or log files against a record.
 
-    Exit code 0 for reproduced / reproduced-with-deviations, 1 for not-reproduced / invalid.
+    Exit code 0 for reproduced / reproduced-with-deviations / smoke-passed, 1 for not-reproduced /
+    invalid / smoke-failed.
     """
     if submission or markdown:
         from pipeline.verdict.submission import judge_submission, render_markdown
 
         if not record_name:
             raise InputError("--submission needs --record PARENT", "name the record the submission improves on")
-        report = judge_submission(load_record(record_name, ws.records_dir), list(runs))
+        report = judge_submission(registry.record(record_name), list(runs))
         emit_json(report.to_dict()) if as_json else click.echo(render_markdown(report))
-        sys.exit(0 if report.passed else 1)
-    record = load_record(record_name or record_of(list(runs)) or DEFAULT_RECORD, ws.records_dir)
+        return Outcome.check(report.passed)
+    record = registry.record_or_default(record_name or record_of(list(runs)))
     verdict = verify_runs(record, list(runs))
     if as_json:
         emit_json(verdict.to_dict())
     else:
         print_verdict(verdict)
-    sys.exit(0 if verdict.outcome in PASSING else 1)
+    return Outcome.check(passed(verdict.outcome))

@@ -1,1 +1,7 @@
-"""data stage."""
+"""data stage: shards: fetch, verify, tokenize, generate.
+
+PUBLIC lists the modules other packages may import (tests/test_layers.py holds every import to it);
+the others are this stage's own. Names, not imports: importing the package loads nothing.
+"""
+
+PUBLIC = ("manifest", "fetch", "verify", "synth", "tokenize")

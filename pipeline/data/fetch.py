@@ -40,9 +40,9 @@ from pipeline.data.shards import header_problems, read_header, size_from_header
 from pipeline.data.verify import LockEntry, data_lock_digest, read_local_lock, write_local_lock
 from pipeline.errors import InputError, Interrupted, ReproError
 from pipeline.hashing import sha256_file
+from pipeline.records.model import Record
 from pipeline.redact import public_url
 
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -428,14 +428,6 @@ def default_data_dir(data_root: Path, dataset: str) -> Path:
     return Path(data_root) / dataset
 
 
-def record_defaults(record_name: str, registry: Path) -> tuple[str, int, int]:
-    """(dataset, train shards, val shards) the record says to fetch."""
-    from pipeline.records.model import load_record
-
-    ref = load_record(record_name, Path(registry) / "records").dataset
-    return ref.name, ref.train_shards, ref.val_shards
-
-
 class _Progress:
     """One byte counter for all parallel downloads (tqdm to stderr; silent when quiet)."""
 
@@ -562,17 +554,21 @@ def _remove_staging(data_dir: Path, error: DiskFull) -> DiskFull:
     return DiskFull(f"{error.what}; the partial downloads in {partial} ({freed} bytes) were removed", error.fix)
 
 
-def plan(dataset: str | None, record: str | None, train_shards: int | None, val_shards: int | None,
+def plan(dataset: str | None, record: Record | None, train_shards: int | None, val_shards: int | None,
          files: tuple[str, ...] = (), *, registry: Path) -> tuple[DatasetManifest, list[str]]:
     """Which dataset and which files: explicit names, else counts, else the record's defaults.
 
-    `registry` is the workspace's (Workspace.registry): records/ and datasets/ are read from it.
+    `record` is the one the command loaded from its Registry (None: `dataset` alone decides); `registry`
+    is the workspace's registry folder (Workspace.registry), whose datasets/ are read.
 
     Shard counts default to the record's when the dataset is the record's, else to every shard.
     """
     rec_dataset, rec_train, rec_val = None, None, None
-    if record is not None or dataset is None:
-        rec_dataset, rec_train, rec_val = record_defaults(record or DEFAULT_RECORD, registry)
+    if record is not None:
+        ref = record.dataset
+        rec_dataset, rec_train, rec_val = ref.name, ref.train_shards, ref.val_shards
+    elif dataset is None:
+        raise InputError("neither a dataset nor a record to take one from", "give --dataset NAME or --record NAME")
     dataset = dataset or rec_dataset
     manifest = load_dataset(dataset, registry)
     if dataset != rec_dataset:

@@ -27,8 +27,8 @@ from pathlib import Path
 from pipeline.env.lock import Lock, load_lock, load_lock_file, resolve_lock
 from pipeline.env.manifest import Environment, load_environment
 from pipeline.errors import InputError, MissingDependency, ReproError
+from pipeline.findings import Finding
 from pipeline.redact import public_url
-from pipeline.verdict.findings import Finding
 from pipeline.workspace import Workspace
 
 RESOLVED_NOTE = "resolved on this node on "  # + the UTC date; the lock's own record of trust on first use

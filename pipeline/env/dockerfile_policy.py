@@ -15,6 +15,7 @@ Rules, per instruction (dockerfile-parse reads the file, continuation lines join
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,14 +96,27 @@ def _run_problems(command: str, snapshot_seen: bool) -> list[tuple[str, str]]:
     return problems
 
 
+MAX_DOCKERFILE_BYTES = 1 << 20
+
+
+def _read_dockerfile(path: Path) -> bytes:
+    """The file's bytes, bounded: the parser is given bytes, since it takes a path whose name does not end
+    in "Dockerfile" (docker/Dockerfile.fa3, a file given on the command line) for a folder."""
+    if not path.is_file():
+        raise InputError(f"no Dockerfile at {path}", "give the path of a Dockerfile (default docker/Dockerfile)")
+    with open(path, "rb") as f:
+        text = f.read(MAX_DOCKERFILE_BYTES + 1)
+    if len(text) > MAX_DOCKERFILE_BYTES:
+        raise InputError(f"{path} is over {MAX_DOCKERFILE_BYTES >> 20} MiB: not a Dockerfile", "give a Dockerfile")
+    return text
+
+
 def check_dockerfile(path: Path, build_args: dict | None = None) -> PolicyReport:
     """Judge one Dockerfile; build_args override ARG defaults the way a build would."""
     from dockerfile_parse import DockerfileParser
 
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no Dockerfile at {path}", "give the path of a Dockerfile (default docker/Dockerfile)")
-    parser = DockerfileParser(path=str(path), build_args=dict(build_args or {}))
+    parser = DockerfileParser(fileobj=io.BytesIO(_read_dockerfile(path)), build_args=dict(build_args or {}))
     args: dict = {}
     stages: set[str] = set()
     bases: list[str] = []

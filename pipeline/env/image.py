@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.atomic import atomic_open, write_text
 from pipeline.errors import CheckFailed, InputError, RunFailed
+from pipeline.sha256sums import format_sums, parse_sums
 
 LABEL_PREFIX = "io.repro."
 CHUNK = 1 << 20
@@ -31,12 +32,11 @@ def connect(timeout: int = 600):
 
 
 def state_dir(directory: Path | None = None) -> Path:
-    """Where image.json lives: the given folder, else the default workspace's state/ (pass ws.state)."""
-    if directory is not None:
-        return Path(directory)
-    from pipeline.workspace import Workspace
-
-    return Workspace.resolve().state
+    """Where image.json lives: the workspace's state/ folder (Workspace.state), which every caller passes."""
+    if directory is None:
+        raise InputError("no state folder given for the image record",
+                         "pass the workspace's state folder (Workspace.state); this is a bug in the caller")
+    return Path(directory)
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def save_image(out: Path, image: str | None = None, client=None, state_directory
         if stream is not sink:
             stream.close()
     sha = digest.hexdigest()
-    write_text(_sha_sidecar(out), f"{sha}  {out.name}\n")
+    write_text(_sha_sidecar(out), format_sums({out.name: sha}))
     return SavedImage(path=str(out), sha256=sha, bytes=size, image_id=image_id)
 
 
@@ -179,7 +179,10 @@ def load_image(tarball: Path, sha256: str | None = None, client=None,
         if not sidecar.is_file():
             raise InputError(f"{tarball} has no {sidecar.name} and no --sha256 was given",
                              "pass --sha256 <hex> from the machine that saved it (refusing unverified images)")
-        expected = sidecar.read_text().split()[0]
+        listed = parse_sums(sidecar.read_text(errors="replace")[:4096]).digests
+        if len(listed) != 1:
+            raise InputError(f"{sidecar} is not one '<sha256>  <name>' line", "pass --sha256 <hex> instead")
+        (expected,) = listed.values()
     actual = _file_sha256(tarball)
     if actual != expected:
         raise CheckFailed(f"{tarball}: sha256 is {actual}, expected {expected}",

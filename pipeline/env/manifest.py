@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import InputError
+from pipeline.findings import differences
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.records.model import FlashAttentionPin, Software, load_record
@@ -86,11 +87,10 @@ class Environment:
             out.append(f"environment {self.name}: {self.deviation}")
         software = self.record_software
         if software is not None:
-            for component, pinned in (("python", software.python), ("torch", software.torch),
-                                      ("triton", software.triton), ("cuda", software.torch_cuda)):
-                ours = self.expected.get(component, "")
-                if pinned and ours != pinned:
-                    out.append(f"{component} {ours or 'absent'} instead of the record's {pinned}")
+            pinned = {"python": software.python, "torch": software.torch, "triton": software.triton,
+                      "cuda": software.torch_cuda}
+            out += [f"{d.data['field']} {d.data['got'] or 'absent'} instead of the record's {d.data['want']}"
+                    for d in differences("software.differs", pinned, self.expected)]
         return tuple(out)
 
 
@@ -182,13 +182,3 @@ def load_environment(ws: Workspace, name: str) -> Environment:
         known = ", ".join(environment_names(ws)) or "none"
         raise InputError(f"unknown environment {name!r} (no {path})", f"use one of: {known} (`repro env list`)")
     return load_environment_file(path, ws)
-
-
-def default_environment_name(ws: Workspace, record: str | None = None) -> str:
-    """The environment a record names; the newest record's when none is given."""
-    from pipeline.records.model import record_names
-
-    names = [record] if record else record_names(ws.records_dir)[-1:]
-    if not names:
-        raise InputError("no record manifests found", f"add one under {ws.records_dir}")
-    return load_record(names[0], ws.records_dir).environment

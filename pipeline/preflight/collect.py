@@ -143,6 +143,8 @@ class HostSources:
             return self.image
         from pipeline.env.image import load_image_state  # written by `repro env build`
 
+        if self.state_dir is None:
+            raise SourceMissing("no image given and no state folder to find the one `repro env build` recorded")
         try:
             return load_image_state(self.state_dir).image_id
         except ReproError as exc:

@@ -37,7 +37,6 @@ from pipeline.records.model import Record
 
 SCHEMA_VERSION = 1
 MAX_REPORT_BYTES = 16 << 20  # a 512-GPU node's report is well under 1 MiB
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 RUNTIMES = ("docker", "host")
 NOT_IN_LOG = "a run log's header does not show it"
 LOG_SOURCES = ("nvidia-smi topo -m", "lscpu", "/proc/meminfo", "/etc/os-release", "docker", "disk:data",
@@ -156,12 +155,12 @@ def preflight_log(log_path: Path, record: Record, strict: bool = False) -> Prefl
 
 
 def write_report(report: PreflightReport, path: Path) -> Path:
-    from pipeline.runs.rundir import atomic_write_json
+    from pipeline.atomic import write_json
 
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, report.to_dict())  # a reader never sees half a file
+        write_json(path, report.to_dict())  # a reader never sees half a file
     except OSError as exc:
         raise os_error(path, exc, "give a writable --output") from None
     return path

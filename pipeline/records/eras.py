@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipeline.verdict.stats import p_value_below
+from pipeline.stats import p_value_below
 
 SINGLE_RUN_UNTIL = "2024-12-04"  # the first record whose folder published many runs and a t-test
 EVIDENCE = ("own", "parent", "single-run", "retiming", "quoted", "baseline")

@@ -36,13 +36,14 @@ from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, choose_environment, environment_family
 from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, propose_rule
 from pipeline.records.logfacts import LogFacts, most_common
+from pipeline.records.logparse import SEPARATOR
 from pipeline.records.model import NAME_RE, load_record_file
 from pipeline.records.selection import FolderInput, Selection, select_runs
 from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_table, track_terms
 from pipeline.yamlio import YamlRefused, load_file
 
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
-SEPARATOR_TEXT = "=" * 100
+SEPARATOR_TEXT = SEPARATOR.decode()
 HEADER = ("# Imported by `repro records import` from the upstream records table and the logs of its folder.\n"
           "# Fields under logs, published (runs), hardware/software (from the headers), program.fingerprint,\n"
           "# date and imported are rewritten by the next import; every other field is yours to edit and is kept.\n")

@@ -425,19 +425,24 @@ def upstream_order(record: Record) -> tuple:
             record.rules.loss_evidence == "retiming", record.date, record.name)
 
 
-def _default_records_dir() -> Path:
-    from pipeline.workspace import Workspace
+# The record a command works on when none is named: the first target (README), in every command.
+DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
 
-    return Workspace.resolve().records_dir
+
+def _default_records_dir() -> Path:
+    """The registry the tool ships (tests and scripts); commands pass their Registry's (pipeline/registry.py)."""
+    from pipeline.workspace import shipped
+
+    return shipped("manifests") / "records"
 
 
 def record_names(records_dir: Path | None = None) -> list[str]:
-    """The records of a registry's records/ folder (Workspace.records_dir; the default workspace's if omitted)."""
+    """The records of a registry's records/ folder (Workspace.records_dir; the shipped registry's if omitted)."""
     return sorted(p.stem for p in Path(records_dir or _default_records_dir()).glob("*.yaml"))
 
 
 def load_record(name: str, records_dir: Path | None = None) -> Record:
-    """The record `name` from `records_dir` (the workspace's registry by default). The name is checked to be
+    """The record `name` from `records_dir` (the shipped registry by default). The name is checked to be
     one path component before any file is opened, so `../../outside` reads nothing outside the registry."""
     check_record_name(name)
     records_dir = Path(records_dir or _default_records_dir())

@@ -21,10 +21,11 @@ from pathlib import Path
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import program_fingerprint
+from pipeline.records.logparse import SEPARATOR as LOG_SEPARATOR
 from pipeline.records.model import PublishedLog, Record
 from pipeline.records.program_files import ProgramFile, split_program
 
-SEPARATOR = b"\n" + b"=" * 100 + b"\n"
+SEPARATOR = b"\n" + LOG_SEPARATOR + b"\n"  # the separator line, as it stands inside a log
 FETCH_TIMEOUT_S = 60
 MAX_LOG_BYTES = 64 << 20  # the record's logs are ~250 kB; anything this large is not one of them
 

@@ -17,8 +17,8 @@ from statistics import mean, stdev
 
 from pipeline.records.logparse import ParsedLog, parse_log, parse_text
 from pipeline.records.model import Record
+from pipeline.stats import p_value_below
 from pipeline.verdict.judge import Verdict
-from pipeline.verdict.stats import p_value_below
 
 PLOTS = ("plots/val_loss.png", "plots/step_time.png")
 OUR_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")

@@ -1,1 +1,7 @@
-"""reproduce stage."""
+"""reproduce stage: the whole flow, stage after stage.
+
+PUBLIC lists the modules other packages may import (tests/test_layers.py holds every import to it);
+the others are this stage's own. Names, not imports: importing the package loads nothing.
+"""
+
+PUBLIC = ("flow", "plan")

@@ -165,7 +165,7 @@ def _data(ws: Workspace, record: Record, req: ReproduceRequest) -> tuple[dict, s
             f"data: {record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs do "
             "not say how many shards its program reads); write it in the manifest, or give --dataset for a smoke run")
     try:
-        manifest, names = data_plan(req.dataset, None if req.dataset else record.name, None, None,
+        manifest, names = data_plan(req.dataset, None if req.dataset else record, None, None,
                                     registry=ws.registry)
     except ReproError as exc:
         return {}, f"data: {exc.what}"

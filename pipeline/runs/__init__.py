@@ -1,1 +1,7 @@
-"""runs stage."""
+"""runs stage: one training run and its run directory.
+
+PUBLIC lists the modules other packages may import (tests/test_layers.py holds every import to it);
+the others are this stage's own. Names, not imports: importing the package loads nothing.
+"""
+
+PUBLIC = ("stage", "rundir", "launch", "runtime_docker")

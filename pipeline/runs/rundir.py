@@ -13,7 +13,6 @@ runs; they are streams, not snapshots.
 from __future__ import annotations
 
 import dataclasses
-import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +20,9 @@ from pathlib import Path
 
 import yaml
 
+# The one atomic write (pipeline/atomic.py: temp, fsync, rename, fsync folder), under the names runs/ uses.
+from pipeline.atomic import write_text as atomic_write_text
+from pipeline.clock import utc_now
 from pipeline.errors import InputError, ManifestError, os_error
 from pipeline.manifest_io import Fields, load_yaml
 
@@ -30,32 +32,10 @@ FINAL_STATUSES = STATUSES[1:]
 FILES = ("run.yaml", "status", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json")
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def new_run_id(now: datetime | None = None) -> str:
     """A UTC timestamp plus a short random suffix: sorts by time, unique across concurrent starts."""
     now = now or datetime.now(timezone.utc)
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    from pipeline.atomic import write_bytes  # the one atomic write (temp, fsync, rename, fsync folder)
-
-    write_bytes(path, data)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def atomic_write_jsonl(path: Path, rows: list[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 @dataclass(frozen=True)

@@ -21,23 +21,19 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.atomic import write_bytes, write_json, write_jsonl
+from pipeline.clock import utc_now
+from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, MissingDependency
+from pipeline.findings import differences
 from pipeline.hashing import sha256_bytes
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, load_record
+from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
 from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import (
-    RunDir,
-    RunMeta,
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_jsonl,
-    new_run_id,
-    utc_now,
-)
+from pipeline.runs.rundir import RunDir, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
 from pipeline.workspace import Workspace
 
@@ -63,7 +59,8 @@ C_HUB, C_FA3 = "/opt/repro-standins/hub", "/opt/repro-standins/fa3"
 
 @dataclass(frozen=True)
 class TrainRequest:
-    record: str
+    record: Record  # loaded once, from the command's Registry
+    ws: Workspace  # where defaults live: data/, runs/, state/ and cache/
     trainer: str = "record"
     runtime: str = "docker"
     nproc: int | None = None
@@ -78,9 +75,8 @@ class TrainRequest:
     memlock: int = UNLIMITED  # docker only: the container's memlock limit in bytes
     smoke_steps: int | None = None  # a smoke run: the record's program with its step count cut (a declared patch)
     smoke_val_tokens: int | None = None  # smoke only: validate on this many tokens (small data)
-    venv: dict | None = None  # host only: a `repro env venv` identity; its python trains, run.yaml records it
+    venv: VenvIdentity | None = None  # host only: a `repro env venv`; its python trains, run.yaml records it
     cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
-    ws: Workspace | None = None  # where defaults live: the registry, data/ and runs/ (None: the current folder)
 
 
 @dataclass(frozen=True)
@@ -245,12 +241,10 @@ def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int,
 
 
 def _software_deviations(record: Record, found: dict) -> list[str]:
-    out = []
-    for key in ("python", "torch", "torch_cuda", "triton"):
-        want = getattr(record.software, key)
-        if want and found.get(key) != want:
-            out.append(f"{key}: {found.get(key) or 'not found'} (record: {want})")
-    return out
+    """As run.yaml records them: sentences (pipeline/verdict/render.py, above this stage, cannot make them)."""
+    want = {key: getattr(record.software, key) for key in ("python", "torch", "torch_cuda", "triton")}
+    return [f"{d.data['field']}: {d.data['got'] or 'not found'} (record: {d.data['want']})"
+            for d in differences("software.differs", want, found)]
 
 
 def imports_hub_kernels(program: bytes) -> bool:
@@ -297,7 +291,7 @@ def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
     from pipeline.env.image import LABEL_PREFIX, load_image_state
     from pipeline.runs.runtime_docker import docker_client, image_id
 
-    ref = req.image or load_image_state(req.ws.state if req.ws else None).image_id
+    ref = req.image or load_image_state(req.ws.state).image_id
     client = docker_client()
     resolved = image_id(client, ref)
     labels = client.images.get(resolved).labels or {}
@@ -323,8 +317,7 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
     if req.steps is not None and req.steps < 1:
         raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
-    ws = req.ws or Workspace.resolve()
-    record = load_record(req.record, ws.records_dir)
+    ws, record = req.ws, req.record
     if req.trainer == "record":
         found = resolve_program(record, req.program_source)
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
@@ -346,22 +339,22 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         from pipeline.runs.runtime_host import probe_environment
 
         venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
-        found_env = probe_environment(venv["python"]) if venv else probe_environment()
+        found_env = probe_environment(venv.python) if venv else probe_environment()
         if venv:
-            found_env["venv"] = dict(venv)
+            found_env["venv"] = venv.to_dict()
         found_env["deviations"] = _software_deviations(record, found_env)
         # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
         standin = req.trainer == "record" and not found_env.get("flash_attention")
         nproc = req.nproc or max(1, found_env.get("device_count") or 0)
         # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
-        software = venv["key"] if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
+        software = venv.key if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
                                                                                     "triton")])
         cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
         hub = req.trainer == "record" and imports_hub_kernels(program.text)
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv["python"] if venv else None, hub)
+        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv.python if venv else None, hub)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
-                         venv["environment"] if venv else "host", venv["lock_sha256"] if venv else None, found_env,
+                         venv.environment if venv else "host", venv.lock_sha256 if venv else None, found_env,
                          str(cache), standin, hub)
 
     image, environment, env_lock = _image(req)
@@ -389,7 +382,7 @@ def _prepare_workdir(plan: TrainPlan) -> None:
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
     for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
-        atomic_write_bytes(work / file.name, file.text)
+        write_bytes(work / file.name, file.text)
     if plan.request.runtime == "host":
         (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
     else:
@@ -417,13 +410,15 @@ def _start(plan: TrainPlan, tee: Tee) -> Outcome:
 def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
     """The node's preflight report at run time; if it cannot be made, a file that says why."""
     try:
+        from pipeline.preflight.collect import HostSources
         from pipeline.preflight.run import default_locations, preflight, write_report
 
         locations = default_locations(plan.record, plan.data_dir.parent, plan.run_dir.parent.parent)
-        write_report(preflight(plan.record, plan.request.runtime, locations=locations),
+        sources = HostSources(state_dir=plan.request.ws.state)
+        write_report(preflight(plan.record, plan.request.runtime, sources=sources, locations=locations),
                      run.file("preflight.json"))
     except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
-        atomic_write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
+        write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
                                                        "error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -457,7 +452,7 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
         if len(logs) > 1:
             tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
         if logs:
-            atomic_write_bytes(run.file("log.txt"), logs[-1].read_bytes())
+            write_bytes(run.file("log.txt"), logs[-1].read_bytes())
         # only what this stage put there (and the collected logs): anything else the program wrote stays
         written = [work / file.name for file in split_program(plan.program.text)]
         for path in (*logs, *written, work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
@@ -467,7 +462,7 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
             tee.note(f"the program left more files in {work}; kept")
     metrics = run.file("metrics.jsonl")
     if run.file("log.txt").is_file() and (not metrics.is_file() or metrics.stat().st_size == 0):
-        atomic_write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
+        write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
 
 
 def run_train(plan: TrainPlan, terminal=None) -> TrainResult:

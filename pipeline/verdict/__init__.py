@@ -1,1 +1,7 @@
-"""verdict stage."""
+"""verdict stage: the verdict on runs against a record's rules.
+
+PUBLIC lists the modules other packages may import (tests/test_layers.py holds every import to it);
+the others are this stage's own. Names, not imports: importing the package loads nothing.
+"""
+
+PUBLIC = ("judge", "render", "submission", "history")

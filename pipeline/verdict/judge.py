@@ -16,20 +16,26 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from pipeline.errors import InputError
+from pipeline.findings import Finding, differences, finite_or_none, of_severity
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
 from pipeline.runs.rundir import RunMeta, read_status
-from pipeline.verdict.findings import Finding, finite_or_none, of_severity
+from pipeline.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 from pipeline.verdict.render import render, render_reason
 from pipeline.verdict.smoke import OUTCOMES as SMOKE_OUTCOMES
 from pipeline.verdict.smoke import check_program as check_smoke_program
 from pipeline.verdict.smoke import learning as smoke_learning
 from pipeline.verdict.smoke import outcome as smoke_outcome
 from pipeline.verdict.smoke import smoke_patch_of
-from pipeline.verdict.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 
 OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid", *SMOKE_OUTCOMES)
+# The outcomes that pass (exit 0 wherever a verdict decides the exit code): the one list every command uses.
+PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
+
+
+def passed(outcome: str | None) -> bool:
+    return outcome in PASSING
 
 
 @dataclass(frozen=True)
@@ -144,15 +150,11 @@ def _compare(record: Record, log: ParsedLog, cpu_model: str | None) -> tuple[dic
                 "cuda_driver": log.hardware.cuda if log.hardware else None,
                 "cpu_model": cpu_model}
     software = {"python": log.python, "torch": log.torch, "torch_cuda": log.torch_cuda, "triton": log.triton}
-    findings = []
-    for key in record.rules.compare_hardware:
-        want, got = getattr(record.hardware, key), hardware[key]
-        if want not in ("", None) and got != want:
-            findings.append(Finding("hardware.differs", "deviation", {"field": key, "got": got, "want": want}))
-    for key in record.rules.compare_software:
-        want, got = getattr(record.software, key), software[key]
-        if want not in ("", None) and got != want:
-            findings.append(Finding("software.differs", "deviation", {"field": key, "got": got, "want": want}))
+    rules = record.rules
+    findings = differences("hardware.differs", {k: getattr(record.hardware, k) for k in rules.compare_hardware},
+                           hardware)
+    findings += differences("software.differs", {k: getattr(record.software, k) for k in rules.compare_software},
+                            software)
     return hardware, software, findings
 
 

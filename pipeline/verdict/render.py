@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from pipeline.verdict.findings import Finding
+from pipeline.findings import Finding
 
 
 def _num(value, spec: str, missing: str = "—") -> str:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 
+from pipeline.findings import Finding, of_severity
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import ProgramIdentity, program_fingerprint
 from pipeline.records.model import Record
 from pipeline.records.patch import native_smoke_patch, smoke_patch
-from pipeline.verdict.findings import Finding, of_severity
 
 OUTCOMES = ("smoke-passed", "smoke-failed")
 

@@ -30,7 +30,7 @@ from scipy import stats as sps
 from pipeline.errors import InputError
 from pipeline.records.logfacts import LogFacts, LogUnreadable, logs_in, read_log_facts
 from pipeline.records.model import Record
-from pipeline.verdict.stats import p_value_below, runs_needed
+from pipeline.stats import p_value_below, runs_needed
 
 
 @dataclass(frozen=True)

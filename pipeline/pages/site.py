@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.atomic import write_text
+from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, page, plotly_library, table
+from pipeline.pages.record_page import environment_cell, plan_cell, record_page
+from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
 from pipeline.records.model import upstream_order as record_order
-from pipeline.report.html_page import ChartLibrary, badge, data_block, esc, fmt, page, plotly_library, table
-from pipeline.site.inputs import CheckRow, PlanRow, SiteRecord
-from pipeline.site.record_page import environment_cell, plan_cell, record_page
 
 LIBRARY = "assets/plotly.min.js"
 

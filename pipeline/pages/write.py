@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pipeline.atomic import write_text
 from pipeline.errors import InputError
+from pipeline.pages.page import plotly_library
+from pipeline.pages.report import render_report
+from pipeline.pages.report_input import ReportInput, from_bundle, from_runs
 from pipeline.records.model import Record
-from pipeline.report.html_input import ReportInput, from_bundle, from_runs
-from pipeline.report.html_page import plotly_library
-from pipeline.report.html_report import render_report
 
 HTML_NAME = "report.html"
 STATE_FILE = "reproduce-state.json"  # pipeline/reproduce/flow.py's, read for the bundle it archived

@@ -3,8 +3,8 @@ parent, its environment, and a link to its upstream folder at the pinned commit.
 
 from __future__ import annotations
 
-from pipeline.report.html_page import badge, data_block, esc, fmt, page, table
-from pipeline.site.inputs import CheckRow, PlanRow, SiteRecord
+from pipeline.pages.page import badge, data_block, esc, fmt, page, table
+from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
 
 
 def environment_cell(s: SiteRecord) -> str:

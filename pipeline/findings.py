@@ -97,3 +97,11 @@ def of_severity(findings: Iterable[Finding], *severities: str) -> list[Finding]:
 def finite_or_none(value: float | None) -> float | None:
     """A number fit for a finding or for JSON: NaN and infinities become None."""
     return value if value is None or math.isfinite(value) else None
+
+
+def differences(code: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[Finding]:
+    """The one comparison of what a record pins with what was found: a deviation per field whose pinned value
+    (`want`; "" or None pins nothing) the found one does not equal, in `want`'s order. The verdict, a run's
+    probe and an environment's manifest all compare through it."""
+    return [Finding(code, "deviation", {"field": key, "got": got.get(key), "want": pinned})
+            for key, pinned in want.items() if pinned not in ("", None) and got.get(key) != pinned]

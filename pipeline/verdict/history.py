@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.errors import InputError
+from pipeline.findings import Finding, of_severity
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
-from pipeline.verdict.findings import Finding, of_severity
 from pipeline.verdict.judge import verify_runs
 from pipeline.verdict.render import render_reason
 

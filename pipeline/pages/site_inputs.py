@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import InputError, os_error
-from pipeline.records.check import CheckRow
 from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
+from pipeline.verdict.history import CheckRow
 
 MAX_JSON_BYTES = 32 << 20  # a row per record: a few KB each
 

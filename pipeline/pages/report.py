@@ -11,10 +11,10 @@ Nothing in the page depends on when it was written: the same bundle gives the sa
 
 from __future__ import annotations
 
-from pipeline.report import html_charts
-from pipeline.report.html_input import ReportInput
-from pipeline.report.html_page import ChartLibrary, badge, data_block, esc, fmt, inline_script, page, table
-from pipeline.report.phases import phase_times
+from pipeline.pages import charts
+from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, inline_script, page, table
+from pipeline.pages.phases import phase_times
+from pipeline.pages.report_input import ReportInput
 
 
 def _chart(element_id: str, figure: dict) -> str:
@@ -80,10 +80,10 @@ def _plots(r: ReportInput) -> str:
     return ('<h2 id="loss">Validation loss</h2>'
             f'<p class="note">Our runs in colour; the record\'s in grey, from {esc(r.published_source)}. '
             "Hover for a run's values; click a legend entry to hide it, double-click to show it alone.</p>"
-            + _chart("chart-loss-step", html_charts.val_loss(r.record, ours, published, "step"))
-            + _chart("chart-loss-time", html_charts.val_loss(r.record, ours, published, "time"))
+            + _chart("chart-loss-step", charts.val_loss(r.record, ours, published, "step"))
+            + _chart("chart-loss-time", charts.val_loss(r.record, ours, published, "time"))
             + '<h2 id="phases">Step time per window phase</h2>'
-            + _chart("chart-phases", html_charts.phase_bars(ours, published)) + _phase_table(ours + published))
+            + _chart("chart-phases", charts.phase_bars(ours, published)) + _phase_table(ours + published))
 
 
 def _machine(r: ReportInput) -> str:

@@ -6,8 +6,8 @@ record's published runs are one grey legend group, so one click toggles them all
 
 from __future__ import annotations
 
+from pipeline.pages.phases import phase_times
 from pipeline.records.model import Record
-from pipeline.report.phases import phase_times
 from pipeline.report.render import OUR_COLORS, LabelledLog
 
 GREY = "#9e9e9e"

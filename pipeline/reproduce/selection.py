@@ -1,0 +1,115 @@
+"""Which runs count: run directories of the configuration asked for that succeeded with a complete log.
+
+    wanted = RunSelection.wanted(req)                 # what this `reproduce` asks for
+    RunSelection.of_run(meta) == wanted               # a run of that configuration
+    judged_and_attempts(runs, wanted, runs_wanted)    # what the verdict judges, what stays an attempt
+
+One dataclass is both sides of the comparison, so a field cannot be added to one side and not the other.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import InputError
+from pipeline.records.logparse import parse_log
+from pipeline.runs.rundir import RunMeta, read_status
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """What makes two runs comparable: trainer, runtime, native preset, overrides and steps, the smoke cut,
+    and for the native trainer its code (train/'s digest: an edited trainer is another program). The record
+    trainer's program is checked against the record's pins by the verdict itself."""
+
+    trainer: str
+    runtime: str
+    preset: str | None  # native only
+    overrides: tuple[str, ...]
+    steps: int | None  # native only
+    smoke_cut: tuple | None  # the declared patch's (name, sha256), or (name, its parameters) for a cut found in
+    #                          the program's syntax tree (pipeline/records/smoke_cut.py)
+    native_program: str | None  # native only: train/'s sha256
+
+    @classmethod
+    def of_run(cls, meta: RunMeta | None) -> RunSelection | None:
+        if meta is None:
+            return None
+        native = meta.trainer == "native"
+        patch = meta.program_patch
+        return cls(meta.trainer, meta.runtime, (meta.preset or "record") if native else None, tuple(meta.overrides),
+                   meta.steps if native else None, _cut_of_patch(patch), meta.program_sha256 if native else None)
+
+    @classmethod
+    def wanted(cls, req) -> RunSelection:
+        """The configuration a ReproduceRequest asks for, as its runs will record it."""
+        from pipeline.runs.stage import effective_native_settings
+
+        native = req.trainer == "native"
+        overrides, steps = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens) \
+            if native else (req.overrides, None)
+        return cls(req.trainer, req.runtime, (req.preset or "record") if native else None, tuple(overrides),
+                   steps if native else None, _smoke_cut(req.smoke_steps, req.smoke_val_tokens, req.trainer),
+                   _native_program_sha256() if native else None)
+
+
+@functools.cache
+def _native_program_sha256() -> str:
+    from pipeline.runs.stage import native_program
+
+    return native_program().sha256
+
+
+def _cut_of_patch(patch: dict | None) -> tuple | None:
+    if patch and isinstance(patch.get("parameters"), dict):  # a cut found in the program: its parameters say it
+        return (patch.get("name"), tuple(sorted(patch["parameters"].items())))
+    return (patch.get("name"), patch.get("sha256")) if patch else None
+
+
+@functools.cache
+def _smoke_cut(steps: int | None, val_tokens: int | None, trainer: str) -> tuple | None:
+    if steps is None:
+        return None
+    if trainer == "record":  # the cut depends on the program; runs with the same parameters share it
+        return ("smoke", tuple(sorted({"steps": steps, "val_tokens": val_tokens}.items())))
+    from pipeline.runs.stage import smoke_patch_for
+
+    patch = smoke_patch_for(trainer, steps, val_tokens)
+    return (patch.name, patch.sha256)
+
+
+def run_meta(run: Path) -> RunMeta | None:
+    try:
+        return RunMeta.load_if_present(run)
+    except InputError:
+        return None
+
+
+def complete(run: Path) -> bool:
+    """Status succeeded and a log that reached the final validation."""
+    return (read_status(run) == "succeeded" and (run / "log.txt").is_file()
+            and parse_log(run / "log.txt").completed)
+
+
+def existing_runs(folder: Path) -> list[Path]:
+    return sorted((p for p in folder.iterdir() if p.is_dir() and (p / "status").is_file()),
+                  key=lambda p: p.name) if folder.is_dir() else []
+
+
+def counts(run: Path, wanted: RunSelection) -> bool:
+    """A run that counts: complete, and of the configuration asked for."""
+    return RunSelection.of_run(run_meta(run)) == wanted and complete(run)
+
+
+def judged_and_attempts(runs: list[Path], wanted: RunSelection, runs_wanted: int) -> tuple[list[Path], list[Path]]:
+    """With enough good runs the verdict is on them and every run that failed is an attempt; otherwise the
+    verdict is on every run of this configuration, so that a crash is judged. Succeeded runs of another
+    configuration (an earlier --set) are neither."""
+    good = [r for r in runs if counts(r, wanted)]
+    failed = [r for r in runs if not complete(r)]
+    if len(good) >= runs_wanted:
+        return good, failed
+    same = [r for r in runs if RunSelection.of_run(run_meta(r)) == wanted]
+    return same, [r for r in failed if r not in same]

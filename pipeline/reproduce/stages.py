@@ -1,0 +1,363 @@
+"""The stages of `reproduce`, in the order they run (STAGES at the end). Each has one shape: look at its
+outputs, skip it when they hold up (recomputing hashes, never trusting the state file), else run it, and
+return a StageOutcome. They read and fill one Flow (pipeline/reproduce/flow.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.errors import CheckFailed, InputError
+from pipeline.hashing import sha256_file
+from pipeline.reproduce import selection
+from pipeline.reproduce.selection import run_meta
+from pipeline.reproduce.state import (
+    ArchiveState,
+    BundleCheckState,
+    DataState,
+    EnvironmentState,
+    ImageUsed,
+    PreflightState,
+    ReportState,
+    RunsState,
+)
+from pipeline.runs.rundir import RunEnd
+from pipeline.sha256sums import parse_sums
+
+if TYPE_CHECKING:
+    from pipeline.reproduce.flow import Flow
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    stage: str
+    action: str  # done | skipped | not needed | stopped
+    detail: str
+    seconds: float = 0.0
+
+
+
+def stage_preflight(flow: Flow) -> StageOutcome:
+    """The node against the record's hardware, in seconds, before anything expensive starts."""
+    from pipeline.preflight.run import default_locations, preflight, read_report, write_report
+
+    path = flow.work / "preflight.json"
+    if path.is_file():
+        try:
+            old = read_report(path)
+        except InputError:
+            old = None
+        if old is not None and old.record == flow.record.name and old.runtime == flow.req.runtime \
+                and not old.failures():
+            flow.state.set(PreflightState(str(path), old.outcome))
+            return StageOutcome("preflight", "skipped", f"{path} ({old.outcome}) is for this record and runtime")
+    locations = default_locations(flow.record, flow.data_dir.parent, flow.work / "runs")
+    report = preflight(flow.record, flow.req.runtime, locations=locations)
+    write_report(report, path)
+    failures = report.failures()
+    flow.state.set(PreflightState(str(path), report.outcome))
+    if failures and not flow.req.keep_going:
+        first = failures[0]
+        raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
+                          + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
+                          f"see {path} or `repro preflight --record {flow.record.name} --runtime {flow.req.runtime}`"
+                          "; --keep-going runs anyway")
+    warned = len(report.by_status("warn"))
+    return StageOutcome("preflight", "done", f"{report.outcome}: {warned} warning(s)"
+                        + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else ""))
+
+
+def stage_environment(flow: Flow) -> StageOutcome:
+    """The software that trains, chosen in a fixed order and never silently (pipeline/env/choose.py): the
+    record's own environment when its lock is usable here, else its declared fallback. The docker runtime
+    builds (or reuses, or loads) the image of that lock; the host runtime builds (or reuses) a virtualenv
+    from the same lock with every hash enforced, unless --python-env system asks for the Python found here,
+    which each run then records as an unpinned environment."""
+    req, record, say = flow.req, flow.record, flow.say
+    if req.runtime == "host" and req.python_env == "system":
+        return StageOutcome("environment", "not needed", "host runtime with --python-env system: each run records "
+                                                         "the Python it trains with")
+    from pipeline.env.choose import choose_environment
+
+    choice = choose_environment(flow.ws, record, flow.work, wheelhouse=req.wheelhouse, say=say)
+    flow.choice = choice
+    flow.state.set(EnvironmentState.of(choice))
+    chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
+                                                                choice.resolved_on_node else "") + ")"
+    if req.runtime == "host":
+        from pipeline.env.venv import build_venv
+
+        identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
+        flow.venv = identity
+        return StageOutcome("environment", "skipped" if identity.reused else "done",
+                            f"{chosen}: venv {identity.key} at {identity.path}")
+    return _image_stage(flow, choice, chosen)
+
+
+def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
+    """Reuse the recorded image if the engine still has it and its lock matches, else load the tarball or build."""
+    req, say = flow.req, flow.say
+    from pipeline.env.build import build_image
+    from pipeline.env.image import connect, load_image, load_image_state
+
+    lock_sha = choice.lock.sha256
+    client = connect()
+    try:
+        current = load_image_state(flow.ws.state)
+    except InputError:
+        current = None
+    if current is not None and current.lock_sha256 == lock_sha and req.image_tarball is None:
+        try:
+            info = client.inspect_image(current.image_id)
+        except Exception:  # the engine lost it (pruned, another node): rebuild below
+            info = None
+        if info is not None:
+            flow.state.set(ImageUsed(current.image_id, lock_sha))
+            flow.image_state = asdict(current)
+            return StageOutcome("environment", "skipped", f"{chosen}: image {current.image_id[:19]}… is on the "
+                                                          f"engine with lock {lock_sha[:12]}…")
+    if req.image_tarball is not None:
+        say(f"loading image tarball {req.image_tarball}")
+        loaded = load_image(req.image_tarball, client=client, state_directory=flow.ws.state)
+        if loaded.lock_sha256 != lock_sha:
+            raise CheckFailed(f"the image in {req.image_tarball} was built from lock {loaded.lock_sha256[:12]}…, "
+                              f"not {choice.environment.name}'s lock {lock_sha[:12]}…",
+                              "save the image built from this checkout's lock, or build it here (drop --image)")
+        flow.state.set(ImageUsed(loaded.image_id, lock_sha, str(req.image_tarball)))
+        flow.image_state = asdict(loaded)
+        return StageOutcome("environment", "done", f"{chosen}: loaded {loaded.image_id[:19]}…")
+    say(f"building the {choice.environment.name} image (the first build takes a while; later builds reuse layers)")
+    built = build_image(flow.ws, choice.environment.name, wheelhouse=req.wheelhouse, log=say,
+                        lock_file=choice.lock_path)
+    flow.state.set(ImageUsed(built.image_id, built.lock_sha256))
+    flow.image_state = asdict(load_image_state(flow.ws.state))
+    return StageOutcome("environment", "done", f"{chosen}: built {built.image_id[:19]}… in {built.seconds:.0f} s")
+
+
+def data_dir_of(flow: Flow) -> Path:
+    req = flow.req
+    if req.data_dir is not None:
+        return Path(req.data_dir).resolve()
+    name = req.dataset or flow.record.dataset.name
+    if req.synth is not None:
+        return (flow.work / "data" / name).resolve()
+    return (flow.ws.data / name).resolve()
+
+
+def _synth_matches(data_dir: Path, params: dict) -> bool:
+    from pipeline.data.verify import read_local_lock
+
+    lock = read_local_lock(data_dir) if (data_dir / "data.lock.yaml").is_file() else None
+    if lock is None or lock.generator.get("seed") != params["seed"]:
+        return False
+    tokens = {name: entry.tokens for name, entry in lock.files.items()}
+    return (sum(t or 0 for n, t in tokens.items() if "_train_" in n) == params["train_tokens"]
+            and sum(t or 0 for n, t in tokens.items() if "_val_" in n) == params["val_tokens"])
+
+
+def stage_data(flow: Flow) -> StageOutcome:
+    """Fetch (or generate) the shards, then verify every one; an existing folder that verifies is kept."""
+    from pipeline.data.verify import data_lock_digest, verify_dir
+
+    req, data_dir = flow.req, flow.data_dir
+    names: list[str] = []
+    manifest = None
+    if req.synth is None:
+        from pipeline.data.fetch import plan
+
+        manifest, names = plan(req.dataset, flow.record if req.dataset is None else None, None, None,
+                               registry=flow.ws.registry)
+    dataset = None if req.synth is not None else manifest.name
+    present = data_dir.is_dir() and all((data_dir / n).is_file() for n in names) and (
+        _synth_matches(data_dir, req.synth) if req.synth is not None else bool(names))
+    if present:
+        report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
+        if report.ok:
+            digest = data_lock_digest(data_dir)
+            flow.state.set(DataState(str(data_dir), digest))
+            return StageOutcome("data", "skipped", f"{len(report.files)} shard(s) in {data_dir} verified "
+                                                   f"(lock {digest[:12]}…)")
+        flow.say(f"{len(report.bad)} shard(s) in {data_dir} failed verification: "
+                 + "; ".join(f"{f.name}: {f.problems[0]}" for f in report.bad[:3]) + " — getting them again")
+    if req.synth is not None:
+        from pipeline.data.synth import synth
+
+        synth(data_dir, **req.synth)
+        action = "generated"
+    else:
+        from pipeline.data.fetch import fetch
+
+        flow.say(f"fetching {len(names)} shard(s) of {manifest.name} into {data_dir} from {req.data_source}")
+        result = fetch(manifest, names, data_dir, source=req.data_source)
+        if result.failures:
+            first = result.failures[0]
+            raise CheckFailed(f"{len(result.failures)} shard(s) could not be fetched; {first.name}: {first.what}",
+                              first.fix or "run `repro reproduce` again to resume the download")
+        action = "fetched"
+    report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
+    if not report.ok:
+        bad = report.bad[0]
+        raise CheckFailed(f"{len(report.bad)} shard(s) in {data_dir} fail verification; {bad.name}: {bad.problems[0]}",
+                          f"see `repro data verify {data_dir}`; delete the bad files and run again")
+    digest = data_lock_digest(data_dir)
+    flow.state.set(DataState(str(data_dir), digest))
+    return StageOutcome("data", "done", f"{action} and verified {len(report.files)} shard(s) (lock {digest[:12]}…)")
+
+
+# ---- the runs -------------------------------------------------------------------------------------
+
+def train_request(flow: Flow):
+    """The `repro train` request each run of this reproduce makes."""
+    from pipeline.runs.stage import TrainRequest
+
+    req = flow.req
+    return TrainRequest(record=flow.record, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
+                        preset=req.preset, overrides=req.overrides, data_dir=flow.data_dir,
+                        runs_dir=flow.work / "runs", program_source=req.program_source,
+                        smoke_steps=req.smoke_steps, smoke_val_tokens=req.smoke_val_tokens, ws=flow.ws, venv=flow.venv,
+                        cache_dir=flow.ws.cache)
+
+
+
+def _run_line(result) -> str:
+    loss = f"val loss {result.final_val_loss:.4f}" if result.final_val_loss is not None else "no final val loss"
+    secs = f", {result.train_time_ms / 1000:.1f} s" if result.train_time_ms is not None else ""
+    return (f"{result.run_id} {result.status}: steps {result.last_step}/{result.scheduled_steps or '?'}, {loss}{secs}"
+            + (f" ({result.failure})" if getattr(result, "failure", None) else ""))
+
+
+def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
+    return RunsState(tuple(r.name for r in runs), tuple(r.name for r in good))
+
+
+def stage_runs(flow: Flow) -> StageOutcome:
+    """Run until `req.runs` runs have succeeded; a run that fails stops the stage (unless --keep-going)."""
+    from pipeline.runs.launch import Discard
+    from pipeline.runs.stage import plan_train, run_train
+
+    req = flow.req
+    runs = flow.existing_runs()
+    good = [r for r in runs if flow.counts(r)]
+    if len(good) >= req.runs:
+        flow.state.set(_runs_state(runs, good))
+        return StageOutcome("runs", "skipped", f"{len(good)} run(s) already succeeded with complete logs")
+    missing = req.runs - len(good)
+    done = 0
+    for i in range(missing):
+        plan = plan_train(train_request(flow))
+        flow.say(f"run {len(good) + 1} of {req.runs}: {plan.run_id} ({req.trainer} trainer, {req.runtime} runtime, "
+                 f"{plan.world_size} process(es); log in {plan.run_dir / 'stdout.txt'})")
+        result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else Discard())
+        done += 1
+        run = Path(result.run_dir)
+        runs.append(run)
+        flow.say(f"  {_run_line(result)}")
+        if flow.counts(run):
+            good.append(run)
+            flow.state.set(_runs_state(runs, good))
+            continue
+        flow.state.set(_runs_state(runs, good))
+        flow.stopped = RunEnd(run.name, result.status, result.exit_code, result.failure)
+        if result.status == "aborted" or not req.keep_going:
+            break
+        flow.say(f"  --keep-going: {missing - i - 1} more to try")
+    detail = f"{done} run(s) this time; {len(good)} of {req.runs} succeeded"
+    short = flow.stopped is not None and len(good) < req.runs
+    return StageOutcome("runs", "stopped" if short else "done",
+                        detail + (f"; stopped by {flow.stopped.describe()}" if short else ""))
+
+
+
+def judged_and_attempts(flow: Flow) -> tuple[list[Path], list[Path]]:
+    """The runs the verdict judges and the failed ones kept aside (pipeline/reproduce/selection.py)."""
+    return selection.judged_and_attempts(flow.existing_runs(), flow.wanted, flow.req.runs)
+
+
+# ---- verdict, bundle, report ----------------------------------------------------------------------
+
+def stage_archive(flow: Flow) -> StageOutcome:
+    """Judge the runs and pack them into the bundle; an existing bundle of the same runs that verifies is kept."""
+    from pipeline.bundle.archive import ArchiveSources, archive, default_name
+    from pipeline.bundle.verify import show_bundle, verify_bundle
+
+    flow.judged, flow.attempts = judged_and_attempts(flow)
+    if not flow.judged:
+        raise CheckFailed("no run directory to judge", f"see {flow.work / 'runs'}; run `repro reproduce` again")
+    req, record, judged, attempts = flow.req, flow.record, flow.judged, flow.attempts
+    out_dir = Path(req.bundle_dir or flow.ws.bundles)
+    metas = [run_meta(r) for r in judged]
+    expected = out_dir / f"{default_name(record, metas, [r.name for r in judged])}.tar.gz"
+    if expected.is_file():
+        check = verify_bundle(expected, flow.ws.records_dir)
+        manifest = show_bundle(expected).manifest if check.ok else None
+        same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in judged] \
+            and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in attempts)
+        if same_runs and check.ok and (manifest.signature is not None) == (req.sign_key is not None):
+            flow.state.set(ArchiveState(str(expected), sha256_file(expected)))
+            flow.bundle, flow.outcome = expected, check.recomputed_outcome
+            flow.reasons = manifest.verdict.reasons
+            return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
+    preflight = flow.work / "preflight.json"
+    lock = flow.choice.lock_path if flow.choice is not None else None  # the committed or node-resolved lock
+    sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
+                             data_dir=flow.data_dir, env_lock=lock, extra=flow.extra_members)
+    result = archive(record, judged, out_dir, work_dir=flow.work, sources=sources, sign_key=req.sign_key,
+                     attempts=attempts)
+    flow.state.set(ArchiveState(str(result.path), result.sha256))
+    flow.bundle, flow.outcome, flow.reasons = result.path, result.outcome, tuple(result.reasons)
+    redacted = sum(c for _, c in result.redactions)
+    return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
+                        + (f", {redacted} secret value(s) redacted" if redacted else "") + ")")
+
+
+def stage_report(flow: Flow) -> StageOutcome:
+    """The bundle's report.md and plots, copied out to <work>/report/ (byte for byte the archived ones), and
+    report.html made from the bundle (it shows the bundle's check, so it is written after the bundle)."""
+    from pipeline.atomic import write_bytes
+    from pipeline.bundle.verify import read_members
+
+    out = flow.work / "report"
+    files = read_members(flow.bundle, 256 << 20, 2 << 30).files
+    sums = parse_sums(files.get("SHA256SUMS", b"").decode("utf-8", errors="replace")).digests
+    wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
+    flow.report = out / "report.md"
+    flow.report_html = _html_report(flow, out)
+    if wanted and all((out / n).is_file() and sha256_file(out / n) == sums.get(n) for n in wanted):
+        flow.state.set(ReportState(str(flow.report), str(flow.report_html)))
+        return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's; wrote {flow.report_html}")
+    for name in wanted:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(out / name, files[name])
+    flow.state.set(ReportState(str(flow.report), str(flow.report_html)))
+    return StageOutcome("report", "done", f"{flow.report}, {len(wanted) - 1} plot(s) and {flow.report_html.name}")
+
+
+def _html_report(flow: Flow, out: Path) -> Path:
+    from pipeline.pages.report_input import from_bundle
+    from pipeline.pages.write import write_html
+    from pipeline.records.published import published_logs_dir
+
+    return write_html(from_bundle(flow.bundle, flow.ws.records_dir,
+                                  lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
+
+
+def stage_bundle_check(flow: Flow) -> StageOutcome:
+    """An independent read of the bundle just written: every hash, the manifest and the verdict."""
+    from pipeline.bundle.verify import verify_bundle
+
+    check = verify_bundle(flow.bundle, flow.ws.records_dir)
+    flow.bundle_ok = check.ok
+    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
+    return StageOutcome("bundle verify", "done" if check.ok else "stopped",
+                        "every hash, the manifest and the verdict check out" if check.ok else
+                        "; ".join(map(str, check.problems[:3])))
+
+
+# Cheap checks first: a node that cannot work fails before the image build and the download.
+STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (
+    stage_preflight, stage_environment, stage_data, stage_runs, stage_archive, stage_report, stage_bundle_check)
+
+

@@ -1,0 +1,116 @@
+"""reproduce-state.json: what each stage of one `reproduce` produced (a record, never a source of truth:
+every stage re-checks its outputs before it skips). One typed section per stage; the file holds each as
+a mapping under `stages`, keyed by the section's STAGE.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.atomic import write_json
+from pipeline.errors import InputError
+
+STATE_FILE = "reproduce-state.json"
+STATE_SCHEMA = 1
+MAX_STATE_BYTES = 1 << 20
+
+
+def section(stage: str):
+    """A typed section of the state file, stored under `stage` (its STAGE)."""
+
+    def make(cls):
+        cls.STAGE = stage
+        return dataclass(frozen=True)(cls)
+
+    return make
+
+
+@section("preflight")
+class PreflightState:
+    path: str
+    outcome: str
+
+
+@section("environment")
+class EnvironmentState:
+    """The environment chosen (pipeline/env/choose.py's EnvironmentChoice, as recorded)."""
+
+    environment: str
+    lock: str
+    lock_sha256: str
+    source: str  # record | fallback
+    resolved_on_node: bool
+    deviations: tuple[dict, ...]  # Finding.to_dict() each
+    tried: tuple[str, ...]
+
+    @classmethod
+    def of(cls, choice) -> EnvironmentState:
+        recorded = choice.to_dict()
+        return cls(**{**recorded, "deviations": tuple(recorded["deviations"]), "tried": tuple(recorded["tried"])})
+
+
+@section("image")
+class ImageUsed:
+    image_id: str
+    lock_sha256: str
+    source: str | None = None  # the tarball it was loaded from; None when reused or built
+
+
+@section("data")
+class DataState:
+    dir: str
+    lock_sha256: str
+
+
+@section("runs")
+class RunsState:
+    ids: tuple[str, ...]
+    good: tuple[str, ...]
+
+
+@section("archive")
+class ArchiveState:
+    path: str
+    sha256: str
+
+
+@section("report")
+class ReportState:
+    path: str
+    html: str = ""  # the bundle's report.html
+
+
+@section("bundle_verify")
+class BundleCheckState:
+    ok: bool
+    problems: tuple[str, ...]
+
+
+Section = (PreflightState | EnvironmentState | ImageUsed | DataState | RunsState | ArchiveState | ReportState
+           | BundleCheckState)
+
+
+class State:
+    def __init__(self, path: Path, req):
+        self.path = path
+        self.data = self._read(path)
+        if self.data.get("record") not in (None, req.record):
+            raise InputError(f"{path} belongs to record {self.data['record']!r}, not {req.record!r}",
+                             "use another --work folder for each record")
+        self.data.update(schema_version=STATE_SCHEMA, record=req.record, runs_wanted=req.runs,
+                         trainer=req.trainer, runtime=req.runtime)
+        self.data.setdefault("stages", {})
+
+    @staticmethod
+    def _read(path: Path) -> dict:
+        try:
+            data = json.loads(path.read_text()) if path.stat().st_size < MAX_STATE_BYTES else {}
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) and data.get("schema_version") == STATE_SCHEMA else {}
+
+    def set(self, section: Section) -> None:
+        self.data["stages"][section.STAGE] = asdict(section)
+        write_json(self.path, self.data)
