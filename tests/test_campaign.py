@@ -8,6 +8,7 @@ the test takes it from a failed submission (a bad --set) through a corrected res
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -46,13 +47,35 @@ def test_job_scripts_say_what_runs(tmp_path):
     assert "#SBATCH --partition=gpu" in prepare and "campaign prepare" in prepare
     for line in ("#SBATCH --array=0,2-3", "#SBATCH --dependency=afterok:4711", "#SBATCH --kill-on-invalid-dep=yes",
                  "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --time=00:30:00",
-                 f"#SBATCH --output={campaign.folder}/logs/task-%A_%a.out"):
+                 f"#SBATCH --output={campaign.folder}/logs/task-%A_%a.out", "#SBATCH --open-mode=append"):
         assert line in tasks.splitlines(), line
+    # every attempt of a task (a requeue runs it again under the same job id) logs to a file of its own
+    assert (f'exec >>{campaign.folder}/logs/"task-${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}.attempt-'
+            '$(( ${SLURM_RESTART_COUNT:-0} + 1 )).out" 2>&1') in tasks.splitlines()
     # exec, so that scancel's SIGTERM reaches the task itself; the index comes from Slurm
     assert "\nexec /opt/venv/bin/python -m pipeline --root" in tasks
     assert tasks.rstrip().endswith('--submission 2 --index "$SLURM_ARRAY_TASK_ID"')
     cpu = tasks_script(_campaign(tmp_path / "d", gpus=0, partition=None), 1, [0], "1", commands)
     assert "--gpus-per-node" not in cpu and "--exclusive" not in cpu and "--partition" not in cpu
+
+
+def test_paths_in_the_shell_lines_of_a_script_are_quoted(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    odd = tmp_path / "a root with 'quotes' and $(x)"
+    commands = Commands(str(odd / "bin" / "python"), odd, odd / "manifests", campaign.folder)
+    script = tasks_script(campaign, 1, [0], "1", commands)
+    exec_line = script.splitlines()[-1]
+    assert shlex.split(exec_line)[1:4] == [str(odd / "bin" / "python"), "-m", "pipeline"]
+    assert shlex.split(exec_line)[5] == str(odd)
+
+
+def test_a_long_name_or_path_is_refused_clearly(tmp_path):
+    for folder in (tmp_path / ("n" * 300), tmp_path / ("deep/" * 840) / "c"):  # 300 characters; 4,200+
+        done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "local", "--campaign", str(folder))
+        assert done.returncode == 3, explain(done)
+        assert "Traceback" not in done.stderr and "fix:" in done.stderr
+        assert "300 characters" in done.stderr or "characters long (at most 1000)" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_campaign_file_round_trips_and_names_a_bad_field(tmp_path):

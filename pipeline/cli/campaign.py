@@ -80,6 +80,7 @@ def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset
     from dataclasses import replace
 
     from pipeline.campaign.model import DataSettings, SlurmSettings, TrainSettings
+    from pipeline.campaign.names import check_folder, check_partition
     from pipeline.campaign.submit import demo_data, existing_or_new, new_campaign
     from pipeline.campaign.submit import submit as submit_campaign
     from pipeline.records.model import load_record
@@ -89,7 +90,8 @@ def submit(ws, record_name, runs, engine, folder, demo, trainer, runtime, preset
     if folder is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         folder = ws.root / "campaigns" / f"{record_name or DEFAULT_RECORD}-{stamp}"
-    folder = folder.resolve()
+    folder = check_folder(folder)  # the name, the path and the partition go into job scripts: checked first
+    check_partition(partition)
 
     def train_settings(base: TrainSettings | None) -> TrainSettings:
         base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if demo
