@@ -21,6 +21,7 @@ from pipeline.atomic import write_json, write_yaml
 from pipeline.campaign.names import check_partition, check_time
 from pipeline.errors import InputError, ManifestError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.regular_file import read_bounded
 
 SCHEMA_VERSION = 1
 CAMPAIGN_FILE = "campaign.yaml"
@@ -277,11 +278,10 @@ def load_tasks(campaign: Campaign) -> list[TaskRecord]:
 
 
 def _json(path: Path) -> dict:
+    raw = read_bounded(path, 1 << 20, "campaign record", "this file is small when the tool writes it; delete it")
     try:
-        if path.stat().st_size > 1 << 20:
-            raise ManifestError(path, "", "is over 1 MiB", "this file is small when the tool writes it; delete it")
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(raw)
+    except ValueError as exc:
         raise ManifestError(path, "", f"is not readable JSON ({exc})", "delete it; the tool writes it again") from None
     if not isinstance(data, dict):
         raise ManifestError(path, "", "the top level must be an object", "delete it; the tool writes it again")
