@@ -78,6 +78,30 @@ def test_a_long_name_or_path_is_refused_clearly(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_training_options_are_checked_before_anything_is_submitted(tmp_path):
+    for option, words in ((("--set", "nosuchkey=1"), "--set nosuchkey: unknown key"),
+                          (("--set", "num_layers=seven"), "expected an integer"),
+                          (("--set", "num_layers=7"), "num_layers=7"),
+                          (("--set", "seed=1", "--runs", "4"), "copies of one run"),
+                          (("--trainer", "record", "--set", "num_layers=8"), "apply to the native trainer")):
+        folder = tmp_path / "c"
+        done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", *option, "--campaign", str(folder))
+        assert done.returncode == 3 and words in done.stderr and "fix:" in done.stderr, explain(done)
+        assert not folder.exists()  # nothing written, nothing submitted (sbatch is never reached)
+    one = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", "--set", "seed=1", "--runs", "1",
+                "--partition", "no-such-partition", "--campaign", str(tmp_path / "d"))
+    assert "copies" not in one.stderr, explain(one)  # one seeded run is no copy of another
+
+
+def test_collect_of_a_campaign_that_never_ran_says_so(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    campaign.save()
+    done = repro(tmp_path, "campaign", "collect", str(campaign.folder))
+    assert done.returncode == 1, explain(done)
+    assert f"campaign {campaign.folder} has no run yet: it was never submitted" in done.stderr
+    assert "repro reproduce" not in done.stderr and f"repro campaign submit --campaign {campaign.folder}" in done.stderr
+
+
 def test_campaign_file_round_trips_and_names_a_bad_field(tmp_path):
     campaign = _campaign(tmp_path / "c")
     campaign.save()
@@ -107,7 +131,8 @@ def test_bad_input_is_refused_with_a_fix(tmp_path):
 @pytest.mark.slow
 def test_local_engine_failed_run_then_corrected_resubmission_into_one_bundle(tmp_path):
     folder = tmp_path / "campaign"
-    bad = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "no_such_field=1", "--runs", "1",
+    # more steps than the generated shards hold: the trainer refuses at its start, so the run fails
+    bad = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "scheduled_steps=5000", "--runs", "1",
                 "--engine", "local", "--campaign", str(folder))
     assert bad.returncode == 5 and "task 0 ended failed" in bad.stderr, explain(bad)  # the local engine ran it
     status = json.loads(repro(tmp_path, "campaign", "status", str(folder), "--json").stdout)
