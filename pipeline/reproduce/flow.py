@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from pipeline.errors import CheckFailed, InputError
+from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
@@ -182,6 +182,9 @@ def stage_preflight(flow: Flow) -> StageOutcome:
     write_report(report, path)
     failures = report.failures()
     flow.state.set("preflight", path=str(path), outcome=report.outcome)
+    if report.no_gpu and not flow.req.keep_going:  # as `repro preflight` says it: missing on the machine (exit 4)
+        raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
+                                "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
     if failures and not flow.req.keep_going:
         first = failures[0]
         raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
