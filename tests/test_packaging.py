@@ -61,3 +61,12 @@ def test_installed_repro_lists_records_and_verifies_a_packaged_fixture(installed
     assert "Traceback" not in verified.stderr, verified.stderr
     assert "mean val loss 3.2796" in verified.stdout, verified.stdout
     assert verified.returncode in (0, 1)
+
+
+def test_installed_repro_without_torch_says_what_to_install_for_the_demo(installed, tmp_path):
+    env = {"PATH": f"{installed / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    assert run(installed / "bin" / "python", "-c", "import torch", env=env).returncode != 0  # `pip install .`: none
+    demo = run(installed / "bin" / "repro", "reproduce", "--demo", "--runs", "1", cwd=tmp_path, env=env)
+    assert demo.returncode == 4, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "PyTorch is missing" in demo.stderr and "pip install '.[train]'" in demo.stderr
+    assert "Traceback" not in demo.stderr

@@ -185,6 +185,13 @@ def stage_preflight(flow: Flow) -> StageOutcome:
     if report.no_gpu and not flow.req.keep_going:  # as `repro preflight` says it: missing on the machine (exit 4)
         raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
                                 "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
+    torch_missing = next((c for c in failures if c.name == "runtime" and "import torch failed" in c.reason), None)
+    if torch_missing is not None and flow.req.runtime == "host" and not flow.req.keep_going:
+        # `pip install .` installs the CLI without torch (the extra "train"): say what to install, not "see the report"
+        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}",
+                                "install it into this Python: `pip install '.[train]'` (CPU only: `pip install torch "
+                                "--index-url https://download.pytorch.org/whl/cpu`), or run `make demo`, which builds "
+                                ".venv with a CPU torch")
     if failures and not flow.req.keep_going:
         first = failures[0]
         raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
