@@ -56,9 +56,10 @@ def owner_state(path: Path) -> Iterator[str]:
     """ALIVE (someone holds the lock), GONE (the file is there and nobody holds it) or UNKNOWN. While the block
     runs after GONE, the caller holds the lock itself, so two readers do not both mark the same record."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # read-write: on NFS an flock is a POSIX write lock underneath, which a read-only descriptor cannot take
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except OSError:
-        yield UNKNOWN  # no lock file: a record written before owners held one
+        yield UNKNOWN  # no lock file (a record written before owners held one), or not ours to lock
         return
     try:
         try:
