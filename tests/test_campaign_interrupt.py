@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.workspace import CHECKOUT_ROOT
 from tests.campaign_helpers import explain, repro, run_started, task_record, trainer_pid
@@ -65,6 +66,7 @@ def _after_the_stop(root: Path, folder: Path, run: Path) -> dict:
     assert task["outcome"] == "aborted" and status["active"] is False, status
     assert [r["status"] for r in task["runs"]] == ["aborted"]
     assert (run / "status").read_text().strip() == "aborted"
+    assert yaml.safe_load((run / "run.yaml").read_text())["status"] == "aborted"  # run.yaml ends the same way
     started = time.monotonic()
     waited = repro(root, "campaign", "wait", str(folder), "--poll", "1", "--timeout", "60")
     assert waited.returncode == 1 and "did not succeed: task(s) 0" in waited.stderr, explain(waited)

@@ -110,7 +110,9 @@ def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is
     nothing = repro(tmp_path, "campaign", "submit", "--campaign", str(folder))
     assert "nothing to submit" in nothing.stdout, explain(nothing)
     # every task found the prepared data and verified it rather than generating it again
-    for log in (folder / "logs").glob("task-*.out"):
+    logs = list((folder / "logs").glob("task-*.attempt-*.out"))  # each attempt's own log (slurm.py)
+    assert len(logs) >= 4
+    for log in logs:
         assert "[data] verified on node" in log.read_text(), log
 
     collected = repro(tmp_path, "campaign", "collect", str(folder))
@@ -171,7 +173,9 @@ def test_a_failed_prepare_job_cancels_the_tasks_and_wait_says_why(tmp_path):
     assert submitted.returncode == 0, explain(submitted)
     waited = _wait(tmp_path, folder)
     assert waited.returncode == 1 and "ended FAILED, so no task ran" in waited.stderr, explain(waited)
-    assert "cannot write beside the data folder" in next((folder / "logs").glob("prepare-*.out")).read_text()
+    (log,) = (folder / "logs").glob("prepare-*.attempt-1.out")
+    assert "cannot write beside the data folder" in log.read_text()
+    assert f"read {log}," in waited.stderr  # wait names the log that says why
     status = _status(tmp_path, folder)
     assert status["prepare_job"]["state"] == "FAILED" and status["missing"] == [0, 1] and not status["active"]
     assert not (folder / "tasks").exists()  # --kill-on-invalid-dep: no task started

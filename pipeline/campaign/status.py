@@ -22,7 +22,7 @@ from pipeline.campaign.engines import JobState, get_engine
 from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks, read_task
 from pipeline.campaign.owner import ALIVE, GONE, owner_state
 from pipeline.campaign.work import campaign_flow
-from pipeline.errors import CheckFailed
+from pipeline.errors import CheckFailed, ReproError
 from pipeline.records.logparse import parse_log
 from pipeline.reproduce.flow import Flow
 from pipeline.reproduce.flow import _good as run_counts  # flow's rule for a run that counts: one rule for both
@@ -139,12 +139,20 @@ def _mark_aborted(campaign: Campaign, task: TaskRecord, detail: str) -> TaskReco
         if path.is_dir() and read_status(path) == "running":
             with open(path / "stdout.txt", "ab") as out:
                 out.write(f"[repro] {detail}: marked aborted by `repro campaign status`\n".encode())
-            RunDir(path, path.name, meta=RunMeta.load_if_present(path)).finish("aborted", None)
+            RunDir(path, path.name, meta=_meta_or_none(path)).finish("aborted", None)
     done = replace(task, outcome="aborted", ended_at=utc_now(), detail=detail)
     done.save(campaign)
     if task.run_dir is not None and (campaign.folder / task.run_dir).is_dir():
         done.save_in_run(campaign.folder / task.run_dir)
     return done
+
+
+def _meta_or_none(run_dir: Path) -> RunMeta | None:
+    """The run's run.yaml, to end it too; None when it is missing or unreadable (the status file still ends)."""
+    try:
+        return RunMeta.load_if_present(run_dir)
+    except ReproError:
+        return None
 
 
 def _settled(campaign: Campaign, task: TaskRecord, known: JobState | None) -> tuple[TaskRecord, bool]:

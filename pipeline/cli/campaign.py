@@ -178,9 +178,12 @@ def wait(ws, folder, timeout_s, poll_s, as_json):
     else:
         click.echo(render(view))
     if view.prepare is not None and view.prepare.state.startswith(("FAILED", "CANCELLED", "TIMEOUT")):
+        job, logs = view.prepare.job, view.campaign.logs_dir
+        # the last attempt's own log; Slurm's file for scripts written before attempts had one
+        log = max(logs.glob(f"prepare-{job}.attempt-*.out"), default=logs / f"prepare-{job}.out",
+                  key=lambda p: p.stat().st_mtime)
         raise CheckFailed(f"the prepare job {view.prepare.job} ended {view.prepare.state}, so no task ran",
-                          f"read {view.campaign.logs_dir}/prepare-{view.prepare.job}.out, fix the cause and submit "
-                          f"again: `repro campaign submit --campaign {folder}`")
+                          f"read {log}, fix the cause and submit again: `repro campaign submit --campaign {folder}`")
     if view.missing:
         raise CheckFailed(f"{len(view.missing)} run(s) did not succeed: task(s) {', '.join(map(str, view.missing))}",
                           f"collect what finished (`repro campaign collect {folder}`), or run the missing ones: "
