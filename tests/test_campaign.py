@@ -76,6 +76,11 @@ def test_a_long_name_or_path_is_refused_clearly(tmp_path):
         assert "Traceback" not in done.stderr and "fix:" in done.stderr
         assert "300 characters" in done.stderr or "characters long (at most 1000)" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "local", "--campaign", str(tmp_path / "a" / "c"))
+    assert done.returncode == 3 and "cannot be resolved" in done.stderr, explain(done)
+    assert "Traceback" not in done.stderr
 
 
 def test_training_options_are_checked_before_anything_is_submitted(tmp_path):

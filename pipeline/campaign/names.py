@@ -41,7 +41,11 @@ def check_folder(folder: Path) -> Path:
     if len(text) > PATH_MAX * 4:  # not even worth resolving (a path this long is refused below anyway)
         raise InputError(f"campaign folder path is {len(text)} characters long (at most {PATH_MAX})",
                          "give a shorter --campaign path")
-    absolute = Path(folder).resolve()  # what the scripts will name (a link's target, too)
+    try:
+        absolute = Path(folder).resolve()  # what the scripts will name (a link's target, too)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symbolic links
+        raise InputError(f"campaign folder {_shown(text)} cannot be resolved ({exc})",
+                         "give a --campaign path without a loop of symbolic links") from None
     name = absolute.name
     if not _NAME.fullmatch(name):
         raise InputError(f"campaign name {_shown(name)} ({len(name)} characters) is not allowed: a campaign's name "
