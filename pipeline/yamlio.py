@@ -107,9 +107,11 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
 
 def load_file(path: Path, kind: str = "manifest") -> Any:
     """Parse a YAML file, reading no more than its kind's limit (+1 byte, to tell that it is over)."""
+    from pipeline.regular_file import open_regular
+
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, kind, f"check that {path} exists") as f:
             data = f.read(LIMITS[kind] + 1)
     except OSError as exc:
         raise os_error(path, exc, f"check that {path} exists") from None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import yaml
@@ -44,3 +46,41 @@ def bundle_members(bundle: Path) -> dict[str, bytes]:
 
 def bundle_manifest(bundle: Path) -> dict:
     return yaml.safe_load(bundle_members(bundle)["manifest.yaml"])
+
+
+def task_record(folder: Path, index: int, timeout_s: float = 300, until=lambda task: True) -> dict:
+    """Task `index`'s record once `until(task)` holds (its run planned, say)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in (folder / "tasks").glob(f"{index}-*.json"):
+            try:
+                task = json.loads(path.read_text())
+            except ValueError:  # never: records are replaced atomically; kept so a failure names the file
+                raise AssertionError(f"{path} is not JSON") from None
+            if until(task):
+                return task
+        time.sleep(0.2)
+    raise AssertionError(f"task {index} of {folder} did not get there within {timeout_s} s")
+
+
+def run_started(folder: Path, task: dict) -> bool:
+    """The task's run directory exists and is marked running (the run is under way)."""
+    return task.get("run_dir") is not None and (folder / task["run_dir"] / "status").is_file()
+
+
+def trainer_pid(run: Path, timeout_s: float = 300) -> int:
+    """The trainer process of a run (torchrun's worker: `python -m train ... --log-file RUN/log.txt`)."""
+    needle = f"{run}/log.txt".encode()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if needle in argv and not any(b"torchrun" in a for a in argv):
+                return int(proc.name)
+        time.sleep(0.2)
+    raise AssertionError(f"no trainer process for {run} within {timeout_s} s")

@@ -8,6 +8,7 @@ the test takes it from a failed submission (a bad --set) through a corrected res
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -46,13 +47,64 @@ def test_job_scripts_say_what_runs(tmp_path):
     assert "#SBATCH --partition=gpu" in prepare and "campaign prepare" in prepare
     for line in ("#SBATCH --array=0,2-3", "#SBATCH --dependency=afterok:4711", "#SBATCH --kill-on-invalid-dep=yes",
                  "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --time=00:30:00",
-                 f"#SBATCH --output={campaign.folder}/logs/task-%A_%a.out"):
+                 f"#SBATCH --output={campaign.folder}/logs/task-%A_%a.out", "#SBATCH --open-mode=append"):
         assert line in tasks.splitlines(), line
+    # every attempt of a task (a requeue runs it again under the same job id) logs to a file of its own
+    assert (f'exec >>{campaign.folder}/logs/"task-${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}.attempt-'
+            '$(( ${SLURM_RESTART_COUNT:-0} + 1 )).out" 2>&1') in tasks.splitlines()
     # exec, so that scancel's SIGTERM reaches the task itself; the index comes from Slurm
     assert "\nexec /opt/venv/bin/python -m pipeline --root" in tasks
     assert tasks.rstrip().endswith('--submission 2 --index "$SLURM_ARRAY_TASK_ID"')
     cpu = tasks_script(_campaign(tmp_path / "d", gpus=0, partition=None), 1, [0], "1", commands)
     assert "--gpus-per-node" not in cpu and "--exclusive" not in cpu and "--partition" not in cpu
+
+
+def test_paths_in_the_shell_lines_of_a_script_are_quoted(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    odd = tmp_path / "a root with 'quotes' and $(x)"
+    commands = Commands(str(odd / "bin" / "python"), odd, odd / "manifests", campaign.folder)
+    script = tasks_script(campaign, 1, [0], "1", commands)
+    exec_line = script.splitlines()[-1]
+    assert shlex.split(exec_line)[1:4] == [str(odd / "bin" / "python"), "-m", "pipeline"]
+    assert shlex.split(exec_line)[5] == str(odd)
+
+
+def test_a_long_name_or_path_is_refused_clearly(tmp_path):
+    for folder in (tmp_path / ("n" * 300), tmp_path / ("deep/" * 840) / "c"):  # 300 characters; 4,200+
+        done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "local", "--campaign", str(folder))
+        assert done.returncode == 3, explain(done)
+        assert "Traceback" not in done.stderr and "fix:" in done.stderr
+        assert "300 characters" in done.stderr or "characters long (at most 1000)" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "local", "--campaign", str(tmp_path / "a" / "c"))
+    assert done.returncode == 3 and "cannot be resolved" in done.stderr, explain(done)
+    assert "Traceback" not in done.stderr
+
+
+def test_training_options_are_checked_before_anything_is_submitted(tmp_path):
+    for option, words in ((("--set", "nosuchkey=1"), "--set nosuchkey: unknown key"),
+                          (("--set", "num_layers=seven"), "expected an integer"),
+                          (("--set", "num_layers=7"), "num_layers=7"),
+                          (("--set", "seed=1", "--runs", "4"), "copies of one run"),
+                          (("--trainer", "record", "--set", "num_layers=8"), "apply to the native trainer")):
+        folder = tmp_path / "c"
+        done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", *option, "--campaign", str(folder))
+        assert done.returncode == 3 and words in done.stderr and "fix:" in done.stderr, explain(done)
+        assert not folder.exists()  # nothing written, nothing submitted (sbatch is never reached)
+    one = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "slurm", "--set", "seed=1", "--runs", "1",
+                "--partition", "no-such-partition", "--campaign", str(tmp_path / "d"))
+    assert "copies" not in one.stderr, explain(one)  # one seeded run is no copy of another
+
+
+def test_collect_of_a_campaign_that_never_ran_says_so(tmp_path):
+    campaign = _campaign(tmp_path / "c")
+    campaign.save()
+    done = repro(tmp_path, "campaign", "collect", str(campaign.folder))
+    assert done.returncode == 1, explain(done)
+    assert f"campaign {campaign.folder} has no run yet: it was never submitted" in done.stderr
+    assert "repro reproduce" not in done.stderr and f"repro campaign submit --campaign {campaign.folder}" in done.stderr
 
 
 def test_campaign_file_round_trips_and_names_a_bad_field(tmp_path):
@@ -84,7 +136,8 @@ def test_bad_input_is_refused_with_a_fix(tmp_path):
 @pytest.mark.slow
 def test_local_engine_failed_run_then_corrected_resubmission_into_one_bundle(tmp_path):
     folder = tmp_path / "campaign"
-    bad = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "no_such_field=1", "--runs", "1",
+    # more steps than the generated shards hold: the trainer refuses at its start, so the run fails
+    bad = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "scheduled_steps=5000", "--runs", "1",
                 "--engine", "local", "--campaign", str(folder))
     assert bad.returncode == 5 and "task 0 ended failed" in bad.stderr, explain(bad)  # the local engine ran it
     status = json.loads(repro(tmp_path, "campaign", "status", str(folder), "--json").stdout)

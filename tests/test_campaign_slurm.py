@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.campaign_helpers import QUICK, bundle_manifest, bundle_members, bundle_of, explain, repro
+from tests.campaign_helpers import (
+    QUICK,
+    bundle_manifest,
+    bundle_members,
+    bundle_of,
+    explain,
+    repro,
+    run_started,
+    task_record,
+    trainer_pid,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -56,44 +66,6 @@ def _wait(root: Path, folder: Path) -> subprocess.CompletedProcess:
     return repro(root, "campaign", "wait", str(folder), "--poll", "1", "--timeout", "400")
 
 
-def _task(folder: Path, index: int, timeout_s: float = 300, until=lambda task: True) -> dict:
-    """Task `index`'s record once `until(task)` holds (its run planned, say)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for path in (folder / "tasks").glob(f"{index}-*.json"):
-            try:
-                task = json.loads(path.read_text())
-            except ValueError:  # never: records are replaced atomically; kept so a failure names the file
-                raise AssertionError(f"{path} is not JSON") from None
-            if until(task):
-                return task
-        time.sleep(0.2)
-    raise AssertionError(f"task {index} of {folder} did not get there within {timeout_s} s")
-
-
-def _run_started(folder: Path, task: dict) -> bool:
-    """The task's run directory exists and is marked running (the run is under way)."""
-    return task.get("run_dir") is not None and (folder / task["run_dir"] / "status").is_file()
-
-
-def _trainer_pid(run: Path, timeout_s: float = 300) -> int:
-    """The trainer process of a run (torchrun's worker: `python -m train ... --log-file RUN/log.txt`)."""
-    needle = f"{run}/log.txt".encode()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if needle in argv and not any(b"torchrun" in a for a in argv):
-                return int(proc.name)
-        time.sleep(0.2)
-    raise AssertionError(f"no trainer process for {run} within {timeout_s} s")
-
-
 def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is_completed_and_collected(tmp_path):
     folder = tmp_path / "campaign"
     submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "4", "--engine", "slurm",
@@ -105,11 +77,11 @@ def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is
     # task 3 is cancelled while it waits for the prepare job: it never starts
     assert subprocess.run(["scancel", f"{array}_3"], timeout=30).returncode == 0
     # task 0 is cancelled mid-run: Slurm's SIGTERM reaches the task, which ends its run as aborted
-    cancelled = _task(folder, 0, until=lambda t: _run_started(folder, t))
+    cancelled = task_record(folder, 0, until=lambda t: run_started(folder, t))
     assert subprocess.run(["scancel", cancelled["job"]], timeout=30).returncode == 0
     # task 1 fails: its trainer is killed outright (as the OOM killer would)
-    failing = _task(folder, 1, until=lambda t: t.get("run_dir") is not None)
-    os.kill(_trainer_pid(folder / failing["run_dir"]), signal.SIGKILL)
+    failing = task_record(folder, 1, until=lambda t: t.get("run_dir") is not None)
+    os.kill(trainer_pid(folder / failing["run_dir"]), signal.SIGKILL)
 
     waited = _wait(tmp_path, folder)
     assert waited.returncode == 1 and "3 run(s) did not succeed" in waited.stderr, explain(waited)
@@ -138,7 +110,9 @@ def test_four_run_campaign_with_a_cancelled_a_failed_and_a_never_started_task_is
     nothing = repro(tmp_path, "campaign", "submit", "--campaign", str(folder))
     assert "nothing to submit" in nothing.stdout, explain(nothing)
     # every task found the prepared data and verified it rather than generating it again
-    for log in (folder / "logs").glob("task-*.out"):
+    logs = list((folder / "logs").glob("task-*.attempt-*.out"))  # each attempt's own log (slurm.py)
+    assert len(logs) >= 4
+    for log in logs:
         assert "[data] verified on node" in log.read_text(), log
 
     collected = repro(tmp_path, "campaign", "collect", str(folder))
@@ -178,7 +152,7 @@ def test_cancelling_the_campaign_leaves_every_run_directory_with_a_status(tmp_pa
     submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "2", "--engine", "slurm",
                       "--campaign", str(folder))
     assert submitted.returncode == 0, explain(submitted)
-    runs = [folder / _task(folder, i, until=lambda t: _run_started(folder, t))["run_dir"] for i in (0, 1)]
+    runs = [folder / task_record(folder, i, until=lambda t: run_started(folder, t))["run_dir"] for i in (0, 1)]
     cancelled = repro(tmp_path, "campaign", "cancel", str(folder))  # scancel of every job of the campaign
     assert cancelled.returncode == 0 and "scancel" in cancelled.stdout, explain(cancelled)
     waited = _wait(tmp_path, folder)
@@ -199,7 +173,9 @@ def test_a_failed_prepare_job_cancels_the_tasks_and_wait_says_why(tmp_path):
     assert submitted.returncode == 0, explain(submitted)
     waited = _wait(tmp_path, folder)
     assert waited.returncode == 1 and "ended FAILED, so no task ran" in waited.stderr, explain(waited)
-    assert "cannot write beside the data folder" in next((folder / "logs").glob("prepare-*.out")).read_text()
+    (log,) = (folder / "logs").glob("prepare-*.attempt-1.out")
+    assert "cannot write beside the data folder" in log.read_text()
+    assert f"read {log}," in waited.stderr  # wait names the log that says why
     status = _status(tmp_path, folder)
     assert status["prepare_job"]["state"] == "FAILED" and status["missing"] == [0, 1] and not status["active"]
     assert not (folder / "tasks").exists()  # --kill-on-invalid-dep: no task started
@@ -249,3 +225,63 @@ def test_a_task_killed_before_it_could_write_its_status_is_marked_aborted_once_s
     assert (run / "status").read_text().strip() == "aborted"
     assert "marked aborted by `repro campaign status`" in (run / "stdout.txt").read_text()
     assert json.loads((run / "node.json").read_text())["outcome"] == "aborted"
+
+
+HOSTILE = {"newline": "a\n#SBATCH --wrap=touch {marker}", "command": "b$(touch {marker})",
+           "backtick": "c`touch {marker}`", "percent": "d%j", "spaces": "e f g"}
+
+
+def _jobs_named(fragment: str) -> list[str]:
+    done = subprocess.run(["squeue", "-h", "-r", "--states=all", "-o", "%i %j"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if fragment in line]
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_name_or_partition_that_would_reach_the_job_script_as_code_is_refused_before_slurm(tmp_path, kind):
+    marker = tmp_path / "injected"
+    value = HOSTILE[kind].format(marker=marker)
+    named = repro(tmp_path, "campaign", "submit", *QUICK, "--engine", "slurm", "--campaign",
+                  str(tmp_path / "campaigns" / value))
+    assert named.returncode == 3, explain(named)
+    assert ("campaign name" in named.stderr or "campaign folder" in named.stderr) and "fix:" in named.stderr
+    assert "letters, digits" in named.stderr
+    folder = tmp_path / "campaigns" / "fine"
+    partitioned = repro(tmp_path, "campaign", "submit", *QUICK, "--engine", "slurm", "--partition", value,
+                        "--campaign", str(folder))
+    assert partitioned.returncode == 3, explain(partitioned)
+    assert "is not a Slurm partition name" in partitioned.stderr and "fix:" in partitioned.stderr
+    for done in (named, partitioned):
+        assert "Traceback" not in done.stderr and done.stderr.count("error:") == 1
+        assert "\n#SBATCH" not in done.stderr  # the value is shown escaped, on the error's one line
+    time.sleep(2)  # a job the script had started would have touched the marker by now
+    assert not marker.exists() and not (tmp_path / "campaigns").exists()
+    assert not _jobs_named("injected") and not _jobs_named("fine")
+
+
+def test_a_requeued_task_keeps_every_attempt_and_each_attempt_s_log(tmp_path):
+    folder = tmp_path / "campaign"
+    submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "scheduled_steps=40", "--set",
+                      "data_cycle=true", "--runs", "1", "--engine", "slurm", "--campaign", str(folder))
+    assert submitted.returncode == 0, explain(submitted)
+    first = task_record(folder, 0, until=lambda t: run_started(folder, t))
+    requeued = subprocess.run(["scontrol", "requeue", first["job"]], capture_output=True, text=True, timeout=30)
+    assert requeued.returncode == 0, requeued.stderr
+    task_record(folder, 0, until=lambda t: t["outcome"] != "running")  # the first attempt records its end
+    # Slurm holds a requeued job back for a while (BeginTime); let it start now
+    subprocess.run(["scontrol", "update", f"JobId={first['job']}", "BeginTime=now"], capture_output=True, timeout=30)
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 0, explain(waited)
+    (task,) = _status(tmp_path, folder)["tasks"]
+    assert [(a["job"], a["attempt"], a["outcome"]) for a in task["attempts"]] == \
+        [(first["job"], 1, "aborted"), (first["job"], 2, "succeeded")], task
+    assert [r["status"] for r in task["runs"]] == ["aborted", "succeeded"]
+    shown = repro(tmp_path, "campaign", "status", str(folder))
+    assert f"attempt {first['job']} #2 on" in shown.stdout and f"attempt {first['job']} on" in shown.stdout
+    logs = {p.name: p.read_text() for p in (folder / "logs").glob(f"task-{first['job']}*")}
+    one, two = (f"task-{first['job']}.attempt-{n}.out" for n in (1, 2))
+    assert one in logs and two in logs, sorted(logs)
+    assert "[task 0] aborted" in logs[one] and "[task 0] succeeded" in logs[two]
+    assert "attempt 2" in logs[two] and "attempt 2" not in logs[one]
+    assert "DUE TO JOB REQUEUE" in logs[f"task-{first['job']}.out"]  # Slurm's own file: its messages, appended

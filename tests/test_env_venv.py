@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.env.lock import load_lock, resolve_lock
 from pipeline.env.manifest import load_environment
@@ -61,9 +63,9 @@ def test_venv_from_the_lock_then_reused_without_installing(setup):
     assert first.python_version == PYTHON and first.packages == 2 and first.fa3_wheel is None
     assert Path(first.path) == ws.cache / "venvs" / first.key and first.python == str(Path(first.path) / "bin/python")
     assert _imports(first.python) == "1.0 2.1"
-    # the requirements pip installed from: the lock's own files, each with its sha256, hashes enforced
+    # the requirements pip installed from: the lock's own files (fetched first, by URL), each with its sha256
     requirements = (Path(first.path) / "repro-requirements.txt").read_text()
-    assert requirements == requirements_text(lock.packages, "lock")
+    assert requirements == requirements_text(lock.packages, "name")
     assert all(f"--hash=sha256:{f.sha256}" in requirements for f in lock.packages)
     assert any("hashes enforced" in line for line in lines)
     assert read_identity(Path(first.path)) == first
@@ -76,6 +78,25 @@ def test_venv_from_the_lock_then_reused_without_installing(setup):
     assert second.reused and second.key == first.key and second.path == first.path
     assert sorted((p.name, p.stat().st_mtime_ns) for p in site.iterdir()) == before
     assert (Path(first.path) / MARKER).stat().st_mtime_ns == marker_time
+
+
+def test_a_lock_entry_no_requirement_leads_to_is_not_installed(setup):
+    ws, tmp = setup
+    gamma = make_wheel(tmp / "built", "gamma", "1.0")  # on the index, required by nothing
+    write_simple_index(tmp / "index", sorted((tmp / "built").glob("*.whl")))
+    with local_index(tmp / "index") as url:
+        env, lock = _lock(ws, url)
+        data = yaml.safe_load(lock.path.read_text())  # an entry added to the lock after it was resolved
+        data["packages"].append({"name": "gamma", "version": "1.0", "url": f"{url.rsplit('/simple', 1)[0]}/files/"
+                                 f"{gamma.name}", "filename": gamma.name,
+                                 "sha256": hashlib.sha256(gamma.read_bytes()).hexdigest()})
+        lock.path.write_text(yaml.safe_dump(data, sort_keys=False))
+        lines = []
+        identity = build_venv(ws, env, load_lock(env), python=sys.executable, log=lines.append)
+    assert _imports(identity.python) == "1.0 2.1" and identity.packages == 2
+    assert subprocess.run([identity.python, "-c", "import gamma"], capture_output=True).returncode != 0
+    assert any("leaving out 1 lock entry that no requirement of tiny leads to: gamma 1.0" in line for line in lines)
+    assert "gamma" not in (Path(identity.path) / "repro-requirements.txt").read_text()
 
 
 def test_a_file_that_does_not_match_the_lock_is_refused_by_name(setup):

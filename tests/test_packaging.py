@@ -113,3 +113,12 @@ def test_installed_repro_writes_the_site_with_the_locked_chart_library(installed
     assert site.returncode == 0, site.stderr
     library = (tmp_path / "site" / "assets" / "plotly.min.js").read_text()
     assert len(library) > 1_000_000 and "plotly" in library[:2000].lower()  # from the plotly wheel in the lock
+
+
+def test_installed_repro_without_torch_says_what_to_install_for_the_demo(installed, tmp_path):
+    env = {"PATH": f"{installed / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    assert run(installed / "bin" / "python", "-c", "import torch", env=env).returncode != 0  # `pip install .`: none
+    demo = run(installed / "bin" / "repro", "reproduce", "--demo", "--runs", "1", cwd=tmp_path, env=env)
+    assert demo.returncode == 4, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "PyTorch is missing" in demo.stderr and "pip install '.[train]'" in demo.stderr
+    assert "Traceback" not in demo.stderr

@@ -238,3 +238,10 @@ def test_a_hostile_preflight_json_is_bad_input_not_a_crash(tmp_path):
         with pytest.raises(InputError, match=words) as err:
             read_report(path)
         assert str(path) in str(err.value)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
+def test_reproduce_on_a_machine_without_a_gpu_exits_4_as_preflight_does(tmp_path):
+    done = repro("--root", str(tmp_path), "reproduce", "--runs", "1")
+    assert done.returncode == 4, done.stderr
+    assert "no GPU visible" in done.stderr and "fix:" in done.stderr and "Traceback" not in done.stderr

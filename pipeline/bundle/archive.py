@@ -306,14 +306,18 @@ def _data_lock(sources: ArchiveSources, metas: list[RunMeta], work_dir: Path) ->
 
 # ---- signing and writing --------------------------------------------------------------------------
 
+KEY_FILE_LIMIT = 64 << 10  # PEM keys are a few hundred bytes; a key file larger than this is no key
+
 def load_private_key(path: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from pipeline.regular_file import read_bounded
+
+    fix = "give the path of an ed25519 private key in PEM (`openssl genpkey -algorithm ed25519 -out key.pem`)"
+    pem = read_bounded(Path(path), KEY_FILE_LIMIT, "signing key", fix)  # a PEM key is a few hundred bytes
     try:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-    except FileNotFoundError:
-        raise InputError(f"signing key {path} not found", "give the path of an ed25519 private key in PEM") from None
+        key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not an unencrypted PEM private key ({exc})",
                          "create one with `openssl genpkey -algorithm ed25519 -out key.pem`") from None

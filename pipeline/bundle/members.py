@@ -19,8 +19,6 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import InputError
-
 BLOCK = 512
 NAME_MAX = 255  # bytes in one path component on Linux
 PATH_MAX = 4096
@@ -160,12 +158,10 @@ class _Stream:
 def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
                  max_members: int = MAX_MEMBERS) -> Members:
     """Every regular member's bytes, in memory, and a problem for every unsafe or oversized one."""
+    from pipeline.regular_file import open_regular
+
     out = Members()
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise InputError(f"cannot open bundle {path}: {exc.strerror or exc}",
-                         "give the path of a readable .tar.gz written by `repro archive`") from None
+    handle = open_regular(Path(path), "bundle", "give the path of a readable .tar.gz written by `repro archive`")
     with handle, gzip.GzipFile(fileobj=handle, mode="rb") as gz:
         try:
             _read(_Stream(gz), out, max_member_bytes, max_total_bytes, max_members)

@@ -66,12 +66,10 @@ def load_public_key(pem: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    try:
-        data = Path(pem).read_bytes()
-    except OSError as exc:
-        from pipeline.errors import os_error
+    from pipeline.bundle.archive import KEY_FILE_LIMIT
+    from pipeline.regular_file import read_bounded
 
-        raise os_error(pem, exc, "give the signer's ed25519 public key in PEM") from None
+    data = read_bounded(Path(pem), KEY_FILE_LIMIT, "public key", "give the signer's ed25519 public key in PEM")
     try:
         key = serialization.load_pem_public_key(data)
     except ValueError as exc:

@@ -48,6 +48,7 @@ from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signatu
 from pipeline.errors import InputError, ReproError
 from pipeline.findings import Finding
 from pipeline.hashing import sha256_bytes
+from pipeline.regular_file import kind_of
 from pipeline.sha256sums import parse_sums
 
 MAX_TOTAL_BYTES = 2 << 30
@@ -99,7 +100,7 @@ def read_members(path: Path, max_member_bytes: int = MAX_MEMBER_BYTES,
         from pipeline.errors import os_error
 
         raise os_error(path, exc, "give the path of a .tar.gz written by `repro archive`") from None
-    if not exists:
+    if not exists and kind_of(path) in (None, "folder"):  # a FIFO or a device: open_regular says what it is
         what = "is a directory, not a bundle file" if path.is_dir() else "not found"
         raise InputError(f"bundle {path} {what}", "give the path of a .tar.gz written by `repro archive`")
     return _read_members(path, max_member_bytes, max_total_bytes)
@@ -307,19 +308,14 @@ def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, req
     """Check a bundle; `records_dir` is the verifier's registry (Workspace.records_dir), the only rules used."""
     path = Path(path)
     read = read_members(path, max_member_bytes, max_total_bytes)
-    problems = list(read.problems)
+    manifest, problems = _integrity(read, path)
     notes: list[str] = []
-    problems += check_sums(read.files)
-    manifest, manifest_problems = load_manifest(read.files, path)
-    problems += manifest_problems
     signature = check_signature(read.files, manifest, pubkey)
     problems += signature.problems
     if require_signature and signature.status != "valid" and not signature.problems:
         problems.append(Problem(SIGNATURE, f"--require-signature: the bundle is {signature.status}"
                                            + (" (not signed)" if signature.status == "absent" else ""),
                                 "ask the bundle's author for a signed bundle (`repro archive --sign-key`)"))
-    if manifest is not None and read.top and manifest.name != read.top:
-        problems.append(Problem(MANIFEST, f"name is {manifest.name!r} but the bundle folder is {read.top!r}"))
     outcome = judged_against = None
     if not read.complete:
         notes.append(f"the verdict was not recomputed: reading stopped ({read.stopped})")
@@ -331,22 +327,41 @@ def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, req
                        judged_against, manifest.verdict.outcome if manifest else None, outcome)
 
 
+def _integrity(read: Members, path: Path) -> tuple[BundleManifest | None, list[Problem]]:
+    """The manifest and everything wrong with the bundle as bytes: a damaged or truncated archive, members whose
+    hashes differ from SHA256SUMS (or that it does not list), a manifest that does not load or names another
+    bundle. Both `bundle verify` and `bundle show` start here, so show never presents a damaged bundle as whole."""
+    problems = list(read.problems) + check_sums(read.files)
+    manifest, manifest_problems = load_manifest(read.files, path)
+    problems += manifest_problems
+    if manifest is not None and read.top and manifest.name != read.top:
+        problems.append(Problem(MANIFEST, f"name is {manifest.name!r} but the bundle folder is {read.top!r}"))
+    return manifest, problems
+
+
 @dataclass(frozen=True)
 class BundleSummary:
     path: str
     manifest: BundleManifest
     members: tuple[tuple[str, int], ...]  # (name inside the bundle folder, size)
+    problems: tuple[Problem, ...] = ()  # integrity (_integrity): a bundle with any is not what it says
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
 
 
 def show_bundle(path: Path) -> BundleSummary:
-    """What a bundle says about itself (its manifest and member list), without judging it."""
+    """What a bundle says about itself (its manifest and member list), and whether its bytes are intact; the
+    verdict is not recomputed (that is `verify_bundle`)."""
     path = Path(path)
     read = read_members(path)
     if MANIFEST not in read.files:
         why = f" ({read.problems[0]})" if read.problems else ""
         raise InputError(f"{path} has no readable {MANIFEST}{why}", "check it with `repro bundle verify`")
-    manifest = BundleManifest.load(read.files[MANIFEST], f"{path}: {MANIFEST}")
-    return BundleSummary(str(path), manifest, tuple(read.listing))
+    BundleManifest.load(read.files[MANIFEST], f"{path}: {MANIFEST}")  # a bad field: InputError naming it
+    manifest, problems = _integrity(read, path)
+    return BundleSummary(str(path), manifest, tuple(read.listing), tuple(problems))
 
 
 __all__ = ["ARCHIVE", "BundleCheck", "BundleSummary", "Problem", "check_sums", "read_members", "show_bundle",

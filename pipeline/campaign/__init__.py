@@ -21,4 +21,4 @@ directories; wait), collect.py (verdict, bundle, report and the per-node table).
 """
 
 # The modules the CLI may import (tests/test_layers.py); the others (slurm, ...) are the campaign's own.
-PUBLIC = ("model", "submit", "status", "collect", "work", "engines")
+PUBLIC = ("model", "submit", "status", "collect", "work", "engines", "names")

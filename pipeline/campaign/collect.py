@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.atomic import write_text
 from pipeline.campaign.model import CAMPAIGN_FILE, NODE_FILE, Campaign, load_prepare, read_task
-from pipeline.campaign.status import campaign_view
+from pipeline.campaign.status import CampaignView, campaign_view
 from pipeline.campaign.work import campaign_flow
 from pipeline.errors import CheckFailed
 from pipeline.folderlock import FolderLock
@@ -100,6 +100,19 @@ def render_nodes(rows: list[NodeRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _why_no_run(view: CampaignView) -> str:
+    if not view.campaign.submissions:
+        return "it was never submitted"
+    if view.active:
+        return "its jobs are still queued or starting"
+    ended = [t for t in view.tasks if t.outcome is not None]
+    if ended:
+        return "its tasks ended before a run started (" + "; ".join(
+            f"task {t.index}: {t.outcome}" + (f", {t.detail.splitlines()[0][:120]}" if t.detail else "")
+            for t in ended[:3]) + ")"
+    return "no task of it started (a failed prepare job cancels them)"
+
+
 def _count(items) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -116,7 +129,17 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
                           f"collect once they end: `repro campaign wait {campaign.folder}`")
     flow = campaign_flow(ws, campaign, say, sign_key=sign_key)
     finished = sum(len(t.runs) for t in view.tasks)
+    if not finished:
+        raise CheckFailed(f"campaign {campaign.folder} has no run yet: " + _why_no_run(view),
+                          f"see `repro campaign status {campaign.folder}`; submit what is missing with "
+                          f"`repro campaign submit --campaign {campaign.folder}`, then `repro campaign wait`")
     judged, attempts = judged_and_attempts(flow)  # what stage_archive will pick, by the same rule
+    if judged and all(read_status(run) == "aborted" for run in judged):
+        # nothing ran to its end: these are attempts, not runs to judge (a verdict on them would say `invalid`)
+        table = render_nodes(node_rows([], judged + attempts))
+        raise CheckFailed(f"every run of campaign {campaign.folder} was aborted ({len(judged + attempts)} attempt(s), "
+                          f"none ran to its end):\n{table}",
+                          f"run them again: `repro campaign submit --campaign {campaign.folder}`")
     if finished and not judged:
         raise CheckFailed(f"none of the {finished} finished run(s) in {campaign.runs_dir} is of the campaign's "
                           "configuration (trainer, runtime, preset, --set, and for the native trainer the code in "

@@ -13,6 +13,7 @@ the demo and CI path, and a machine without a scheduler.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,7 +24,10 @@ from typing import Protocol
 from pipeline.campaign.model import Campaign, Submission
 from pipeline.clock import utc_now
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.runs.launch import interrupts_deferred
 from pipeline.workspace import Workspace
+
+STOP_TIMEOUT_S = 90  # a task stopping its trainer waits up to 30 s for torchrun (runtime_host.STOP_TIMEOUT_S)
 
 # Scheduler states in which a job may still start or is running (anything else: it is over).
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
@@ -114,15 +118,20 @@ class LocalEngine:
     def _run(argv: list[str], log: Path, what: str, say, check: bool = True) -> int:
         say(f"[{what}] running here (output: {log})")
         with open(log, "ab") as out:
+            # its own process group: a terminal's Ctrl-C reaches this process only, which passes on exactly one
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     process_group=0)
             try:
-                done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-            except KeyboardInterrupt:  # the child got the Ctrl-C too and marks its run aborted
+                code = child.wait()
+            except KeyboardInterrupt:
+                code = _let_it_finish(child)
+                say(f"[{what}] interrupted; it ended with exit code {code}, its run marked aborted")
                 raise Interrupted(f"{what} was interrupted", "submit again to run what is missing") from None
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        say(f"[{what}] exit code {done.returncode}: {tail[0][:160]}")
-        if check and done.returncode != 0:
-            raise RunFailed(f"the campaign's {what} step failed (exit code {done.returncode})", f"read {log}")
-        return done.returncode
+        say(f"[{what}] exit code {code}: {tail[0][:160]}")
+        if check and code != 0:
+            raise RunFailed(f"the campaign's {what} step failed (exit code {code})", f"read {log}")
+        return code
 
     def states(self, campaign: Campaign) -> dict[str, JobState]:
         return {}  # nothing is queued: submit ran everything before returning
@@ -130,6 +139,18 @@ class LocalEngine:
     def cancel(self, campaign: Campaign, say) -> list[str]:
         say("the local engine queues nothing; stop a running `repro campaign submit` with Ctrl-C")
         return []
+
+
+def _let_it_finish(child: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> int:
+    """After Ctrl-C: the task stops its trainer and records the run as aborted, however long that takes (up to
+    `timeout_s`). Killing it at once would leave the run `running` (subprocess.run kills 0.25 s after a Ctrl-C)."""
+    with interrupts_deferred():
+        try:
+            child.send_signal(signal.SIGINT)
+            return child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()  # its lock is then free, and `repro campaign status` marks the run aborted
+            return child.wait()
 
 
 def get_engine(name: str) -> Engine:

@@ -2,7 +2,8 @@
 
     campaign.yaml         Campaign (what to run, and every Submission made)
     prepare.json          PrepareRecord (the data folder and lock, the image: what the tasks use)
-    tasks/<i>-<job>.json  TaskRecord (one task attempt: node, job ids, run directory, outcome);
+    tasks/<i>-<job>.json  TaskRecord (one task attempt: node, job ids, run directory, outcome; a requeued
+                          job's later attempts: <i>-<job>.attempt-<n>.json);
                           the same record is copied into the run directory as node.json
 
 Every reader goes through `load_*`, which validates field by field (pipeline/manifest_io.py) and names
@@ -17,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.atomic import write_json, write_yaml
+from pipeline.campaign.names import check_partition, check_time
 from pipeline.errors import InputError, ManifestError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.regular_file import read_bounded
 
 SCHEMA_VERSION = 1
 CAMPAIGN_FILE = "campaign.yaml"
@@ -80,8 +83,16 @@ class SlurmSettings:
     @classmethod
     def read(cls, f: Fields) -> SlurmSettings:
         f.only("partition", "nodes_per_run", "gpus_per_node", "time", "prepare_time")
-        return cls(f.opt("partition", str), f.req("nodes_per_run", int), f.req("gpus_per_node", int),
-                   f.req("time", str), f.req("prepare_time", str))
+        values = {"partition": f.opt("partition", str), "time": f.req("time", str),
+                  "prepare_time": f.req("prepare_time", str)}
+        checks = {"partition": check_partition, "time": check_time, "prepare_time": check_time}
+        for key, value in values.items():  # they are written into #SBATCH lines, which no shell quoting protects
+            try:
+                checks[key](value)
+            except InputError as exc:
+                raise f.fail(key, exc.what, exc.fix or "") from None
+        return cls(values["partition"], f.req("nodes_per_run", int), f.req("gpus_per_node", int),
+                   values["time"], values["prepare_time"])
 
 
 @dataclass(frozen=True)
@@ -219,10 +230,20 @@ class TaskRecord:
     run_dir: str | None = None  # relative to the campaign folder, once planned
     ended_at: str | None = None
     detail: str | None = None  # why it ended before a run started, or the run's exit code
+    attempt: int = 1  # a requeued Slurm job runs again under the same job id: 1 + SLURM_RESTART_COUNT
+
+    @property
+    def stem(self) -> str:
+        return f"{self.index}-{self.job}" + (f".attempt-{self.attempt}" if self.attempt > 1 else "")
 
     @property
     def file_name(self) -> str:
-        return f"{self.index}-{self.job}.json"
+        return f"{self.stem}.json"
+
+    @property
+    def owner_lock(self) -> str:
+        """The file the task's process holds locked while it runs (pipeline/campaign/owner.py)."""
+        return f"{self.stem}.lock"
 
     def save(self, campaign: Campaign) -> None:
         campaign.tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +266,7 @@ def read_task(path: Path) -> TaskRecord:
     return TaskRecord(f.req("index", int), f.req("job", str), f.req("engine", str), f.req("node", str),
                       f.req("hostname", str), f.opt("slurm_job_id", str), f.opt("slurm_array_job_id", str),
                       f.opt("slurm_array_task_id", str), f.req("started_at", str), outcome, f.opt("run_dir", str),
-                      f.opt("ended_at", str), f.opt("detail", str))
+                      f.opt("ended_at", str), f.opt("detail", str), f.opt("attempt", int, 1))
 
 
 def load_tasks(campaign: Campaign) -> list[TaskRecord]:
@@ -253,15 +274,14 @@ def load_tasks(campaign: Campaign) -> list[TaskRecord]:
     if not campaign.tasks_dir.is_dir():
         return []
     tasks = [read_task(p) for p in campaign.tasks_dir.glob("*.json")]
-    return sorted(tasks, key=lambda t: (t.started_at, t.index, t.job))
+    return sorted(tasks, key=lambda t: (t.started_at, t.index, t.job, t.attempt))
 
 
 def _json(path: Path) -> dict:
+    raw = read_bounded(path, 1 << 20, "campaign record", "this file is small when the tool writes it; delete it")
     try:
-        if path.stat().st_size > 1 << 20:
-            raise ManifestError(path, "", "is over 1 MiB", "this file is small when the tool writes it; delete it")
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(raw)
+    except ValueError as exc:
         raise ManifestError(path, "", f"is not readable JSON ({exc})", "delete it; the tool writes it again") from None
     if not isinstance(data, dict):
         raise ManifestError(path, "", "the top level must be an object", "delete it; the tool writes it again")

@@ -25,6 +25,7 @@ from pathlib import Path
 from pipeline.atomic import write_text
 from pipeline.campaign.engines import Commands, JobState
 from pipeline.campaign.model import Campaign, Submission
+from pipeline.campaign.names import check_folder, check_partition
 from pipeline.clock import utc_now
 from pipeline.errors import InputError, MissingDependency, RunFailed
 
@@ -54,15 +55,25 @@ def _header(campaign: Campaign, number: int, what: str) -> list[str]:
             "# submits what is still missing."]
 
 
+def _attempt_log(campaign: Campaign, stem: str) -> str:
+    """A line that sends the rest of the job's output to a log of its own per attempt. A requeued job runs its
+    script again under the same job id, and Slurm's %j / %A_%a file would then hold every attempt in one
+    (appended: --open-mode=append; without it, truncated). `stem` holds only Slurm's variables."""
+    logs = shlex.quote(str(campaign.logs_dir))
+    return ("# each attempt (a requeued job runs again under the same id) writes its own log\n"
+            f'exec >>{logs}/"{stem}.attempt-$(( ${{SLURM_RESTART_COUNT:-0}} + 1 )).out" 2>&1')
+
+
 def prepare_script(campaign: Campaign, number: int, commands: Commands) -> str:
     s = campaign.slurm
     lines = _header(campaign, number, "the prepare job: the image (docker runtime) and the data, once, "
                                       "before the tasks")
     lines += [f"#SBATCH --job-name={campaign.folder.name}-prepare",
-              f"#SBATCH --output={campaign.logs_dir}/prepare-%j.out",
+              f"#SBATCH --output={campaign.logs_dir}/prepare-%j.out", "#SBATCH --open-mode=append",
               "#SBATCH --nodes=1", "#SBATCH --ntasks=1", f"#SBATCH --time={s.prepare_time}"]
     lines += [f"#SBATCH --partition={s.partition}"] if s.partition else []
-    lines += ["set -euo pipefail", "exec " + shlex.join(commands.prepare(number))]
+    lines += ["set -euo pipefail", _attempt_log(campaign, "prepare-${SLURM_JOB_ID}"),
+              "exec " + shlex.join(commands.prepare(number))]
     return "\n".join(lines) + "\n"
 
 
@@ -74,14 +85,14 @@ def tasks_script(campaign: Campaign, number: int, indices: list[int], prepare_jo
               f"#SBATCH --array={compact(indices)}",
               f"#SBATCH --dependency=afterok:{prepare_job}",
               "#SBATCH --kill-on-invalid-dep=yes",  # a failed prepare cancels the tasks instead of leaving them pending
-              f"#SBATCH --output={campaign.logs_dir}/task-%A_%a.out",
+              f"#SBATCH --output={campaign.logs_dir}/task-%A_%a.out", "#SBATCH --open-mode=append",
               f"#SBATCH --nodes={s.nodes_per_run}", "#SBATCH --ntasks=1", f"#SBATCH --time={s.time}"]
     if s.gpus_per_node:
         # a timed run needs the whole node to itself
         lines += [f"#SBATCH --gpus-per-node={s.gpus_per_node}", "#SBATCH --exclusive"]
     lines += [f"#SBATCH --partition={s.partition}"] if s.partition else []
     task = shlex.join(commands.task(number, "INDEX")).replace("INDEX", '"$SLURM_ARRAY_TASK_ID"')
-    lines += ["set -euo pipefail",
+    lines += ["set -euo pipefail", _attempt_log(campaign, "task-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"),
               "# exec: the task is the job's main process, so scancel's SIGTERM reaches it and it records the run",
               "exec " + task]
     return "\n".join(lines) + "\n"
@@ -118,6 +129,8 @@ class SlurmEngine:
             raise InputError(f"--nodes-per-run {campaign.slurm.nodes_per_run}: a run is one `repro train`, which "
                              "starts torchrun --standalone on one node", "use --nodes-per-run 1 (8 GPUs of one node "
                              "is the record's setup)")
+        check_folder(campaign.folder)  # both end up in #SBATCH lines, which no shell quoting protects
+        check_partition(campaign.slurm.partition)
         folder = campaign.folder / "slurm" / f"submit-{number}"
         folder.mkdir(parents=True, exist_ok=True)
         campaign.logs_dir.mkdir(parents=True, exist_ok=True)

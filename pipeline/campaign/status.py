@@ -5,9 +5,10 @@
     wait(ws, campaign, poll_s=5)          # until the scheduler holds nothing of the campaign
 
 A run counts when the reproduce flow would count it: it succeeded with a complete log and is of the
-campaign's configuration (pipeline/reproduce/flow.py). A task the scheduler killed so hard that it
-could not write its status (SIGKILL after KillWait, a lost node) is marked `aborted` here, once the
-scheduler reports its job over, so every run directory ends with a status.
+campaign's configuration (pipeline/reproduce/flow.py). A task whose process is gone without writing how
+its run ended (SIGKILL after KillWait, a Ctrl-C'd or killed local engine, a lost node) is marked `aborted`
+here: its lock is free (owner.py), or, for a record without one, the scheduler reports its job over.
+So every run directory ends with a status, and `wait` and `collect` never wait on a run nobody runs.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.campaign.engines import JobState, get_engine
-from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks
+from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks, read_task
+from pipeline.campaign.owner import ALIVE, GONE, owner_state
 from pipeline.campaign.work import campaign_flow
 from pipeline.clock import utc_now
-from pipeline.errors import CheckFailed
+from pipeline.errors import CheckFailed, ReproError
 from pipeline.records.logparse import parse_log
 from pipeline.reproduce.flow import Flow
-from pipeline.runs.rundir import RunDir, read_status
+from pipeline.runs.rundir import RunDir, RunMeta, read_status
 from pipeline.workspace import Workspace
 
 # Slurm marks a cancelled job over at once, while its processes still have KillWait seconds to finish; a task
@@ -43,6 +45,19 @@ class RunView:
 
 
 @dataclass(frozen=True)
+class AttemptView:
+    """One task record: a submission's task, or one attempt of a requeued one."""
+
+    job: str
+    attempt: int
+    node: str
+    outcome: str
+    started_at: str
+    run_id: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True)
 class TaskView:
     index: int
     job: str | None  # the latest job for this index
@@ -52,6 +67,8 @@ class TaskView:
     outcome: str | None  # the latest task record's outcome
     runs: tuple[RunView, ...]  # every run directory of this index, oldest first
     detail: str | None
+    attempts: tuple[AttemptView, ...] = ()  # every task record of this index, oldest first
+    owner_alive: bool = False  # a task process of this index holds its lock: it is running now
 
     @property
     def done(self) -> bool:
@@ -59,7 +76,9 @@ class TaskView:
 
     @property
     def active(self) -> bool:
-        return self.scheduler is not None and JobState(self.job or "", self.scheduler, None, None).active
+        if self.scheduler is not None and JobState(self.job or "", self.scheduler, None, None).active:
+            return True
+        return self.owner_alive  # the local engine's task running now (it has no scheduler state)
 
 
 @dataclass(frozen=True)
@@ -87,7 +106,8 @@ class CampaignView:
                            "reason": t.reason, "outcome": t.outcome, "done": t.done, "detail": t.detail,
                            "runs": [{"id": r.run_id, "path": str(r.path), "status": r.status, "counts": r.counts,
                                      "final_val_loss": r.final_val_loss, "train_time_s": r.train_time_s}
-                                    for r in t.runs]}
+                                    for r in t.runs],
+                           "attempts": [vars(a) for a in t.attempts]}
                           for t in self.tasks]}
 
 
@@ -112,20 +132,48 @@ def _quiet(campaign: Campaign, task: TaskRecord) -> bool:
     return time.time() - newest > QUIET_S
 
 
-def _mark_killed(campaign: Campaign, task: TaskRecord, state: JobState) -> TaskRecord:
-    """The job is over but the task never wrote how it ended: it was killed outright. Say so everywhere."""
-    detail = f"the scheduler ended job {state.job} ({state.state}) before the task wrote its status"
+def _mark_aborted(campaign: Campaign, task: TaskRecord, detail: str) -> TaskRecord:
+    """The task's process is gone and never wrote how its run ended: say so in the run and the task record."""
     if task.run_dir is not None:
         path = campaign.folder / task.run_dir
         if path.is_dir() and read_status(path) == "running":
             with open(path / "stdout.txt", "ab") as out:
                 out.write(f"[repro] {detail}: marked aborted by `repro campaign status`\n".encode())
-            RunDir(path, path.name).finish("aborted", None)
+            RunDir(path, path.name, meta=_meta_or_none(path)).finish("aborted", None)
     done = replace(task, outcome="aborted", ended_at=utc_now(), detail=detail)
     done.save(campaign)
     if task.run_dir is not None and (campaign.folder / task.run_dir).is_dir():
         done.save_in_run(campaign.folder / task.run_dir)
     return done
+
+
+def _meta_or_none(run_dir: Path) -> RunMeta | None:
+    """The run's run.yaml, to end it too; None when it is missing or unreadable (the status file still ends)."""
+    try:
+        return RunMeta.load_if_present(run_dir)
+    except ReproError:
+        return None
+
+
+def _settled(campaign: Campaign, task: TaskRecord, known: JobState | None) -> tuple[TaskRecord, bool]:
+    """(the task record, whether its process still runs). A record that says running is marked aborted when
+    its owner's lock is free (the process is gone: Ctrl-C'd engine, SIGKILL, a crash), or, for a record
+    without a lock, when the scheduler says its job is over and nothing has been written for QUIET_S."""
+    if task.outcome != "running":
+        return task, False
+    with owner_state(campaign.tasks_dir / task.owner_lock) as owner:
+        if owner == GONE:
+            current = read_task(campaign.tasks_dir / task.file_name)  # under the lock: nobody else marks it now
+            if current.outcome != "running":
+                return current, False
+            return _mark_aborted(campaign, current, f"the task's process ({current.job} on {current.node}) "
+                                                    "ended without recording how its run ended"), False
+    if owner == ALIVE:
+        return task, True
+    if known is not None and not known.active and _quiet(campaign, task):
+        return _mark_aborted(campaign, task, f"the scheduler ended job {known.job} ({known.state}) before the "
+                                             "task wrote its status"), False
+    return task, False
 
 
 def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
@@ -137,23 +185,22 @@ def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
     latest_prepare = next((s.prepare_job for s in reversed(campaign.submissions) if s.prepare_job), None)
     views = []
     for index in range(campaign.runs):
-        mine = [t for t in tasks if t.index == index]
         job = state = None
         for submission in reversed(campaign.submissions):
             if index in submission.indices and submission.array_job:
                 job = f"{submission.array_job}_{index}"
                 state = states.get(job)
                 break
-        for i, task in enumerate(mine):
-            known = states.get(task.job)
-            if task.outcome == "running" and known is not None and not known.active and _quiet(campaign, task):
-                mine[i] = _mark_killed(campaign, task, known)
+        settled = [_settled(campaign, t, states.get(t.job)) for t in tasks if t.index == index]
+        mine = [t for t, _ in settled]
+        attempts = tuple(AttemptView(t.job, t.attempt, t.node, t.outcome, t.started_at,
+                                     Path(t.run_dir).name if t.run_dir else None, t.detail) for t in mine)
         runs = tuple(r for r in (_run_view(campaign, t, flow) for t in mine) if r is not None)
         last = mine[-1] if mine else None
         node = (state.node if state is not None else None) or (last.node if last else None)
         views.append(TaskView(index, job or (last.job if last else None), state.state if state else None, node,
                               state.reason if state else None, last.outcome if last else None, runs,
-                              last.detail if last else None))
+                              last.detail if last else None, attempts, any(alive for _, alive in settled)))
     prepare = states.get(latest_prepare) if latest_prepare else None
     return CampaignView(campaign, prepare, load_prepare(campaign) is not None, tuple(views))
 
@@ -177,6 +224,11 @@ def render(view: CampaignView) -> str:
         lines.append(f"  {t.index:<5} {t.job or '—':<12} {sched:<24} {t.node or '—':<10} {t.outcome or '—':<19} {runs}")
         if t.detail and t.outcome in ("failed-before-run", "aborted-before-run"):
             lines.append(f"        {t.detail.splitlines()[0][:200]}")
+        if len(t.attempts) > 1:  # a resubmitted or requeued task: every attempt, oldest first
+            for a in t.attempts:
+                lines.append(f"        attempt {a.job}" + (f" #{a.attempt}" if a.attempt > 1 else "")
+                             + f" on {a.node} at {a.started_at}: {a.outcome}" + (f", run {a.run_id}" if a.run_id
+                                                                                  else ""))
     return "\n".join(lines)
 
 

@@ -46,6 +46,30 @@ def demo_data(folder: Path, dataset: str) -> DataSettings:
     return DataSettings(str(folder / "data" / dataset), "hub", dict(DEMO_SYNTH))
 
 
+def check_training(campaign: Campaign) -> None:
+    """The campaign's `--set` against the native trainer's own configuration (unknown keys, bad values), and
+    no seed shared by every run: runs that start from the same weights on the same data are copies, and a
+    verdict on copies would report a spread of zero."""
+    train = campaign.train
+    if train.trainer != "native":
+        if train.overrides or train.preset:
+            raise InputError(f"--set / --preset apply to the native trainer; this campaign runs the record's program "
+                             f"({' '.join('--set ' + o for o in train.overrides) or '--preset ' + str(train.preset)})",
+                             "drop them, or add --trainer native")
+        return
+    from train.config import ConfigError, apply_overrides, preset
+
+    try:
+        config = apply_overrides(preset(train.preset or "record"), list(train.overrides))
+    except ConfigError as exc:
+        raise InputError(f"the campaign's training options are refused by the native trainer: {exc}",
+                         "correct the --set (`python -m train --help` lists the keys) and submit again") from None
+    if config.seed is not None and campaign.runs > 1:
+        raise InputError(f"--set seed={config.seed} would give all {campaign.runs} runs the same seed: they would be "
+                         "copies of one run (same weights, same data order), and their spread would say nothing",
+                         "drop --set seed (each run then draws its own seed and logs it)")
+
+
 def existing_or_new(folder: Path, make: Callable[[], Campaign]) -> tuple[Campaign, bool]:
     if (folder / CAMPAIGN_FILE).is_file():
         return load_campaign(folder), False
@@ -54,6 +78,7 @@ def existing_or_new(folder: Path, make: Callable[[], Campaign]) -> tuple[Campaig
 
 def submit(ws: Workspace, campaign: Campaign, say: Callable[[str], None]) -> Submission | None:
     """Submit every run index still missing; None when nothing is (the campaign is complete)."""
+    check_training(campaign)  # before anything is written or submitted: a bad --set fails here, not in every task
     campaign.folder.mkdir(parents=True, exist_ok=True)
     with FolderLock(campaign.folder, "repro campaign submit"):  # one submission at a time
         return _submit(ws, campaign, say)

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipeline.campaign.model import Campaign, PrepareRecord, TaskRecord, TrainSettings, load_prepare
+from pipeline.campaign.owner import owned
 from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed, InputError, ReproError
 from pipeline.records.model import load_record
@@ -155,25 +156,36 @@ def placement(campaign: Campaign, index: int, submission: int) -> TaskRecord:
     """Where this task runs, from the scheduler's environment (Slurm sets these in every task)."""
     env = os.environ
     array_job, task_id = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    restarts = env.get("SLURM_RESTART_COUNT", "0")
     slurm = env.get("SLURM_JOB_ID") is not None
     job = f"{array_job}_{task_id}" if slurm and array_job else env.get("SLURM_JOB_ID") if slurm \
         else f"local-{submission}"
     return TaskRecord(index=index, job=job, engine="slurm" if slurm else "local", node=node_name(),
                       hostname=socket.gethostname(), slurm_job_id=env.get("SLURM_JOB_ID"),
-                      slurm_array_job_id=array_job, slurm_array_task_id=task_id, started_at=utc_now())
+                      slurm_array_job_id=array_job, slurm_array_task_id=task_id, started_at=utc_now(),
+                      attempt=1 + int(restarts) if slurm and restarts.isdigit() else 1)
 
 
 def run_task(ws: Workspace, campaign: Campaign, index: int, submission: int, say: Say, terminal=None) -> TaskRecord:
     """One run of the campaign on this node. The task's record is written before anything can fail, so a
     task that never reached its run still says why; once the run exists, its run directory gets node.json."""
-    from pipeline.runs.stage import plan_train, run_train
-
     if not 0 <= index < campaign.runs:
         raise InputError(f"task index {index} is outside this campaign's {campaign.runs} run(s)",
                          f"give an index from 0 to {campaign.runs - 1}")
     task = placement(campaign, index, submission)
-    task.save(campaign)
-    say(f"[task {index}] {task.job} on node {task.node} (host {task.hostname})")
+    # held from before the record says running until after it says how the run ended: a reader that finds the
+    # record running and the lock free knows this process is gone (owner.py)
+    with owned(campaign.tasks_dir / task.owner_lock):
+        task.save(campaign)
+        say(f"[task {index}] {task.job} on node {task.node} (host {task.hostname})"
+            + (f", attempt {task.attempt}" if task.attempt > 1 else ""))
+        return _run_task(ws, campaign, task, submission, say, terminal)
+
+
+def _run_task(ws: Workspace, campaign: Campaign, task: TaskRecord, submission: int, say: Say,
+              terminal=None) -> TaskRecord:
+    from pipeline.runs.stage import plan_train, run_train
+
     train = next((s.train for s in campaign.submissions if s.number == submission), campaign.train)
 
     def end(outcome: str, detail: str | None, run_dir: Path | None = None) -> TaskRecord:

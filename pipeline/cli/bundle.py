@@ -107,13 +107,18 @@ def verify(ws, path, pubkey, require_signature, max_member_mb, max_total_mb, as_
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest and member list as JSON.")
 def show(path, as_json):
-    """Show what a bundle says about itself (not a check: use `repro bundle verify`)."""
+    """Show what a bundle says about itself; exit 1 if its bytes are not intact (truncated, damaged, changed).
+    The verdict is not recomputed: `repro bundle verify` does that."""
     summary = show_bundle(path)
     m = summary.manifest
     if as_json:
-        emit_json({"path": summary.path, "manifest": m.to_dict(),
-                   "members": [{"name": n, "size": s} for n, s in summary.members]})
-        return
+        emit_json({"path": summary.path, "intact": summary.intact, "manifest": m.to_dict(),
+                   "members": [{"name": n, "size": s} for n, s in summary.members],
+                   "problems": [{"member": p.member, "problem": p.problem} for p in summary.problems]})
+        return Outcome.check(summary.intact)
+    if not summary.intact:  # first, so that nothing below is read as a whole bundle's word
+        click.secho(f"bundle NOT intact ({len(summary.problems)} problem(s)): what follows is what its damaged "
+                    "copy says", fg="red", bold=True)
     click.echo(f"bundle {m.name} (schema {m.schema_version}, created {m.created or '?'}) -- what it says; "
                "`repro bundle verify` checks it")
     click.echo(f"  record   {m.record.name}: target {m.record.target_val_loss} (p < {m.record.p_value_max}), "
@@ -138,3 +143,9 @@ def show(path, as_json):
     click.echo(f"  members  {len(summary.members)}:")
     for name, size in summary.members:
         click.echo(f"    {size:>10}  {name}")
+    if not summary.intact:
+        for problem in summary.problems:
+            click.echo(f"  problem  {problem.member}: {problem.problem}")
+        click.secho(f"bundle NOT intact: {len(summary.problems)} problem(s); `repro bundle verify {path}` checks "
+                    "it fully", fg="red", bold=True)
+    return Outcome.check(summary.intact)

@@ -83,6 +83,7 @@ def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, 
     ws = registry.workspace
 
     from pipeline.campaign.model import DataSettings, SlurmSettings, TrainSettings
+    from pipeline.campaign.names import check_folder, check_partition
     from pipeline.campaign.submit import demo_data, existing_or_new, new_campaign
     from pipeline.campaign.submit import submit as submit_campaign
     from pipeline.reproduce.flow import DEMO_RECORD
@@ -91,7 +92,8 @@ def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, 
     if folder is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         folder = ws.root / "campaigns" / f"{record_name or DEFAULT_RECORD}-{stamp}"
-    folder = folder.resolve()
+    folder = check_folder(folder)  # the name, the path and the partition go into job scripts: checked first
+    check_partition(partition)
 
     def train_settings(base: TrainSettings | None) -> TrainSettings:
         base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if demo
@@ -178,9 +180,12 @@ def wait(ws, folder, timeout_s, poll_s, as_json):
     else:
         click.echo(render(view))
     if view.prepare is not None and view.prepare.state.startswith(("FAILED", "CANCELLED", "TIMEOUT")):
+        job, logs = view.prepare.job, view.campaign.logs_dir
+        # the last attempt's own log; Slurm's file for scripts written before attempts had one
+        log = max(logs.glob(f"prepare-{job}.attempt-*.out"), default=logs / f"prepare-{job}.out",
+                  key=lambda p: p.stat().st_mtime)
         raise CheckFailed(f"the prepare job {view.prepare.job} ended {view.prepare.state}, so no task ran",
-                          f"read {view.campaign.logs_dir}/prepare-{view.prepare.job}.out, fix the cause and submit "
-                          f"again: `repro campaign submit --campaign {folder}`")
+                          f"read {log}, fix the cause and submit again: `repro campaign submit --campaign {folder}`")
     if view.missing:
         raise CheckFailed(f"{len(view.missing)} run(s) did not succeed: task(s) {', '.join(map(str, view.missing))}",
                           f"collect what finished (`repro campaign collect {folder}`), or run the missing ones: "

@@ -61,7 +61,9 @@ def size_from_header(prefix: bytes) -> int | None:
 
 def read_header(path: Path) -> ShardHeader | None:
     """The header of a shard file, or None when the file is shorter than a header."""
-    with open(path, "rb") as f:
+    from pipeline.regular_file import open_regular  # a FIFO named *.bin: refused, not waited on
+
+    with open_regular(Path(path), "shard", "remove it and fetch the data again") as f:
         raw = f.read(HEADER_BYTES)
     if len(raw) < HEADER_BYTES:
         return None

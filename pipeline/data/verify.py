@@ -24,6 +24,7 @@ from pipeline.data.shards import header_problems, read_header
 from pipeline.errors import InputError, ManifestError, os_error
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.regular_file import kind_of
 from pipeline.yamlio import YamlRefused, load_bytes
 
 LOCK_NAME = "data.lock.yaml"
@@ -180,6 +181,9 @@ def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], token
         return FileCheck(path.name, None, None, None, ("missing: recorded in the lock but not in the folder",), False)
     if path.is_dir():
         return FileCheck(path.name, None, None, None, ("is a directory where a shard belongs: remove it",), False)
+    kind = kind_of(path)
+    if kind != "regular file":  # a FIFO would block the read forever, a device never end it
+        return FileCheck(path.name, None, None, None, (f"is a {kind}, not a regular file: not read; remove it",), False)
     if sha256 is None:  # the file exists but could not be hashed
         return FileCheck(path.name, None, None, None, (_unreadable(path),), False)
     size = path.stat().st_size
@@ -198,8 +202,7 @@ def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], token
 
 def _unreadable(path: Path) -> str:
     try:
-        with open(path, "rb"):
-            pass
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))  # non-blocking: check_file let no FIFO through anyway
     except OSError as exc:
         return f"cannot be read ({exc.strerror}): fix its permissions or fetch it again"
     return "could not be hashed: fetch it again"

@@ -7,6 +7,9 @@ The same lock the image installs, with the same rule: every file is named by the
 against its sha256 (`pip install --require-hashes --no-deps` from a requirements file written from
 the lock), so nothing unpinned enters. Files come from the lock's own URLs, from a local folder
 (--wheelhouse, no network) or from another index (--index-url: a mirror; the hashes still decide).
+They are fetched (and hash-checked) before anything is installed, and only those that the environment
+manifest's requirements lead to are installed (pipeline/env/closure.py): a lock entry nothing requires
+is left out, and the build says so.
 
 The venv lives in ws.cache/venvs/<key>, key = sha256 of (lock sha256, the base Python's exact
 version, its platform): a second call with the same inputs finds it complete and reuses it without
@@ -110,10 +113,10 @@ def requirements_text(files: tuple[LockedFile, ...], source: str) -> str:
     return "".join(f"{f.name}=={f.version} --hash=sha256:{f.sha256}\n" for f in files)
 
 
-def _pip_install(python: Path, args: list[str], log: Callable[[str], None]) -> None:
+def _pip_install(python: Path, args: list[str], log: Callable[[str], None], verb: str = "install") -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}  # the machine's pip config stays out
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    cmd = [str(python), "-m", "pip", "install", "--no-cache-dir", "--no-deps", "--only-binary=:all:", *args]
+    cmd = [str(python), "-m", "pip", verb, "--no-cache-dir", "--no-deps", "--only-binary=:all:", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     from pipeline.redact import scrub_urls
 
@@ -126,7 +129,46 @@ def _pip_install(python: Path, args: list[str], log: Callable[[str], None]) -> N
         if "DO NOT MATCH THE HASHES" in said:
             fix = ("a file's bytes do not match the lock's sha256: do not use that source until it is explained "
                    "(never edit the lock to match a file)")
-        raise RunFailed(f"installing the lock into the venv failed:\n{said[-1500:]}", fix)
+        raise RunFailed(f"{'installing' if verb == 'install' else 'fetching'} the lock's files for the venv "
+                        f"failed:\n{said[-1500:]}", fix)
+
+
+def _fetch(python: Path, files: tuple[LockedFile, ...], wheelhouse: Path | None, index_url: str | None, stage: Path,
+           log: Callable[[str], None]) -> Path:
+    """A folder holding every file of `files` by its filename, hashes checked: the wheelhouse, or `stage` filled
+    by `pip download` (so that their METADATA can be read before anything is installed)."""
+    if wheelhouse is not None:
+        folder = Path(wheelhouse)
+    else:
+        stage.mkdir(parents=True, exist_ok=True)
+        requirements = stage / "repro-download.txt"
+        requirements.write_text(requirements_text(files, "lock" if index_url is None else "name"))
+        args = ["--require-hashes", "-r", str(requirements), "-d", str(stage)]
+        log(f"  fetching {len(files)} locked files (hashes enforced) from "
+            + ("the lock's URLs" if index_url is None else "the index"))
+        _pip_install(python, (["--index-url", index_url] if index_url else []) + args, log, verb="download")
+        folder = stage
+    missing = [f.filename for f in files if not (folder / f.filename).is_file()]
+    if missing:
+        raise InputError(f"{folder} lacks {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1
+                                                             else ""),
+                         "fill the wheelhouse with `repro env lock --wheelhouse DIR`")
+    return folder
+
+
+def _needed(env: Environment, lock: Lock, with_fa3: bool, folder: Path, python: Path,
+            log: Callable[[str], None]) -> tuple[LockedFile, ...]:
+    """The lock's files that the manifest's requirements lead to; any other entry is left out, and said."""
+    from pipeline.env.closure import marker_environment, required_files
+
+    files = lock.files if with_fa3 else lock.packages  # FA3's build packages only where FA3 is
+    asked = env.requirements + (env.build_requirements if with_fa3 else ())
+    needed, extra = required_files(files, {f.filename: folder / f.filename for f in files}, asked,
+                                   marker_environment(python))
+    if extra:
+        log(f"  leaving out {len(extra)} lock entr{'y' if len(extra) == 1 else 'ies'} that no requirement of "
+            f"{env.name} leads to: {', '.join(f'{f.name} {f.version}' for f in extra)}")
+    return needed
 
 
 def _fa3_wheel(wheelhouse: Path | None) -> Path | None:
@@ -263,18 +305,16 @@ def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str,
     venv_python = path / "bin" / "python"
     fa3 = _fa3_wheel(Path(wheelhouse) if wheelhouse else None)
     with_fa3 = bool(lock.flash_attention) and (fa3 is not None or build_fa3_from_source)
-    files = lock.files if with_fa3 else lock.packages  # FA3's build packages only where FA3 is
-    source = "lock" if wheelhouse is None and index_url is None else "name"
-    requirements = path / "repro-requirements.txt"
-    requirements.write_text(requirements_text(files, source))
-    args = ["--require-hashes", "-r", str(requirements)]
-    if wheelhouse is not None:
-        args = ["--no-index", "--find-links", str(wheelhouse)] + args
-    elif index_url is not None:
-        args = ["--index-url", index_url] + args
-    log(f"  installing {len(files)} locked files (hashes enforced) from "
-        + (f"wheelhouse {wheelhouse}" if wheelhouse else "the lock's URLs" if index_url is None else "the index"))
-    _pip_install(venv_python, args, log)
+    with tempfile.TemporaryDirectory(prefix=f".{key}-files-", dir=path.parent) as stage:
+        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, Path(wheelhouse) if wheelhouse
+                        else None, index_url, Path(stage), log)
+        files = _needed(env, lock, with_fa3, folder, venv_python, log)
+        requirements = path / "repro-requirements.txt"
+        requirements.write_text(requirements_text(files, "name"))
+        log(f"  installing {len(files)} locked files (hashes enforced) from "
+            + (f"wheelhouse {wheelhouse}" if wheelhouse else "the files fetched"))
+        _pip_install(venv_python, ["--no-index", "--find-links", str(folder), "--require-hashes", "-r",
+                                   str(requirements)], log)
     fa3_wheel = None
     if fa3 is None and with_fa3:
         fa3 = build_fa3(ws, lock, venv_python, key, Path(wheelhouse) if wheelhouse else None, log)

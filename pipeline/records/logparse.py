@@ -383,9 +383,12 @@ def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
 
 
 def parse_log(path: Path) -> ParsedLog:
+    from pipeline.regular_file import open_regular
+
     path = Path(path)
+    fix = "give the path of a run's log.txt or a run directory"
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "log", fix) as f:
             return parse_stream(f, str(path))
     except OSError as exc:
         raise os_error(path, exc, "give the path of a run's log.txt or a run directory") from None

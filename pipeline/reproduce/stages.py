@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import CheckFailed, InputError
+from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_file
 from pipeline.reproduce import selection
 from pipeline.reproduce.selection import run_meta
@@ -59,6 +59,7 @@ def stage_preflight(flow: Flow) -> StageOutcome:
     write_report(report, path)
     failures = report.failures()
     flow.state.set(PreflightState(str(path), report.outcome))
+    _refuse_missing(flow, report, failures, path)
     if failures and not flow.req.keep_going:
         first = failures[0]
         raise CheckFailed(f"preflight failed: {first.name}: {first.reason}"
@@ -68,6 +69,20 @@ def stage_preflight(flow: Flow) -> StageOutcome:
     warned = len(report.by_status("warn"))
     return StageOutcome("preflight", "done", f"{report.outcome}: {warned} warning(s)"
                         + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else ""))
+
+
+def _refuse_missing(flow: Flow, report, failures, path: Path) -> None:
+    """What is missing on the machine exits 4, as `repro preflight` says it, not 'preflight failed'."""
+    if report.no_gpu and not flow.req.keep_going:
+        raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
+                                "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
+    torch_missing = next((c for c in failures if c.name == "runtime" and "import torch failed" in c.reason), None)
+    if torch_missing is not None and flow.req.runtime == "host" and not flow.req.keep_going:
+        # `pip install .` installs the CLI without torch (the extra "train"): say what to install, not "see the report"
+        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}",
+                                "install it into this Python: `pip install '.[train]'` (CPU only: `pip install torch "
+                                "--index-url https://download.pytorch.org/whl/cpu`), or run `make demo`, which builds "
+                                ".venv with a CPU torch")
 
 
 def stage_environment(flow: Flow) -> StageOutcome:

@@ -71,19 +71,52 @@ def _drain(fd: int, tee: Tee, deadline: float) -> None:
 
 
 def _stop_group(proc: subprocess.Popen, tee: Tee, timeout_s: float) -> None:
+    """Stop the launcher and its workers. torchrun answers a signal with a traceback of its own (SignalException)
+    in the run's output; it is only the launcher, so it is stopped outright (SIGKILL), and its workers, each in a
+    session of its own, get the SIGTERM it would have passed on, then SIGKILL after `timeout_s`."""
     tee.note(f"interrupted: stopping the training processes (SIGTERM, then SIGKILL after {timeout_s:.0f} s)")
+    groups = [proc.pid] + _children(proc.pid)  # the launcher's group, then each worker's (start_new_session both)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.kill()
     except ProcessLookupError:
-        proc.wait()
-    try:  # workers that outlived torchrun in the same group
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
         pass
+    proc.wait()
+    _signal_groups(groups[1:], signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _alive_in(groups):
+        time.sleep(0.2)
+    _signal_groups(groups, signal.SIGKILL)  # whatever did not stop in time
+
+
+def _signal_groups(groups: list[int], sig: int) -> None:
+    for group in groups:
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _proc_stat() -> list[tuple[int, str, int, int]]:
+    """(pid, state, ppid, process group) of every process, from /proc/<pid>/stat."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                out.append((int(entry.name), fields[0], int(fields[1]), int(fields[2])))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    return [p for p, _, ppid, _ in _proc_stat() if ppid == pid]
+
+
+def _alive_in(groups: list[int]) -> bool:
+    """Whether a process of these groups still runs; zombies (exited, not yet reaped) do not count."""
+    wanted = set(groups)
+    return any(group in wanted and state != "Z" for _, state, _, group in _proc_stat())
 
 
 def run_host(launch: Launch, tee: Tee, stop_timeout_s: float = STOP_TIMEOUT_S) -> Outcome:
