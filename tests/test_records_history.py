@@ -349,6 +349,10 @@ def test_the_site_shows_each_record_s_check(tmp_path, registry):
         assert code == 0 and "12 check row(s)" in text, text
         page = (out / "records" / "2026-07-13_PrefixTokenPrediction.html").read_text()
         assert "prefix-1375/1b20ccf2-cb2f-4b6b-bc8a-2d9cd146f549.txt" in page and "other-hardware" in page
+    code, text = run("--registry", str(registry), "records", "site", "--out", str(tmp_path / "planned"), "--plans")
+    assert code == 0 and f"{len(list((registry / 'records').glob('*.yaml')))} plan row(s)" in text, text
+    page = (tmp_path / "planned" / "records" / "2024-06-06_AdamW.html").read_text()
+    assert "the record&#x27;s logs carry no program text" in page  # --plan's own refusal, word for word
 
 
 def test_fetch_logs_keeps_the_record_s_subfolders(tmp_path, registry):

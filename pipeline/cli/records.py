@@ -283,10 +283,12 @@ def _print_check(rows) -> None:
 @click.option("--from", "upstream_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Judge each record on its own logs in this upstream clone now (as `records check`), instead of "
                    "reading --check.")
+@click.option("--plans", "plan_here", is_flag=True,
+              help="Plan each record now (as `repro reproduce --record NAME --plan`), instead of reading --plan.")
 @WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
 @pass_workspace
-def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
+def site(ws, out_dir, check_file, plan_file, upstream_dir, plan_here, wheelhouse, as_json):
     """A static site of the registry: an index in upstream's order with a time chart, and a page per record."""
     from pipeline.pages.site import build_site, write_site
     from pipeline.pages.site_inputs import SiteRecord, load_check_rows, load_plan_rows
@@ -303,7 +305,10 @@ def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
         checks = check_records([s.record for s in records if s.record.imported is not None], upstream_dir)
     else:
         checks = load_check_rows(check_file) if check_file else []
-    plans = load_plan_rows(plan_file) if plan_file else []
+    if plan_here and plan_file is not None:
+        raise InputError("--plans and --plan both say whether each record can be run", "pass one of them")
+    plans = _plan_rows(ws, [s.record for s in records]) if plan_here else \
+        load_plan_rows(plan_file) if plan_file else []
     written = write_site(build_site(records, checks, plans), out_dir)
     if as_json:
         emit_json({"out_dir": str(out_dir), "index": str(out_dir / "index.html"), "files": [str(p) for p in written],
@@ -311,3 +316,19 @@ def site(ws, out_dir, check_file, plan_file, upstream_dir, wheelhouse, as_json):
         return
     click.echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
                f"{len(checks)} check row(s), {len(plans)} plan row(s))")
+
+
+def _plan_rows(ws: Workspace, records: list[Record]) -> list:
+    """Whether each record can be run, by `reproduce --plan`'s own logic: its refusals, else its environment."""
+    from pipeline.pages.site_inputs import PlanRow
+    from pipeline.reproduce.flow import ReproduceRequest
+    from pipeline.reproduce.plan import plan_reproduce
+
+    rows = []
+    for record in records:
+        plan = plan_reproduce(ws, ReproduceRequest(record=record.name, runs=4))
+        env = plan.environment
+        reason = "; ".join(plan.refusals) if plan.refusals else \
+            f"environment {env.get('name')} ({env.get('kind')}): {env.get('reason', '')}"
+        rows.append(PlanRow(record.name, not plan.refusals, reason))
+    return rows

@@ -15,11 +15,16 @@ def environment_cell(s: SiteRecord) -> str:
            f"{esc(kind)}</span>"
 
 
-def plan_cell(plan: PlanRow | None) -> str:
+def plan_cell(plan: PlanRow | None, short: bool = False) -> str:
+    """The plan's answer; in the index (`short`) its reason is cut to a line, whole on hover and on the page."""
     if plan is None:
         return '<span class="badge none">not planned</span>'
+    reason = plan.reason if not short or len(plan.reason) <= SHORT else plan.reason[:SHORT - 1].rstrip() + "…"
     return f'<span class="badge {"ok" if plan.runnable else "bad"}">{"yes" if plan.runnable else "no"}</span> ' \
-           f'<span class="note">{esc(plan.reason)}</span>'
+           f'<span class="note" title="{esc(plan.reason)}">{esc(reason)}</span>'
+
+
+SHORT = 70
 
 
 def upstream_link(s: SiteRecord) -> str:

@@ -74,7 +74,7 @@ def _index(records: list[SiteRecord], checks: dict[str, CheckRow], plans: dict[s
         rows.append([esc(f"{track}·{number}"), esc(r.date), link, fmt(claimed, ".1f"),
                      fmt(r.published.mean_time_s, ".2f"), badge(check.verdict if check else None),
                      esc(check.rule if check and check.rule else "—"), environment_cell(s),
-                     plan_cell(plans.get(r.name)), _parent_cell(r.parent, names)])
+                     plan_cell(plans.get(r.name), short=True), _parent_cell(r.parent, names)])
     body = ("<h1>NanoGPT speedrun records: what reproduces</h1>"
             f'<p class="note">{len(records)} records of this registry, in upstream\'s order. The verdict is each '
             "record's own published logs judged by its own rules (<code>repro records check</code>); the "
