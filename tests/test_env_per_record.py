@@ -13,7 +13,7 @@ from datetime import date
 import pytest
 
 from pipeline.env.lock import load_lock_file
-from pipeline.records.environment_choice import choose_environment, parse_torch, registry_environments
+from pipeline.records.environment_choice import environment_by_rule, parse_torch, registry_environments
 from pipeline.records.model import load_record, record_names
 from pipeline.records.program import cut_program
 from pipeline.runs.stage import imports_hub_kernels
@@ -36,7 +36,7 @@ def test_no_two_records_needing_one_environment_get_two_locks():
     envs = registry_environments(ENVIRONMENTS)
     chosen = defaultdict(set)  # the build a record needs -> the environments chosen for it
     for record in _records():
-        choice = choose_environment(_torch(record), record.name, record.date, envs, today=LATER)
+        choice = environment_by_rule(_torch(record), record.name, record.date, envs, today=LATER)
         if choice.kind == "exact":
             chosen[_torch(record)].add(choice.environment)
     assert chosen and all(len(names) == 1 for names in chosen.values()), dict(chosen)
@@ -50,7 +50,7 @@ def test_no_two_records_needing_one_environment_get_two_locks():
                                                ("2024-10-10_Muon", "pypi-torch-2.4")])
 def test_a_stable_release_in_the_log_gets_its_exact_lock_from_pypi(name, environment):
     record = load_record(name, RECORDS)
-    choice = choose_environment(_torch(record), name, record.date, registry_environments(ENVIRONMENTS), today=LATER)
+    choice = environment_by_rule(_torch(record), name, record.date, registry_environments(ENVIRONMENTS), today=LATER)
     assert (choice.environment, choice.kind, choice.deviation) == (environment, "exact", "")
     assert record.environment == environment  # what `repro reproduce` builds first
     lock = load_lock_file(ENVIRONMENTS / f"{environment}.lock.yaml")
@@ -74,12 +74,12 @@ def test_the_newest_records_lock_carries_its_hub_import():
 
 def test_a_nightly_gets_the_nearest_stable_release_declared():
     record = load_record("2026-02-10_ShortWindow", RECORDS)
-    choice = choose_environment(_torch(record), record.name, record.date, registry_environments(ENVIRONMENTS),
+    choice = environment_by_rule(_torch(record), record.name, record.date, registry_environments(ENVIRONMENTS),
                                 today=LATER)
     assert (choice.environment, choice.kind) == ("pypi-torch-2.10", "stable-stand-in")
     assert "2.10.0+cu128 stands in for the record's 2.10.0.dev20251210+cu126" in choice.deviation
     assert record.environment == "pypi-torch-2.10"
     made_for = load_record("2025-09-23_MuonCustomSizing", RECORDS)  # a tie (2.8 / 2.10): its own fallback wins
-    tie = choose_environment(_torch(made_for), made_for.name, made_for.date, registry_environments(ENVIRONMENTS),
+    tie = environment_by_rule(_torch(made_for), made_for.name, made_for.date, registry_environments(ENVIRONMENTS),
                              today=LATER)
     assert tie.environment == "pypi-torch-2.8"

@@ -289,21 +289,21 @@ def test_environment_choice_rules():
     """Exact while the build can be had; else the nearest stable, declared; no version: the date's release."""
     from datetime import date
 
-    from pipeline.records.environment_choice import EnvironmentPin, choose_environment
+    from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule
 
     envs = [EnvironmentPin("nightly-0726", "2.9.0.dev20250726+cu126", "", True, "torch-n.whl", "ab" * 32),
             EnvironmentPin("stable-2.8", "2.8.0+cu126", "", True),
             EnvironmentPin("stable-2.10", "2.10.0+cu128", "", True),
             EnvironmentPin("stable-2.4", "2.4.1+cu121", "", False)]
-    fresh = choose_environment("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2025, 8, 1))
+    fresh = environment_by_rule("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2025, 8, 1))
     assert (fresh.environment, fresh.kind, fresh.deviation) == ("nightly-0726", "exact", "")
-    gone = choose_environment("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2026, 1, 1))
+    gone = environment_by_rule("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2026, 1, 1))
     assert gone.kind == "stable-stand-in" and gone.environment == "stable-2.10"  # a 2.9 nightly became 2.9: tie, newer
     assert "left PyTorch's index" in gone.reason and "stands in" in gone.deviation
-    assert choose_environment("2.4.1+cu121", "r", "2024-10-10", envs, today=date(2030, 1, 1)).kind == "exact"
-    near = choose_environment("2.5.1+cu124", "r", "2024-11-01", envs)
+    assert environment_by_rule("2.4.1+cu121", "r", "2024-10-10", envs, today=date(2030, 1, 1)).kind == "exact"
+    near = environment_by_rule("2.5.1+cu124", "r", "2024-11-01", envs)
     assert near.environment == "stable-2.4" and near.family == "torch-2.5-stable"
-    unknown = choose_environment("", "r", "2024-06-06", envs)
+    unknown = environment_by_rule("", "r", "2024-06-06", envs)
     assert unknown.environment == "stable-2.4" and "2.3, the stable release current on 2024-06-06" in unknown.reason
-    assert choose_environment("", "r", "2020-01-01", envs).kind == "none"
-    assert choose_environment("2.9.0+cu126", "r", "2025-10-20", []).kind == "none"
+    assert environment_by_rule("", "r", "2020-01-01", envs).kind == "none"
+    assert environment_by_rule("2.9.0+cu126", "r", "2025-10-20", []).kind == "none"

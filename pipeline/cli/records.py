@@ -10,7 +10,7 @@ import click
 from pipeline.errors import CheckFailed, InputError
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
-    choose_environment,
+    environment_by_rule,
     environment_family,
     registry_environments,
 )
@@ -45,7 +45,7 @@ def environment_of(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> 
         return EnvironmentChoice(r.environment, "named", environment_family(r.software.torch),
                                  f"the manifest names {r.environment!r}, which is no environment manifest of this "
                                  "registry: it runs as named (`host` = the machine's own Python)", ""), False
-    return choose_environment(r.software.torch, r.name, r.date, pins, wheelhouse=wheelhouse), exists
+    return environment_by_rule(r.software.torch, r.name, r.date, pins, wheelhouse=wheelhouse), exists
 
 
 def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> dict:

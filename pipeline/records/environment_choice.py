@@ -1,6 +1,8 @@
-"""Which environment manifest a record runs in, and why: the exact PyTorch it ran, else the nearest stable.
+"""Which environment manifest a record names, and why, by the rule: the exact PyTorch it ran, else the nearest
+stable. (What a run may actually build on this node, given the locks and a wheelhouse, is pipeline/env/choose.py's
+choose_environment, at run time; this is the rule the importer and `records list` apply to the registry.)
 
-    choice = choose_environment(record_torch="2.9.0.dev20250726+cu126", record_name=..., record_date=...,
+    choice = environment_by_rule(record_torch="2.9.0.dev20250726+cu126", record_name=..., record_date=...,
                                 environments=registry_environments(ws.environments_dir))
     choice.environment, choice.kind, choice.reason, choice.deviation
 
@@ -156,7 +158,7 @@ def nightly_available(env: EnvironmentPin, version: TorchVersion, today: date,
     return False, "a nightly without a date in its version: no index can be counted on (pass --wheelhouse DIR)"
 
 
-def choose_environment(record_torch: str, record_name: str, record_date: str,
+def environment_by_rule(record_torch: str, record_name: str, record_date: str,
                        environments: list[EnvironmentPin], today: date | None = None,
                        wheelhouse: Path | None = None) -> EnvironmentChoice:
     wanted = parse_torch(record_torch)

@@ -33,7 +33,7 @@ import yaml
 
 from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
-from pipeline.records.environment_choice import EnvironmentPin, choose_environment, environment_family
+from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule, environment_family
 from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, propose_rule
 from pipeline.records.logfacts import LogFacts, most_common
 from pipeline.records.logparse import SEPARATOR
@@ -191,7 +191,7 @@ def _generated(x: RowImport, environments: list[EnvironmentPin], warnings: list[
     # The environment the record ran in: chosen as of the record's date, when its nightly was on the index
     # (`repro records show` says what can be built today, and what stands in when it cannot).
     as_of = date.fromisoformat(row.date) if row.date else None
-    choice = choose_environment(torch, x.name, row.date, environments, today=as_of)
+    choice = environment_by_rule(torch, x.name, row.date, environments, today=as_of)
     gpu_model = most_common(f.gpu_model for f in facts) or ""
     published = _published(facts, row.claimed_time_s, x.proposal.quoted)
     folder = f"{row.track_folder}/{row.record_name}"
