@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import warnings
 from dataclasses import dataclass
 
 from pipeline.hashing import sha256_bytes
@@ -68,11 +69,20 @@ def _canonical(tree: ast.AST, out: list[str]) -> None:
             out.append(f"{type(item).__name__}:{item!r}")
 
 
+def parse_program(source: str | bytes) -> ast.Module:
+    """A program's syntax tree. A record's own odd string escapes (a backslash-s in a regex) are its business, not a
+    warning of this tool's; errors still raise."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source)
+
+
 def fingerprint(source: str | bytes) -> str:
     """Fingerprint of the program's code; raises SyntaxError when it is not Python, or when it nests too deeply
     for Python's own parser (a hostile program of thousands of nested terms: RecursionError inside ast.parse)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_program(source)
     except (RecursionError, MemoryError):
         raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
     parts: list[str] = []

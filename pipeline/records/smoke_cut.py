@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pipeline.errors import CheckFailed, InputError
 from pipeline.hashing import sha256_bytes
+from pipeline.records.identity import parse_program
 from pipeline.records.program_files import ProgramFile, join_program, split_program
 
 VERSION = 2  # v1: the line patch of pipeline/records/patch.py (2025-09-23's four lines)
@@ -61,7 +62,7 @@ class Change:
 def class_fields(main: bytes) -> dict[str, list[Field]]:
     """Every `name[: type] = value` directly in a class body of the program, by name (a list: duplicates show)."""
     try:
-        tree = ast.parse(main)
+        tree = parse_program(main)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise CheckFailed(f"train_gpt.py cannot be parsed: {exc}", "use the record's unmodified program") from None
     lines = main.split(b"\n")
