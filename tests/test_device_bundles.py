@@ -50,3 +50,26 @@ def test_verify_on_the_smoke_runs_passes_with_exit_0(bundle, tmp_path):
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert "verdict: smoke-passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+ANYRECORD = REPO_ROOT / "docs" / "device-runs" / "2026-12-01-h200-anyrecord"
+# folder -> (the verdict, what `bundle show` must name as its reason): 2026-12-01's three records of three eras
+OUTCOMES = {"fp8down": ("smoke-failed", "CUBLAS_STATUS_NOT_SUPPORTED"),
+            "shortwindow": ("smoke-failed", "Loop-carried variable max_val"),
+            "muon": ("smoke-passed", "val loss 10.8258 -> 3.8875 over 40 steps"),
+            "warm-start": ("smoke-passed", "over 40 steps")}
+
+
+@pytest.mark.parametrize("folder", sorted(OUTCOMES))
+def test_any_record_bundles_verify_and_name_their_outcome(folder, tmp_path):
+    """Issue 27's proof: a failed smoke run is a verified bundle whose verdict names the program's own error."""
+    verdict, reason = OUTCOMES[folder]
+    bundles = sorted((ANYRECORD / folder).glob("*.tar.gz"))
+    assert bundles
+    for bundle in bundles:
+        done = subprocess.run([sys.executable, "-c", NO_CRYPTO, str(tmp_path), str(bundle)], capture_output=True,
+                              text=True, cwd=REPO_ROOT)
+        assert done.returncode == 0 and f"verdict: {verdict}" in done.stdout, done.stdout[-2000:] + done.stderr
+        shown = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "bundle", "show",
+                                str(bundle)], capture_output=True, text=True, cwd=REPO_ROOT)
+        assert shown.returncode == 0 and reason in shown.stdout, shown.stdout[-3000:]
