@@ -172,6 +172,13 @@ def _on_track_hardware(inp: FolderInput, folder: str, by_folder: dict[str, list[
                         f"{inp.track_gpus}, and no sibling folder holds the same schedule on {inp.track_gpus}"]
 
 
+def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
+    if PurePosixPath(run.rel).name not in inp.parent_log_names:
+        return None
+    return LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
+                   run.facts.sha256)
+
+
 def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str]) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
@@ -179,9 +186,8 @@ def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dic
                                                   f"{inp.track_gpus}", f.sha256)
     if BASELINE.search(name):
         return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
-    if name in inp.parent_log_names:
-        return LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
-                       f.sha256)
+    if (parent := _parent_log(run, inp)) is not None:
+        return parent
     if f.sha256 in seen:
         return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
     if f.val_loss is None:
@@ -232,10 +238,8 @@ def select_runs(inp: FolderInput) -> Selection:
     runs, seen = [], {}
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
-            why = (LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
-                           run.facts.sha256) if PurePosixPath(run.rel).name in inp.parent_log_names else
-                   LeftOut(run.rel, "other-experiment", f"before 2024-12-04 a record was one run: the table links "
-                                                        f"{linked}", run.facts.sha256))
+            why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
+                                                   f"one run: the table links {linked}", run.facts.sha256)
         else:
             why = _why_not_run(run, inp, linked_steps, seen)
         if why is None:
