@@ -90,6 +90,22 @@ def findings_from_list(raw: Any, where: str) -> tuple[Finding, ...]:
     return tuple(Finding.from_dict(item, f"{where}[{i}]") for i, item in enumerate(raw))
 
 
+# What an older version stored as a sentence where a deviation finding now stands (a lock's, an image label's, a
+# venv's or run.yaml's): read as this finding, so no file written before is refused and nothing it said is lost.
+RECORDED_TEXT = "deviation.text"
+
+
+def deviations_from_list(raw: Any, where: str) -> tuple[Finding, ...]:
+    """Stored deviations: findings (code, severity, data), or the sentences of a file written before they were."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(f"{where}: must be a list of deviations, got {type(raw).__name__}",
+                         "the file was not written by this tool or was edited; write it again with this tool")
+    return tuple(Finding(RECORDED_TEXT, "deviation", {"text": item}) if isinstance(item, str)
+                 else Finding.from_dict(item, f"{where}[{i}]") for i, item in enumerate(raw))
+
+
 def of_severity(findings: Iterable[Finding], *severities: str) -> list[Finding]:
     return [f for f in findings if f.severity in severities]
 

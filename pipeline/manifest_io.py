@@ -100,9 +100,10 @@ class Fields:
                             f"remove it or fix its spelling; known here: {', '.join(sorted(allowed))}")
 
 
-def check_schema_version(fields: Fields, supported: int) -> int:
+def check_schema_version(fields: Fields, supported: int, older: tuple[int, ...] = ()) -> int:
+    """The file's schema version: `supported` (what this tool writes) or one of the `older` it still reads."""
     version = fields.req("schema_version", int, f"add `schema_version: {supported}`")
-    if version != supported:
+    if version != supported and version not in older:
         raise fields.fail("schema_version", f"is {version}, this tool reads version {supported}",
                           "upgrade the tool or rewrite the manifest for this schema version")
     return version

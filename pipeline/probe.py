@@ -133,6 +133,20 @@ def parse_probe(text: str, where: str, gpu_access_error: str | None = None) -> R
     if data is None:
         raise InputError(f"{where}: the runtime did not print a JSON object of versions",
                          "check that the runtime's python starts: run it by hand with `-c 'import torch'`")
+    return probe_from_mapping(data, where, gpu_access_error)
+
+
+def probe_from_mapping(data: dict, where: str, gpu_access_error: str | None = None) -> RuntimeProbe:
+    """RuntimeProbe from the snippet's keys (RuntimeProbe.to_dict() gives them back; run.yaml stores them).
+    Values of the wrong shape (an edited file) are an InputError naming `where`, never a traceback."""
+    try:
+        return _from_mapping(data, where, gpu_access_error)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: not a runtime probe's fields ({exc})",
+                         "the file was not written by this tool or was edited; run it again") from None
+
+
+def _from_mapping(data: dict, where: str, gpu_access_error: str | None) -> RuntimeProbe:
     errors = dict(data.get("errors") or {})
     if data.get("error"):  # older snippets: one error string for the torch import
         errors.setdefault("torch", str(data["error"]).removeprefix("import torch failed: "))

@@ -15,15 +15,28 @@ def test_a_deviation_per_pinned_field_that_differs_and_none_for_unpinned_ones():
 
 
 def test_the_environment_and_the_run_say_the_same_fields_differ():
-    """The fallback environment and a run on the same software name the same differences from the record."""
+    """The fallback environment and a run on the same software find the same deviations from the record, as the
+    same findings (code, field, values): one comparison, never two sentences to keep in step."""
     from pipeline.env.manifest import load_environment
-    from pipeline.runs.stage import _software_deviations
+    from pipeline.probe import RuntimeProbe
+    from pipeline.runs.stage import host_environment
     from pipeline.workspace import Workspace
 
     record = load_record(DEFAULT_RECORD)
     env = load_environment(Workspace.resolve(), "pypi-torch-2.8")
-    found = {"python": env.expected.get("python"), "torch": env.expected.get("torch"),
-             "torch_cuda": env.expected.get("cuda"), "triton": env.expected.get("triton")}
-    by_env = {line.split(" ")[0].replace("cuda", "torch_cuda") for line in env.deviations() if " instead of " in line}
-    by_run = {line.split(":")[0] for line in _software_deviations(record, found)}
-    assert by_env == by_run and by_run
+    probe = RuntimeProbe(where="test", python=env.expected["python"], torch=env.expected["torch"],
+                         torch_cuda=env.expected["cuda"], triton=env.expected["triton"])
+    by_env = [d for d in env.deviations() if d.code == "software.differs"]
+    by_run = list(host_environment(record, probe, None).deviations)
+    assert by_env == by_run and {d.data["field"] for d in by_run} == {"torch", "torch_cuda"}
+
+
+def test_a_stored_sentence_of_an_older_version_is_read_as_a_finding_never_dropped():
+    from pipeline.findings import deviations_from_list
+    from pipeline.verdict.render import render
+
+    stored = ["torch 2.8.0+cu128 instead of the record's 2.9.0", Finding("venv.no_fa3", "deviation",
+                                                                        {"environment": "e"}).to_dict()]
+    found = deviations_from_list(stored, "lock: deviations")
+    assert [d.code for d in found] == ["deviation.text", "venv.no_fa3"]
+    assert render(found[0]) == stored[0] and "FlexAttention stand-in" in render(found[1])

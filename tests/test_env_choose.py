@@ -154,6 +154,7 @@ def test_cli_venv_without_env_chooses_and_shows_the_deviations(world):
     assert "passed over: rec" in done.stdout and "environment: fb (FALLBACK" in done.stdout
     assert "DEVIATION: environment fb stands in for the record's rec" in done.stderr
     assert "DEVIATION: lock of fb resolved on this node" in done.stderr
+    assert as_json.returncode == 0, as_json.stdout + as_json.stderr
     out = json.loads(as_json.stdout)
     assert out["reused"] and out["environment"] == "fb" and out["choice"]["resolved_on_node"]
     assert (ws.work / "2025-09-23_MuonCustomSizing" / "environments" / "fb.lock.yaml").is_file()

@@ -12,6 +12,7 @@ import pytest
 from pipeline.env.lock import load_lock
 from pipeline.env.manifest import environment_names, load_environment, load_environment_file
 from pipeline.errors import InputError, ManifestError
+from pipeline.findings import Finding
 from pipeline.records.model import load_record
 from pipeline.workspace import Workspace
 from tests.paths import REPO_ROOT
@@ -40,8 +41,11 @@ def test_fallback_is_declared_and_always_a_deviation():
     assert env.fallbacks == ("pypi-torch-2.8",)
     fallback = load_environment(WS, "pypi-torch-2.8")
     deviations = fallback.deviations()
-    assert any("2.8.0" in d and "2.9.0.dev20250726" in d for d in deviations)
-    assert "torch 2.8.0+cu128 instead of the record's 2.9.0.dev20250726+cu126" in deviations
+    assert deviations[0].code == "environment.fallback" and deviations[0].data["record_environment"] == env.name
+    assert "2.8.0" in deviations[0].data["why"] and "2.9.0.dev20250726" in deviations[0].data["why"]
+    assert Finding("software.differs", "deviation", {"field": "torch", "got": "2.8.0+cu128",
+                                                     "want": "2.9.0.dev20250726+cu126"}) in deviations
+    assert all(d.severity == "deviation" for d in deviations)
     assert fallback.expected == {"python": "3.10.12", "torch": "2.8.0+cu128", "triton": "3.4.0", "cuda": "12.8"}
     assert fallback.index_urls == ("https://pypi.org/simple",)  # PyPI alone: verifiable ahead, never pruned
 

@@ -14,8 +14,10 @@ import yaml
 
 from pipeline.atomic import write_bytes as atomic_write_bytes
 from pipeline.errors import InputError
+from pipeline.findings import Finding
+from pipeline.probe import RuntimeProbe
 from pipeline.records.logparse import parse_log
-from pipeline.runs.rundir import FILES, RunDir, RunMeta, new_run_id, read_status
+from pipeline.runs.rundir import FILES, HostEnvironment, RunDir, RunMeta, new_run_id, read_status
 from pipeline.runs.stage import metrics_from_log
 from tests.logfactory import make_log
 
@@ -25,7 +27,10 @@ def _meta(run_id: str) -> RunMeta:
                    steps=None, world_size=2, command=("torchrun", "--standalone", "train_gpt.py"), image_id=None,
                    environment="host", environment_lock_sha256=None, program_sha256="ab" * 32,
                    program_fingerprint="ast1-x", program_source="/x", data_dir="/d", data_lock_sha256=None,
-                   compile_cache=None, started_at="2026-01-01T00:00:00Z", host_environment={"torch": "2.13.0"})
+                   compile_cache=None, started_at="2026-01-01T00:00:00Z",
+                   host_environment=HostEnvironment(RuntimeProbe(where="host: /py", torch="2.13.0", devices=("cpu",)),
+                                                    None, (Finding("software.differs", "deviation", {
+                                                        "field": "torch", "got": "2.13.0", "want": "2.9.0"}),)))
 
 
 def test_run_ids_sort_by_time_and_differ():
@@ -70,7 +75,7 @@ def test_status_transitions(tmp_path):
     assert read_status(run.path) == "failed"
     meta = yaml.safe_load((run.path / "run.yaml").read_text())
     assert meta["status"] == "failed" and meta["exit_code"] == 3 and meta["ended_at"]
-    assert meta["schema_version"] == 1 and meta["command"] == ["torchrun", "--standalone", "train_gpt.py"]
+    assert meta["schema_version"] == 2 and meta["command"] == ["torchrun", "--standalone", "train_gpt.py"]
     assert sorted(p.name for p in run.path.iterdir()) == sorted(set(FILES) - {"preflight.json"})
     with pytest.raises(ValueError, match="already ended as failed"):
         run.set_status("succeeded")
@@ -109,9 +114,25 @@ def test_run_yaml_is_one_typed_model_written_and_read_back(tmp_path):
     assert RunMeta.load_if_present(tmp_path) is None  # no run.yaml: a run killed before writing it
 
 
+def test_a_version_1_run_yaml_keeps_its_deviation_sentences(tmp_path):
+    """Bundles made before deviations were findings stay readable: their sentences become `deviation.text`."""
+    path = tmp_path / "run.yaml"
+    path.write_text("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
+                    "started_at: t\nhost_environment:\n  where: 'host: /py'\n  torch: 2.11.0+cu130\n"
+                    "  deviations:\n  - 'torch: 2.11.0+cu130 (record: 2.10.0)'\n")
+    host = RunMeta.load(path).host_environment
+    assert host.probe.torch == "2.11.0+cu130" and host.probe.where == "host: /py"
+    said = "torch: 2.11.0+cu130 (record: 2.10.0)"
+    assert host.deviations == (Finding("deviation.text", "deviation", {"text": said}),)
+
+
 @pytest.mark.parametrize("text, words", [
     ("[1, 2]\n", "must be a mapping"),
-    ("schema_version: 2\n", "field 'schema_version': is 2"),
+    ("schema_version: 3\n", "field 'schema_version': is 3"),
+    ("schema_version: 2\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
+     "started_at: t\nhost_environment: {devices: 7}\n", "host_environment: not a runtime probe's fields"),
+    ("schema_version: 2\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
+     "started_at: t\nhost_environment: {deviations: [{code: X}]}\n", "host_environment.deviations[0]"),
     ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
      "started_at: t\nstatus: exploded\n", "field 'status': is 'exploded'"),
     ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"

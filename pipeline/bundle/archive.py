@@ -261,8 +261,8 @@ def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, r
     if freeze is None and sources.image_state and sources.image_state.get("pip_freeze"):
         freeze, how = str(sources.image_state["pip_freeze"]), "the image state (pip freeze inside the image)"
     if freeze is None and "host" in runtimes:
-        hosts = [m.host_environment or {} for m in local_metas if m.runtime == "host"]
-        python = next((h["executable"] for h in hosts if h.get("executable")), sys.executable)
+        hosts = [m.host_environment for m in local_metas if m.runtime == "host" and m.host_environment]
+        python = next((h.probe.executable for h in hosts if h.probe.executable), sys.executable)
         freeze, how = pip_freeze(python)
     elif freeze is None and image_ids:
         freeze, how = image_freeze(image_ids[0])
@@ -271,8 +271,8 @@ def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, r
     if freeze is not None:
         freeze_file = "environment/pip-freeze.txt"
         stage.put_text(freeze_file, freeze)
-    hosts = [m.host_environment for m in metas if m.host_environment]
-    keep = ("python", "torch", "torch_cuda", "triton", "device_count", "cuda_devices", "venv")
+    hosts = [m.host_environment.to_dict() for m in metas if m.host_environment]
+    keep = ("python", "torch", "torch_cuda", "triton", "device_count", "venv")
     host = _plain({k: hosts[0].get(k) for k in keep if k in hosts[0]}, "host_environment") if hosts else None
     return EnvironmentSection(runtimes=runtimes, image_ids=image_ids, environments=envs, lock_file=lock_file,
                               lock_sha256=lock_sha256, runs_claim_lock_sha256=claimed, image_state=image_state,

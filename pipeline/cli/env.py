@@ -36,9 +36,12 @@ def _say(as_json: bool):
     return (lambda line: None) if as_json else click.echo
 
 
-def _deviations(items) -> None:
-    for line in items:
-        click.secho(f"DEVIATION: {line}", fg="yellow", err=True)
+def _deviations(findings) -> None:
+    """Each deviation finding as its sentence, on stderr (stdout stays the command's result)."""
+    from pipeline.verdict.render import render
+
+    for finding in findings:
+        click.secho(f"DEVIATION: {render(finding)}", fg="yellow", err=True)
 
 
 @click.group()
@@ -107,12 +110,14 @@ def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
     from pipeline.env.build import build_image
 
-    result = build_image(registry.workspace, _env_name(registry, env_name), wheelhouse=wheelhouse, nocache=no_cache,
-                         tag=tag, log=_say(as_json), max_jobs=max_jobs)
+    name = _env_name(registry, env_name)
+    if not as_json:  # before a build of minutes: what this image will not share with the record
+        _deviations(registry.environment(name).deviations())
+    result = build_image(registry.workspace, name, wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
+                         log=_say(as_json), max_jobs=max_jobs)
     if as_json:
         emit_json(result)
         return
-    _deviations(result.deviations)
     click.echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
                f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
 
@@ -178,9 +183,7 @@ def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_f
         emit_json({**identity.to_dict(), "choice": choice.to_dict() if choice else None})
         return
     if choice is not None:
-        from pipeline.verdict.render import render
-
-        _deviations(render(d) for d in choice.deviations)
+        _deviations(choice.deviations)
     _deviations(identity.deviations)
     click.echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
                f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"

@@ -29,6 +29,7 @@ from pipeline.env.image import LABEL_PREFIX, connect, save_image_state, state_fr
 from pipeline.env.lock import Lock, LockedFile, load_lock
 from pipeline.env.manifest import Environment, load_environment
 from pipeline.errors import InputError, Interrupted, MissingDependency, RunFailed
+from pipeline.findings import Finding
 from pipeline.hashing import sha256_file
 from pipeline.workspace import Workspace, checkout_root
 
@@ -44,7 +45,7 @@ class BuildResult:
     lock_sha256: str
     labels: dict
     layers: tuple[str, ...]
-    deviations: tuple[str, ...]
+    deviations: tuple[Finding, ...]
     seconds: float
     steps: int
     offline: bool
@@ -118,7 +119,7 @@ def image_labels(env: Environment, lock: Lock, epoch: int) -> dict:
         LABEL_PREFIX + "environment": env.name,
         LABEL_PREFIX + "record": env.record,
         LABEL_PREFIX + "environment-lock.sha256": lock.sha256,
-        LABEL_PREFIX + "deviations": json.dumps(list(lock.deviations)),
+        LABEL_PREFIX + "deviations": json.dumps([d.to_dict() for d in lock.deviations]),
     }
 
 
@@ -173,7 +174,7 @@ def stage_context(env: Environment, lock: Lock, context: Path, wheelhouse: Path 
     (context / "requirements" / "runtime.txt").write_text(requirements(lock.packages))
     (context / "requirements" / "build.txt").write_text(requirements(lock.build_packages))
     record = {"environment": env.name, "record": env.record, "lock_sha256": lock.sha256,
-              "deviations": list(lock.deviations), "expect": lock.expect}
+              "deviations": [d.to_dict() for d in lock.deviations], "expect": lock.expect}
     (context / "repro-environment.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
@@ -220,8 +221,6 @@ def build_image(ws: Workspace, env_name: str, wheelhouse: Path | None = None, no
                 max_jobs: int | None = None, lock_file: Path | None = None) -> BuildResult:
     """Build env_name's image from its committed lock (or `lock_file`, one resolved on this node)."""
     env = load_environment(ws, env_name)
-    for deviation in env.deviations():
-        log(f"DEVIATION: {deviation}")
     lock = load_lock(env, lock_file)
     lock.require_complete(env)
     epoch = source_date_epoch()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.atomic import atomic_open, write_text
 from pipeline.errors import CheckFailed, InputError, RunFailed
+from pipeline.findings import Finding, deviations_from_list
 from pipeline.sha256sums import format_sums, parse_sums
 
 LABEL_PREFIX = "io.repro."
@@ -49,7 +50,7 @@ class ImageState:
     labels: dict
     layers: tuple[str, ...]  # rootfs diff ids: the content of each layer
     content_sha256: str  # see content_digest: equal for rebuilds from the same inputs, unlike image_id
-    deviations: tuple[str, ...]
+    deviations: tuple[Finding, ...]  # the lock's, from the image's label
     source: str  # "build" or "load"
     recorded_at: str
     build_seconds: float | None = None
@@ -73,13 +74,18 @@ def content_digest(info: dict) -> str:
 def state_from_image(client, image: str, source: str, **extra) -> ImageState:
     info = client.inspect_image(image)
     labels = info.get("Config", {}).get("Labels") or {}
-    deviations = json.loads(labels.get(LABEL_PREFIX + "deviations", "[]"))
+    try:
+        deviations = deviations_from_list(json.loads(labels.get(LABEL_PREFIX + "deviations", "[]")),
+                                          f"image {image}: label {LABEL_PREFIX}deviations")
+    except ValueError:
+        raise InputError(f"image {image}: label {LABEL_PREFIX}deviations is not JSON",
+                         "build the image again with `repro env build`") from None
     return ImageState(image_id=info["Id"], tags=tuple(info.get("RepoTags") or ()),
                       environment=labels.get(LABEL_PREFIX + "environment", ""),
                       record=labels.get(LABEL_PREFIX + "record", ""),
                       lock_sha256=labels.get(LABEL_PREFIX + "environment-lock.sha256", ""), labels=labels,
                       layers=tuple(info.get("RootFS", {}).get("Layers") or ()), content_sha256=content_digest(info),
-                      deviations=tuple(deviations),
+                      deviations=deviations,
                       source=source, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra)
 
 
@@ -99,7 +105,7 @@ def load_image_state(directory: Path | None = None) -> ImageState:
     try:
         data = json.loads(path.read_text())
         data["tags"], data["layers"] = tuple(data["tags"]), tuple(data["layers"])
-        data["deviations"] = tuple(data["deviations"])
+        data["deviations"] = deviations_from_list(data["deviations"], f"{path}: deviations")
         return ImageState(**data)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a valid image record ({exc})",

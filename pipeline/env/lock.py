@@ -33,11 +33,12 @@ import yaml
 
 from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment
 from pipeline.errors import InputError, ManifestError, MissingDependency, RunFailed
+from pipeline.findings import Finding, deviations_from_list
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.redact import public_url, scrub_urls
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: deviations are findings (version 1 wrote sentences; still read)
 PYPI_SIMPLE = "https://pypi.org/simple"
 LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sha256. Do not edit by hand:\n"
                "# empty sha256 and `unresolved` entries are unknown; `repro env lock --env {name}` fills them.\n")
@@ -67,7 +68,7 @@ class Lock:
     build_packages: tuple[LockedFile, ...]
     flash_attention: dict | None
     expect: dict
-    deviations: tuple[str, ...]
+    deviations: tuple[Finding, ...]  # the environment's, as locked (Environment.deviations())
     path: Path
     # requirements not resolved into files yet (a lock written offline); a build refuses any
     unresolved: tuple[str, ...] = field(default_factory=tuple)
@@ -116,7 +117,7 @@ def _locked_files(f: Fields, key: str) -> tuple[LockedFile, ...]:
 
 def load_lock_file(path: Path) -> Lock:
     top = Fields(load_yaml(path, "lock"), path)  # a lock's size limit (pipeline/yamlio.py), not a manifest's
-    check_schema_version(top, SCHEMA_VERSION)
+    check_schema_version(top, SCHEMA_VERSION, older=(1,))
     top.only("schema_version", "environment", "manifest_sha256", "resolved_by", "python", "bases", "packages",
              "build_packages", "flash_attention", "expect", "deviations", "unresolved", "notes")
     fa = top.opt("flash_attention", dict)
@@ -125,7 +126,7 @@ def load_lock_file(path: Path) -> Lock:
                 bases=dict(top.req("bases", dict)), packages=_locked_files(top, "packages"),
                 build_packages=_locked_files(top, "build_packages"), flash_attention=fa,
                 expect={str(k): str(v) for k, v in top.opt("expect", dict, {}).items()},
-                deviations=top.list_of("deviations", str, required=False),
+                deviations=deviations_from_list(top.opt("deviations", list, []), f"{path}: deviations"),
                 unresolved=top.list_of("unresolved", str, required=False),
                 notes=top.list_of("notes", str, required=False), path=Path(path))
 
@@ -152,8 +153,8 @@ def lock_to_yaml(lock: Lock) -> str:
             "manifest_sha256": lock.manifest_sha256, "resolved_by": lock.resolved_by, "python": lock.python,
             "bases": dict(lock.bases), "packages": files(lock.packages),
             "build_packages": files(lock.build_packages), "flash_attention": lock.flash_attention,
-            "expect": dict(lock.expect), "deviations": list(lock.deviations), "unresolved": list(lock.unresolved),
-            "notes": list(lock.notes)}
+            "expect": dict(lock.expect), "deviations": [d.to_dict() for d in lock.deviations],
+            "unresolved": list(lock.unresolved), "notes": list(lock.notes)}
     return LOCK_HEADER.format(name=lock.environment) + yaml.safe_dump(data, sort_keys=False, width=200)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import InputError
-from pipeline.findings import differences
+from pipeline.findings import Finding, differences
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.records.model import FlashAttentionPin, Software, load_record
@@ -55,6 +55,7 @@ class Environment:
     expect: dict  # component -> version string that verify compares against
     path: Path
     record_software: Software | None = None  # the record's pins, read once with the manifest
+    record_environment: str = ""  # the record's own environment (this one's name, unless this is a fallback)
 
     @property
     def manifest_sha256(self) -> str:
@@ -80,17 +81,19 @@ class Environment:
         """component -> the version verify must find: Python from `python`, the rest from `expect`."""
         return {"python": self.python, **self.expect}
 
-    def deviations(self) -> tuple[str, ...]:
-        """Every way this environment differs from its record's software: always reported."""
+    def deviations(self) -> tuple[Finding, ...]:
+        """Every way this environment differs from its record's software, as findings: always reported."""
         out = []
         if self.deviation:
-            out.append(f"environment {self.name}: {self.deviation}")
+            out.append(Finding("environment.fallback", "deviation", {
+                "environment": self.name, "record_environment": self.record_environment or self.record,
+                "why": self.deviation}))
         software = self.record_software
         if software is not None:
             pinned = {"python": software.python, "torch": software.torch, "triton": software.triton,
-                      "cuda": software.torch_cuda}
-            out += [f"{d.data['field']} {d.data['got'] or 'absent'} instead of the record's {d.data['want']}"
-                    for d in differences("software.differs", pinned, self.expected)]
+                      "torch_cuda": software.torch_cuda}
+            found = {**self.expected, "torch_cuda": self.expected.get("cuda")}
+            out += differences("software.differs", pinned, found)
         return tuple(out)
 
 
@@ -136,7 +139,8 @@ def load_environment_file(path: Path, ws: Workspace) -> Environment:
         raise top.fail("dockerfile", f"{dockerfile} is not a file of {ws.docker_dir}",
                        "write docker/<file> naming one of the tool's Dockerfiles")
     record = top.opt("record", str, "")
-    record_software = load_record(record, ws.records_dir).software if record else None
+    served = load_record(record, ws.records_dir) if record else None
+    record_software = served.software if served else None
     fa_source = top.opt("flash_attention", str, "")
     if fa_source not in ("", "record"):
         raise top.fail("flash_attention", f"is {fa_source!r}",
@@ -166,6 +170,7 @@ def load_environment_file(path: Path, ws: Workspace) -> Environment:
     return Environment(
         name=name, description=top.req("description", str).strip(), dockerfile=dockerfile,
         dockerfile_path=dockerfile_path, record=record, record_software=record_software,
+        record_environment=served.environment if served else "",
         deviation=top.opt("deviation", str, "").strip(), fallbacks=top.list_of("fallbacks", str, required=False),
         bases=_bases(top.sub("bases")), python=top.req("python", str), glibc=glibc,
         arch=platform.req("arch", str), apt_snapshot=top.opt("apt_snapshot", str, ""),

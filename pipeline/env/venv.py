@@ -28,6 +28,7 @@ FlexAttention stand-in, a declared deviation.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -44,11 +45,12 @@ from pathlib import Path
 from pipeline.env.lock import Lock, LockedFile
 from pipeline.env.manifest import Environment
 from pipeline.errors import InputError, MissingDependency, RunFailed
+from pipeline.findings import Finding, deviations_from_list
 from pipeline.hashing import sha256_bytes, sha256_file
 from pipeline.workspace import Workspace
 
 MARKER = "repro-venv.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: deviations are findings (a version-1 marker's sentences are still read)
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,26 @@ class VenvIdentity:
     path: str
     packages: int  # files installed from the lock
     fa3_wheel: str | None  # "<filename> sha256:<hex>" or None when the venv has no FA3
-    deviations: tuple[str, ...]
+    deviations: tuple[Finding, ...]
     reused: bool = False
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["deviations"] = list(self.deviations)
+        data["deviations"] = [d.to_dict() for d in self.deviations]
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> VenvIdentity:
+        """As a marker or run.yaml stores it; InputError (naming `where`) when a field is missing or mistyped."""
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) - set(fields):
+            raise InputError(f"{where}: not a venv identity (fields: {', '.join(fields)})",
+                             "the file was not written by this tool or was edited; build the venv again")
+        try:
+            return cls(**{**data, "deviations": deviations_from_list(data.get("deviations"), f"{where}.deviations")})
+        except TypeError as exc:
+            raise InputError(f"{where}: {exc}", "the file was not written by this tool or was edited; build the "
+                             "venv again") from None
 
 
 def _base_facts(python: str) -> tuple[str, str]:
@@ -183,11 +198,10 @@ def read_identity(path: Path) -> VenvIdentity | None:
     marker = Path(path) / MARKER
     try:
         data = json.loads(marker.read_text())
-        if data.pop("schema_version", None) != SCHEMA_VERSION:
+        if data.pop("schema_version", None) not in (1, SCHEMA_VERSION):
             return None
-        data["deviations"] = tuple(data["deviations"])
-        return VenvIdentity(**data)
-    except (OSError, ValueError, TypeError, KeyError):
+        return VenvIdentity.from_dict(data, str(marker))
+    except (OSError, ValueError, InputError):
         return None
 
 
@@ -283,7 +297,7 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | N
         found = read_identity(path)
         if found is not None and Path(found.python).is_file():
             log(f"venv {key} is complete: reusing {path}")
-            return VenvIdentity(**{**asdict(found), "reused": True})
+            return dataclasses.replace(found, reused=True)
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
@@ -296,7 +310,8 @@ def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str,
            build_fa3_from_source: bool) -> VenvIdentity:
     deviations = list(lock.deviations)
     if version != env.python:
-        deviations.append(f"python {version} instead of the environment's {env.python}")
+        deviations.append(Finding("venv.python_differs", "deviation",
+                                  {"environment": env.name, "got": version, "want": env.python}))
     log(f"building venv {key} from the lock of {env.name} ({lock.sha256[:12]}) with {base} (Python {version})")
     done = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -324,8 +339,7 @@ def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str,
         _pip_install(venv_python, [f"{fa3}"], log)
         fa3_wheel = f"{fa3.name} sha256:{sha}"
     elif lock.flash_attention:
-        deviations.append("FA3 is not in this venv (no flash_attn wheel in a wheelhouse, no --build-fa3): the "
-                          "record's program runs on the FlexAttention stand-in")
+        deviations.append(Finding("venv.no_fa3", "deviation", {"environment": env.name}))
     identity = VenvIdentity(key=key, environment=env.name, lock_sha256=lock.sha256, python=str(venv_python),
                             python_version=version, platform=plat, path=str(path), packages=len(files),
                             fa3_wheel=fa3_wheel, deviations=tuple(deviations))

@@ -17,6 +17,7 @@ from pipeline.env.image import connect, load_image_state
 from pipeline.env.lock import Lock, load_lock
 from pipeline.env.manifest import Environment, load_environment
 from pipeline.errors import InputError
+from pipeline.findings import Finding
 from pipeline.probe import RuntimeProbe, probe_image
 from pipeline.workspace import Workspace
 
@@ -35,7 +36,7 @@ class VerifyReport:
     environment: str
     lock_sha256: str
     checks: tuple[Check, ...]
-    deviations: tuple[str, ...]
+    deviations: tuple[Finding, ...]
 
     @property
     def ok(self) -> bool:

@@ -6,6 +6,7 @@ Each is a pure function (HostFacts, Record, runtime) -> Check; runtime is "docke
 
 from __future__ import annotations
 
+from pipeline.findings import differences
 from pipeline.preflight.facts import Check, HostFacts
 from pipeline.records.model import Record
 
@@ -52,13 +53,11 @@ def check_software(facts: HostFacts, record: Record, runtime: str) -> Check:
     rt, want = facts.runtime, record.software
     if rt is None or rt.error:
         return Check("software", "skip", "runtime versions unknown (see runtime)", "unknown")
-    deviations = []
-    for name in record.rules.compare_software:
-        have, pinned = getattr(rt, name, None), getattr(want, name, "")
-        if pinned and have != pinned:
-            deviations.append(f"{name} {have or 'unknown'} (record {pinned})")
+    pinned = {name: getattr(want, name, "") for name in record.rules.compare_software}
+    deviations = differences("software.differs", pinned, {name: getattr(rt, name, None) for name in pinned})
     if deviations:
-        return Check("software", "warn", "differs from the record's: " + "; ".join(deviations),
+        return Check("software", "warn", "differs from the record's: " + "; ".join(
+            f"{d.data['field']} {d.data['got'] or 'unknown'} (record {d.data['want']})" for d in deviations),
                      "another torch or Triton compiles other kernels: step time can move by several percent "
                      "either way; a recorded software deviation")
     return Check("software", "pass", f"python {rt.python}, torch {rt.torch}, triton {rt.triton} as the record",

@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.atomic import write_json
 from pipeline.errors import InputError
+from pipeline.findings import Finding
+
+if TYPE_CHECKING:
+    from pipeline.env.choose import EnvironmentChoice
 
 STATE_FILE = "reproduce-state.json"
 STATE_SCHEMA = 1
@@ -42,13 +47,14 @@ class EnvironmentState:
     lock_sha256: str
     source: str  # record | fallback
     resolved_on_node: bool
-    deviations: tuple[dict, ...]  # Finding.to_dict() each
+    deviations: tuple[Finding, ...]  # stored as each one's (code, severity, data)
     tried: tuple[str, ...]
 
     @classmethod
-    def of(cls, choice) -> EnvironmentState:
-        recorded = choice.to_dict()
-        return cls(**{**recorded, "deviations": tuple(recorded["deviations"]), "tried": tuple(recorded["tried"])})
+    def of(cls, choice: EnvironmentChoice) -> EnvironmentState:
+        return cls(environment=choice.environment.name, lock=str(choice.lock_path), lock_sha256=choice.lock.sha256,
+                   source=choice.source, resolved_on_node=choice.resolved_on_node, deviations=choice.deviations,
+                   tried=choice.tried)
 
 
 @section("image")

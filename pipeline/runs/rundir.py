@@ -23,10 +23,13 @@ import yaml
 # The one atomic write (pipeline/atomic.py: temp, fsync, rename, fsync folder), under the names runs/ uses.
 from pipeline.atomic import write_text as atomic_write_text
 from pipeline.clock import utc_now
+from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, ManifestError, os_error
+from pipeline.findings import Finding, deviations_from_list
 from pipeline.manifest_io import Fields, load_yaml
+from pipeline.probe import RuntimeProbe, probe_from_mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: host_environment.deviations are findings (version 1's sentences are still read)
 STATUSES = ("running", "succeeded", "failed", "aborted")
 FINAL_STATUSES = STATUSES[1:]
 FILES = ("run.yaml", "status", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json")
@@ -36,6 +39,36 @@ def new_run_id(now: datetime | None = None) -> str:
     """A UTC timestamp plus a short random suffix: sorts by time, unique across concurrent starts."""
     now = now or datetime.now(timezone.utc)
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class HostEnvironment:
+    """run.yaml's `host_environment` (host runtime): what the runtime probe read in the Python that trained, the
+    venv that Python belongs to (None: repro's own Python, or the node's), and how that software differs from the
+    record's. On disk one mapping: the probe's keys (pipeline/probe.py), then `venv`, then `deviations`."""
+
+    probe: RuntimeProbe
+    venv: VenvIdentity | None = None
+    deviations: tuple[Finding, ...] = ()
+
+    def to_dict(self) -> dict:
+        data = self.probe.to_dict()
+        data.pop("packages")  # the probe of a run lists no distributions (`repro env verify` does)
+        if self.venv is not None:
+            data["venv"] = self.venv.to_dict()
+        data["deviations"] = [d.to_dict() for d in self.deviations]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> HostEnvironment:
+        data = dict(data)
+        venv, deviations = data.pop("venv", None), data.pop("deviations", None)
+        probe = probe_from_mapping(data, where, data.get("gpu_access_error"))  # errors name the field
+        if isinstance(data.get("where"), str):
+            probe = dataclasses.replace(probe, where=data["where"])  # the interpreter it was read in
+        return cls(probe=probe,
+                   venv=VenvIdentity.from_dict(venv, f"{where}.venv") if venv is not None else None,
+                   deviations=deviations_from_list(deviations, f"{where}.deviations"))
 
 
 @dataclass(frozen=True)
@@ -64,7 +97,7 @@ class RunMeta:
     ended_at: str | None = None
     exit_code: int | None = None
     status: str = "running"
-    host_environment: dict | None = None
+    host_environment: HostEnvironment | None = None  # host runtime only (a docker run records its image_id)
     # a declared patch to the record's program (smoke runs): name, sha256, changes, patched_sha256
     program_patch: dict | None = None
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
@@ -78,6 +111,7 @@ class RunMeta:
         data = {"schema_version": data.pop("schema_version"), **data}
         data["overrides"] = list(self.overrides)
         data["command"] = list(self.command)
+        data["host_environment"] = self.host_environment.to_dict() if self.host_environment else None
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
 
     @classmethod
@@ -89,7 +123,7 @@ class RunMeta:
         f = Fields(data, path)
         f.only(*(x.name for x in dataclasses.fields(cls)))
         version = f.req("schema_version", int)
-        if version != SCHEMA_VERSION:
+        if version not in (1, SCHEMA_VERSION):
             raise f.fail("schema_version", f"is {version}, this tool reads run.yaml version {SCHEMA_VERSION}",
                          "re-run with the tool version that wrote it, or run again with this one")
         status = f.opt("status", str, "running")
@@ -105,7 +139,7 @@ class RunMeta:
             program_source=f.opt("program_source", str, ""), data_dir=f.opt("data_dir", str, ""),
             data_lock_sha256=f.opt("data_lock_sha256", str), compile_cache=f.opt("compile_cache", str),
             started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
-            status=status, host_environment=f.opt("host_environment", dict),
+            status=status, host_environment=_host_environment(f.opt("host_environment", dict), path),
             program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
             hub_standin=f.opt("hub_standin", bool, False), failure=f.opt("failure", str),
             startup_s=f.opt("startup_s", float))
@@ -130,6 +164,15 @@ class RunMeta:
         """A run directory's run.yaml, or None when there is none (a run killed before writing it)."""
         path = Path(run_dir) / "run.yaml"
         return cls.load(path) if path.exists() else None
+
+
+def _host_environment(data: dict | None, path: Path) -> HostEnvironment | None:
+    if data is None:
+        return None
+    try:
+        return HostEnvironment.from_dict(data, "host_environment")
+    except InputError as exc:  # as every other field of run.yaml: the file named, then the field
+        raise ManifestError(path, "", exc.what, exc.fix) from None
 
 
 @dataclass(frozen=True)

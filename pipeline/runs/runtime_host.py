@@ -23,12 +23,13 @@ import time
 from pathlib import Path
 
 from pipeline.errors import MissingDependency
+from pipeline.probe import RuntimeProbe
 from pipeline.runs.launch import Launch, Outcome, Tee, interrupts_deferred
 
 STOP_TIMEOUT_S = 30  # torchrun gives workers time to exit after SIGTERM before it kills them
 
-def probe_environment(python: str = sys.executable) -> dict:
-    """What the interpreter that will train has (pipeline/probe.py's keys); torch must import."""
+def probe_environment(python: str = sys.executable) -> RuntimeProbe:
+    """What the interpreter that will train has; torch must import."""
     from pipeline.probe import probe_interpreter
 
     found = probe_interpreter(python)
@@ -36,9 +37,7 @@ def probe_environment(python: str = sys.executable) -> dict:
         raise MissingDependency(f"PyTorch is not importable in {python}: {found.errors.get('torch')}",
                                 "build an environment with `repro env venv`, install torch "
                                 "(`pip install -e '.[train]'`), or use --runtime docker")
-    data = found.to_dict()
-    data.pop("packages", None)
-    return data
+    return found
 
 
 def find_torchrun(python: str = sys.executable) -> str:

@@ -27,13 +27,14 @@ from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, MissingDependency
 from pipeline.findings import differences
 from pipeline.hashing import sha256_bytes
+from pipeline.probe import RuntimeProbe
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
 from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import RunDir, RunMeta, new_run_id
+from pipeline.runs.rundir import HostEnvironment, RunDir, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
 from pipeline.workspace import Workspace
 
@@ -103,7 +104,7 @@ class TrainPlan:
     image_id: str | None
     environment: str
     environment_lock_sha256: str | None
-    host_environment: dict | None
+    host_environment: HostEnvironment | None  # host runtime: the probe, the venv, the deviations
     compile_cache: str  # docker volume name, or the host folder
     fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
     hub_standin: bool = False  # the program's `kernels` hub imports are answered by repro's stand-in
@@ -134,7 +135,7 @@ class TrainPlan:
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
                 "env": dict(self.launch.env) if self.container is None else None,
                 "container": self.container.to_dict() if self.container else None,
-                "host_environment": self.host_environment}
+                "host_environment": self.host_environment.to_dict() if self.host_environment else None}
 
 
 @dataclass(frozen=True)
@@ -240,11 +241,12 @@ def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int,
     return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
 
 
-def _software_deviations(record: Record, found: dict) -> list[str]:
-    """As run.yaml records them: sentences (pipeline/verdict/render.py, above this stage, cannot make them)."""
+def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | None) -> HostEnvironment:
+    """What a host run records of its Python: the probe, the venv, and the software deviations from the record
+    (the verdict's comparison, pipeline/findings.py `differences`, over the same four fields)."""
     want = {key: getattr(record.software, key) for key in ("python", "torch", "torch_cuda", "triton")}
-    return [f"{d.data['field']}: {d.data['got'] or 'not found'} (record: {d.data['want']})"
-            for d in differences("software.differs", want, found)]
+    found = {key: getattr(probe, key) for key in want}
+    return HostEnvironment(probe, venv, tuple(differences("software.differs", want, found)))
 
 
 def imports_hub_kernels(program: bytes) -> bool:
@@ -339,22 +341,19 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         from pipeline.runs.runtime_host import probe_environment
 
         venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
-        found_env = probe_environment(venv.python) if venv else probe_environment()
-        if venv:
-            found_env["venv"] = venv.to_dict()
-        found_env["deviations"] = _software_deviations(record, found_env)
+        host = host_environment(record, probe_environment(venv.python) if venv else probe_environment(), venv)
         # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
-        standin = req.trainer == "record" and not found_env.get("flash_attention")
-        nproc = req.nproc or max(1, found_env.get("device_count") or 0)
+        standin = req.trainer == "record" and not host.probe.flash_attention
+        nproc = req.nproc or max(1, host.probe.device_count or 0)
         # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
-        software = venv.key if venv else json.dumps([found_env.get(k) for k in ("executable", "python", "torch",
-                                                                                    "triton")])
+        software = venv.key if venv else json.dumps([getattr(host.probe, k) for k in ("executable", "python",
+                                                                                       "torch", "triton")])
         cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
         cache = compile_cache_dir(cache_root, software, program.sha256)
         hub = req.trainer == "record" and imports_hub_kernels(program.text)
         launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv.python if venv else None, hub)
         return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
-                         venv.environment if venv else "host", venv.lock_sha256 if venv else None, found_env,
+                         venv.environment if venv else "host", venv.lock_sha256 if venv else None, host,
                          str(cache), standin, hub)
 
     image, environment, env_lock = _image(req)

@@ -134,6 +134,10 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
                                       "lock (--python-env system)",
     "environment.fallback": lambda d: f"environment {d['environment']} stands in for the record's "
                                       f"{d['record_environment']}: {d['why']}",
+    "venv.python_differs": lambda d: f"venv: Python {d['got']} instead of environment {d['environment']}'s {d['want']}",
+    "venv.no_fa3": lambda d: "venv: FA3 is not installed (no flash_attn wheel in a wheelhouse, no --build-fa3); the "
+                             "record's program runs on the FlexAttention stand-in",
+    "deviation.text": lambda d: d["text"],  # as an older version recorded it (pipeline/findings.py RECORDED_TEXT)
     "environment.lock_resolved_on_node": lambda d: f"lock of {d['environment']} resolved on this node, {d['date']} "
                                                    f"(trust on first use; lock sha256 {d['lock_sha256'][:12]})",
 }
