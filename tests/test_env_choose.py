@@ -171,6 +171,7 @@ def test_a_stable_release_named_for_a_nightly_is_declared_as_a_deviation(world):
         exact = choose_environment(ws, types.SimpleNamespace(
             name="r", environment="rec", software=types.SimpleNamespace(torch="2.10.0+cu128")),
             work=tmp / "work", say=lambda line: None)
-    assert choice.source == "record" and [d.code for d in choice.deviations] == ["environment.fallback"]
-    assert "PyTorch 2.10.0.dev20251210+cu126" in render(choice.deviations[0])
+    assert choice.source == "record" and [d.code for d in choice.deviations] == ["environment.stand_in"]
+    assert "PyTorch 2.10.0+cu128 (rec) stands in for the record's 2.10.0.dev20251210+cu126" in render(
+        choice.deviations[0])
     assert exact.deviations == ()

@@ -13,6 +13,7 @@ from datetime import date
 import pytest
 
 from pipeline.env.lock import load_lock_file
+from pipeline.findings import Finding
 from pipeline.records.environment_choice import environment_by_rule, parse_torch, registry_environments
 from pipeline.records.model import load_record, record_names
 from pipeline.records.program import cut_program
@@ -51,7 +52,7 @@ def test_no_two_records_needing_one_environment_get_two_locks():
 def test_a_stable_release_in_the_log_gets_its_exact_lock_from_pypi(name, environment):
     record = load_record(name, RECORDS)
     choice = environment_by_rule(_torch(record), name, record.date, registry_environments(ENVIRONMENTS), today=LATER)
-    assert (choice.environment, choice.kind, choice.deviation) == (environment, "exact", "")
+    assert (choice.environment, choice.kind, choice.deviation) == (environment, "exact", None)
     assert record.environment == environment  # what `repro reproduce` builds first
     lock = load_lock_file(ENVIRONMENTS / f"{environment}.lock.yaml")
     assert not lock.unknown_entries() and all(len(f.sha256) == 64 for f in lock.files)
@@ -77,7 +78,8 @@ def test_a_nightly_gets_the_nearest_stable_release_declared():
     choice = environment_by_rule(_torch(record), record.name, record.date, registry_environments(ENVIRONMENTS),
                                 today=LATER)
     assert (choice.environment, choice.kind) == ("pypi-torch-2.10", "stable-stand-in")
-    assert "2.10.0+cu128 stands in for the record's 2.10.0.dev20251210+cu126" in choice.deviation
+    assert choice.deviation == Finding("environment.stand_in", "deviation", {
+        "environment": "pypi-torch-2.10", "torch": "2.10.0+cu128", "record_torch": "2.10.0.dev20251210+cu126"})
     assert record.environment == "pypi-torch-2.10"
     made_for = load_record("2025-09-23_MuonCustomSizing", RECORDS)  # a tie (2.8 / 2.10): its own fallback wins
     tie = environment_by_rule(_torch(made_for), made_for.name, made_for.date, registry_environments(ENVIRONMENTS),

@@ -140,7 +140,9 @@ def show(ws, name, wheelhouse, as_json):
     else:
         click.echo(f"    will use nothing: {choice.reason}")
     if choice.deviation:
-        click.echo(f"    deviation {choice.deviation}")
+        from pipeline.verdict.render import render
+
+        click.echo(f"    deviation: {render(choice.deviation)}")
     for log in r.logs:
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"
         time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"

@@ -28,6 +28,7 @@ from pipeline.env.lock import Lock, load_lock, load_lock_file, resolve_lock
 from pipeline.env.manifest import Environment, load_environment
 from pipeline.errors import InputError, MissingDependency, ReproError
 from pipeline.findings import Finding
+from pipeline.records.environment_choice import stand_in
 from pipeline.redact import public_url
 from pipeline.workspace import Workspace
 
@@ -108,10 +109,7 @@ def _stand_in(env: Environment, source: str, record) -> tuple[Finding, ...]:
     wanted, pinned = getattr(getattr(record, "software", None), "torch", ""), env.expected.get("torch", "")
     if source != "record" or not wanted or not pinned or wanted == pinned:
         return ()
-    return (Finding("environment.fallback", "deviation",
-                    {"environment": env.name, "record_environment": f"PyTorch {wanted}",
-                     "why": f"PyTorch {pinned}, the nearest stable release, stands in (no environment pins the "
-                            "record's build, or it can no longer be had)"}),)
+    return (stand_in(env.name, pinned, wanted),)
 
 
 def choose_environment(ws: Workspace, record, work: Path, wheelhouse: Path | None = None,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
+from pipeline.findings import Finding
 from pipeline.yamlio import YamlRefused, load_file
 
 # First stable release of each minor version (PyTorch's release announcements), for rule 3.
@@ -81,10 +82,10 @@ class EnvironmentChoice:
     kind: str  # exact | stable-stand-in | none
     family: str
     reason: str
-    deviation: str  # "" for an exact match
+    deviation: Finding | None  # environment.stand_in; None for an exact match
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "deviation": self.deviation.to_dict() if self.deviation else None}
 
 
 def _pinned_torch(doc: dict) -> str:
@@ -167,7 +168,7 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
         minor = _stable_on(record_date)
         if not minor:
             return EnvironmentChoice("", "none", "unknown", "the record's logs name no PyTorch version and its "
-                                     f"date ({record_date or 'unknown'}) predates the releases this tool knows", "")
+                                     f"date ({record_date or 'unknown'}) predates the releases this tool knows", None)
         wanted = parse_torch(minor + ".0")
         inferred = (f"the record's logs name no PyTorch version; {minor}, the stable release current on "
                     f"{record_date}, stands for it")
@@ -182,13 +183,13 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
         if available:
             return EnvironmentChoice(env.name, "exact", family,
                                      f"{env.name} pins PyTorch {wanted.text}, the build the record ran ({lock}); "
-                                     f"{why}", "")
+                                     f"{why}", None)
         unavailable = f"{env.name} pins the record's PyTorch {wanted.text}, but {why}"
     stable = [(e, parse_torch(e.torch)) for e in environments]
     stable = [(e, v) for e, v in stable if v is not None and not v.nightly]
     if not stable:
         return EnvironmentChoice("", "none", family, f"no environment in the registry pins PyTorch {wanted.text} "
-                                 "or any stable release to stand in for it", "")
+                                 "or any stable release to stand in for it", None)
     target = wanted.minor[0] * 100 + wanted.minor[1]
     newer_first = -1 if wanted.nightly else 1
 
@@ -202,5 +203,11 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
     why = inferred or unavailable or f"no environment pins the record's PyTorch {wanted.text}"
     return EnvironmentChoice(env.name, "stable-stand-in", family,
                              f"{why}; {env.name} pins PyTorch {v.text}, the nearest stable release in the registry",
-                             f"PyTorch {v.text} stands in for the record's "
-                             f"{wanted.text if not inferred else 'unknown version'}")
+                             stand_in(env.name, v.text, "" if inferred else wanted.text))
+
+
+def stand_in(environment: str, torch: str, record_torch: str) -> Finding:
+    """The deviation of an environment whose PyTorch is not the build the record ran ("" when its logs name none):
+    one finding, whether the rule proposes it here or `reproduce` chooses it on a node (pipeline/env/choose.py)."""
+    return Finding("environment.stand_in", "deviation",
+                   {"environment": environment, "torch": torch, "record_torch": record_torch or None})

@@ -138,6 +138,9 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "venv.no_fa3": lambda d: "venv: FA3 is not installed (no flash_attn wheel in a wheelhouse, no --build-fa3); the "
                              "record's program runs on the FlexAttention stand-in",
     "deviation.text": lambda d: d["text"],  # as an older version recorded it (pipeline/findings.py RECORDED_TEXT)
+    "environment.stand_in": lambda d: (f"PyTorch {d['torch']} ({d['environment']}) stands in for the record's "
+                                       f"{d.get('record_torch') or 'unknown version'}: no environment pins the "
+                                       "record's build, or it can no longer be had"),
     "environment.lock_resolved_on_node": lambda d: f"lock of {d['environment']} resolved on this node, {d['date']} "
                                                    f"(trust on first use; lock sha256 {d['lock_sha256'][:12]})",
 }
