@@ -81,29 +81,26 @@ class Finding:
         return (SEVERITIES.index(self.severity), self.code, repr(sorted(self.data.items())))
 
 
-def findings_from_list(raw: Any, where: str) -> tuple[Finding, ...]:
+def findings_from_list(raw: Any, where: str, sentences: bool = False) -> tuple[Finding, ...]:
+    """Stored findings (a bundle's verdict). `sentences`: also the deviations that files written before they were
+    findings hold as sentences (a lock's, an image label's, a venv marker's, run.yaml's), read as RECORDED_TEXT."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise InputError(f"{where}: must be a list of findings, got {type(raw).__name__}",
-                         "re-run `repro verify` to recompute the verdict")
-    return tuple(Finding.from_dict(item, f"{where}[{i}]") for i, item in enumerate(raw))
+                         "the file was not written by this tool or was edited: write it again with this tool "
+                         "(a bundle's verdict: re-run `repro verify` to recompute it)")
+    return tuple(Finding(RECORDED_TEXT, "deviation", {"text": item}) if sentences and isinstance(item, str)
+                 else Finding.from_dict(item, f"{where}[{i}]") for i, item in enumerate(raw))
 
 
-# What an older version stored as a sentence where a deviation finding now stands (a lock's, an image label's, a
-# venv's or run.yaml's): read as this finding, so no file written before is refused and nothing it said is lost.
+# What an older version stored as a sentence where a deviation finding now stands: read as this finding, so no
+# file written before is refused and nothing it said is lost.
 RECORDED_TEXT = "deviation.text"
 
 
 def deviations_from_list(raw: Any, where: str) -> tuple[Finding, ...]:
-    """Stored deviations: findings (code, severity, data), or the sentences of a file written before they were."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InputError(f"{where}: must be a list of deviations, got {type(raw).__name__}",
-                         "the file was not written by this tool or was edited; write it again with this tool")
-    return tuple(Finding(RECORDED_TEXT, "deviation", {"text": item}) if isinstance(item, str)
-                 else Finding.from_dict(item, f"{where}[{i}]") for i, item in enumerate(raw))
+    return findings_from_list(raw, where, sentences=True)
 
 
 def of_severity(findings: Iterable[Finding], *severities: str) -> list[Finding]:
