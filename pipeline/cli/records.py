@@ -16,20 +16,16 @@ from pipeline.records.environment_choice import (
 )
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, load_record, record_names, upstream_order
+from pipeline.records.model import Record, upstream_order
 from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
-from .output import emit_json, pass_workspace
+from .output import emit_json, pass_registry, pass_workspace
 
 
 @click.group()
 def records():
     """The records this tool knows (the registry's records/*.yaml)."""
-
-
-def _all(ws: Workspace) -> list[Record]:
-    return [load_record(name, ws.records_dir) for name in record_names(ws.records_dir)]
 
 
 WHEELHOUSE = click.option("--wheelhouse", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -74,10 +70,11 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
 @records.command("list")
 @WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_workspace
-def list_(ws, wheelhouse, as_json):
+@pass_registry
+def list_(registry, wheelhouse, as_json):
     """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
-    rows = [_history_row(ws, r, wheelhouse) for r in sorted(_all(ws), key=upstream_order)]
+    ws = registry.workspace
+    rows = [_history_row(ws, r, wheelhouse) for r in sorted(registry.records(), key=upstream_order)]
     if as_json:
         emit_json(rows)
         return
@@ -103,10 +100,11 @@ def list_(ws, wheelhouse, as_json):
 @click.argument("name")
 @WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_workspace
-def show(ws, name, wheelhouse, as_json):
+@pass_registry
+def show(registry, name, wheelhouse, as_json):
     """Show everything a record pins, and which environment it will use and why."""
-    r = load_record(name, ws.records_dir)
+    ws = registry.workspace
+    r = registry.record(name)
     choice, env_exists = environment_of(ws, r, wheelhouse)
     if as_json:
         emit_json({**r.to_dict(), "environment_choice": choice.to_dict(), "environment_exists": env_exists})
@@ -202,12 +200,13 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
 @records.command("plot")
 @click.option("--out", "out_dir", default=Path("report"), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Folder for records_time.png.")
-@pass_workspace
-def plot(ws, out_dir):
+@pass_registry
+def plot(registry, out_dir):
     """A PNG of record time against date (claimed times, and the mean of each record's logs), track 1 only."""
     from pipeline.records.history_plot import plot_history
 
-    rows = [_history_row(ws, r) for r in sorted(_all(ws), key=upstream_order) if r.track.startswith("track_1")]
+    rows = [_history_row(registry.workspace, r) for r in sorted(registry.records(), key=upstream_order)
+            if r.track.startswith("track_1")]
     path = plot_history(rows, out_dir)
     click.echo(f"wrote {path}")
 
@@ -218,12 +217,12 @@ def plot(ws, out_dir):
               default=None,
               help="Copy the logs from this folder instead of downloading them (offline); each is verified.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_workspace
-def fetch_logs(ws, name, source_dir, as_json):
+@pass_registry
+def fetch_logs(registry, name, source_dir, as_json):
     """Download the record's published logs (pinned URL, sha256-verified) into the workspace cache."""
     from pipeline.records.published import fetch_published_logs
 
-    fetched = fetch_published_logs(load_record(name, ws.records_dir), ws.cache, source_dir=source_dir)
+    fetched = fetch_published_logs(registry.record(name), registry.workspace.cache, source_dir=source_dir)
     if as_json:
         emit_json([{"file": f.file, "path": str(f.path), "source": f.source, "sha256": f.sha256} for f in fetched])
         return
@@ -239,14 +238,14 @@ def fetch_logs(ws, name, source_dir, as_json):
 @click.option("--commit", default=None, help="The upstream commit the folder is a copy of (checked when it is a "
                                              "git clone).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per record, in a list.")
-@pass_workspace
-def check(ws, names, upstream_dir, commit, as_json):
+@pass_registry
+def check(registry, names, upstream_dir, commit, as_json):
     """Judge each record on its own published logs (all records, or NAMES), by its own rules."""
     from pipeline.verdict.history import check_records, upstream_head
 
     upstream_head(upstream_dir, commit)
-    chosen = [load_record(n, ws.records_dir) for n in names] if names else \
-        [r for r in _all(ws) if r.imported is not None or r.upstream.commit]
+    chosen = [registry.record(n) for n in names] if names else \
+        [r for r in registry.records() if r.imported is not None or r.upstream.commit]
     rows = check_records(chosen, upstream_dir)
     if as_json:
         emit_json([row.to_dict() for row in rows])
@@ -289,14 +288,15 @@ def _print_check(rows) -> None:
               help="Plan each record now (as `repro reproduce --record NAME --plan`), instead of reading --plan.")
 @WHEELHOUSE
 @click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
-@pass_workspace
-def site(ws, out_dir, check_file, plan_file, upstream_dir, plan_here, wheelhouse, as_json):
+@pass_registry
+def site(registry, out_dir, check_file, plan_file, upstream_dir, plan_here, wheelhouse, as_json):
     """A static site of the registry: an index in upstream's order with a time chart, and a page per record."""
     from pipeline.pages.site import build_site, write_site
     from pipeline.pages.site_inputs import SiteRecord, load_check_rows, load_plan_rows
 
+    ws = registry.workspace
     records = []
-    for r in _all(ws):
+    for r in registry.records():
         choice, _ = environment_of(ws, r, wheelhouse)
         records.append(SiteRecord(r, choice.environment, choice.kind, choice.reason))
     if upstream_dir is not None and check_file is not None:
