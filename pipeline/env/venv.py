@@ -88,6 +88,29 @@ class VenvIdentity:
                              "venv again") from None
 
 
+@dataclass(frozen=True)
+class _BasePython:
+    """The interpreter a venv is made from: its path, exact version and platform tag."""
+
+    python: str
+    version: str
+    platform: str
+
+
+@dataclass(frozen=True)
+class _VenvPlan:
+    """One venv to build: which lock, from which Python, where it goes and where its files come from."""
+
+    env: Environment
+    lock: Lock
+    base: _BasePython
+    key: str
+    path: Path
+    wheelhouse: Path | None  # as given: the log names it so
+    index_url: str | None
+    build_fa3_from_source: bool
+
+
 def _base_facts(python: str) -> tuple[str, str]:
     """(exact version, platform tag) of the interpreter the venv is made from."""
     code = "import platform, sys; print(platform.python_version()); print(sys.platform + '-' + platform.machine())"
@@ -301,13 +324,15 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | N
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        return _build(ws, env, lock, base, version, plat, key, path, wheelhouse, index_url, log,
-                      build_fa3_from_source)
+        plan = _VenvPlan(env, lock, _BasePython(base, version, plat), key, path, wheelhouse, index_url,
+                         build_fa3_from_source)
+        return _build(ws, plan, log)
 
 
-def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str, plat: str, key: str, path: Path,
-           wheelhouse: Path | None, index_url: str | None, log: Callable[[str], None],
-           build_fa3_from_source: bool) -> VenvIdentity:
+def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvIdentity:
+    env, lock, key, path, wheelhouse = plan.env, plan.lock, plan.key, plan.path, plan.wheelhouse
+    wheel_dir = Path(wheelhouse) if wheelhouse else None
+    base, version, plat = plan.base.python, plan.base.version, plan.base.platform
     deviations = list(lock.deviations)
     if version != env.python:
         deviations.append(Finding("venv.python_differs", "deviation",
@@ -318,11 +343,11 @@ def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str,
         raise MissingDependency(f"{base} -m venv failed: {done.stderr.strip()[-300:]}",
                                 f"install the venv module (e.g. `apt-get install python{version[:4]}-venv`)")
     venv_python = path / "bin" / "python"
-    fa3 = _fa3_wheel(Path(wheelhouse) if wheelhouse else None)
-    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or build_fa3_from_source)
+    fa3 = _fa3_wheel(wheel_dir)
+    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or plan.build_fa3_from_source)
     with tempfile.TemporaryDirectory(prefix=f".{key}-files-", dir=path.parent) as stage:
-        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, Path(wheelhouse) if wheelhouse
-                        else None, index_url, Path(stage), log)
+        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, wheel_dir, plan.index_url,
+                        Path(stage), log)
         files = _needed(env, lock, with_fa3, folder, venv_python, log)
         requirements = path / "repro-requirements.txt"
         requirements.write_text(requirements_text(files, "name"))
@@ -332,7 +357,7 @@ def _build(ws: Workspace, env: Environment, lock: Lock, base: str, version: str,
                                    str(requirements)], log)
     fa3_wheel = None
     if fa3 is None and with_fa3:
-        fa3 = build_fa3(ws, lock, venv_python, key, Path(wheelhouse) if wheelhouse else None, log)
+        fa3 = build_fa3(ws, lock, venv_python, key, wheel_dir, log)
     if fa3 is not None:
         sha = sha256_file(fa3)
         log(f"  installing FA3 from {fa3.name} (sha256 {sha})")
