@@ -89,6 +89,16 @@ class VenvIdentity:
 
 
 @dataclass(frozen=True)
+class VenvOptions:
+    """How `repro env venv` builds: where the lock's files come from, from which Python, whether FA3 is compiled."""
+
+    wheelhouse: Path | None = None  # a folder holding the lock's files (no network)
+    index_url: str | None = None  # another index (a mirror: the lock's hashes still decide)
+    python: str | None = None  # the base interpreter; default: find_base_python
+    build_fa3_from_source: bool = False
+
+
+@dataclass(frozen=True)
 class _BasePython:
     """The interpreter a venv is made from: its path, exact version and platform tag."""
 
@@ -106,9 +116,7 @@ class _VenvPlan:
     base: _BasePython
     key: str
     path: Path
-    wheelhouse: Path | None  # as given: the log names it so
-    index_url: str | None
-    build_fa3_from_source: bool
+    options: VenvOptions
 
 
 def _base_facts(python: str) -> tuple[str, str]:
@@ -297,17 +305,18 @@ def build_fa3(ws: Workspace, lock: Lock, venv_python: Path, venv_key: str, wheel
     return cached / wheels[-1].name
 
 
-def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | None = None,
-               index_url: str | None = None, python: str | None = None,
-               log: Callable[[str], None] = lambda line: None, build_fa3_from_source: bool = False) -> VenvIdentity:
+def build_venv(ws: Workspace, env: Environment, lock: Lock, options: VenvOptions | None = None,
+               log: Callable[[str], None] = lambda line: None) -> VenvIdentity:
     """The venv of this lock for this Python, reused when complete, else built with every hash enforced."""
+    options = options or VenvOptions()
+    wheelhouse, index_url = options.wheelhouse, options.index_url
     lock.require_complete(env)
     if wheelhouse is not None and index_url is not None:
         raise InputError("--wheelhouse and --index-url both name where the files come from", "give one of them")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise InputError(f"wheelhouse {wheelhouse} is not a folder", "give the folder `repro env lock --wheelhouse` "
                                                                    "filled")
-    base = find_base_python(env, python)
+    base = find_base_python(env, options.python)
     version, plat = _base_facts(base)
     if version.rsplit(".", 1)[0] != env.python.rsplit(".", 1)[0]:
         raise InputError(f"{base} is Python {version}; environment {env.name} pins Python {env.python} and its "
@@ -324,13 +333,12 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, wheelhouse: Path | N
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        plan = _VenvPlan(env, lock, _BasePython(base, version, plat), key, path, wheelhouse, index_url,
-                         build_fa3_from_source)
+        plan = _VenvPlan(env, lock, _BasePython(base, version, plat), key, path, options)
         return _build(ws, plan, log)
 
 
 def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvIdentity:
-    env, lock, key, path, wheelhouse = plan.env, plan.lock, plan.key, plan.path, plan.wheelhouse
+    env, lock, key, path, wheelhouse = plan.env, plan.lock, plan.key, plan.path, plan.options.wheelhouse
     wheel_dir = Path(wheelhouse) if wheelhouse else None
     base, version, plat = plan.base.python, plan.base.version, plan.base.platform
     deviations = list(lock.deviations)
@@ -344,9 +352,9 @@ def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvId
                                 f"install the venv module (e.g. `apt-get install python{version[:4]}-venv`)")
     venv_python = path / "bin" / "python"
     fa3 = _fa3_wheel(wheel_dir)
-    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or plan.build_fa3_from_source)
+    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or plan.options.build_fa3_from_source)
     with tempfile.TemporaryDirectory(prefix=f".{key}-files-", dir=path.parent) as stage:
-        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, wheel_dir, plan.index_url,
+        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, wheel_dir, plan.options.index_url,
                         Path(stage), log)
         files = _needed(env, lock, with_fa3, folder, venv_python, log)
         requirements = path / "repro-requirements.txt"

@@ -103,9 +103,10 @@ def stage_environment(flow: Flow) -> StageOutcome:
     chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
                                                                 choice.resolved_on_node else "") + ")"
     if req.runtime == "host":
-        from pipeline.env.venv import build_venv
+        from pipeline.env.venv import VenvOptions, build_venv
 
-        identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
+        identity = build_venv(flow.ws, choice.environment, choice.lock, VenvOptions(wheelhouse=req.wheelhouse),
+                              log=say)
         flow.venv = identity
         return StageOutcome("environment", "skipped" if identity.reused else "done",
                             f"{chosen}: venv {identity.key} at {identity.path}")
