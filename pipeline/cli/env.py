@@ -108,13 +108,13 @@ def lock(registry, env_name, wheelhouse, from_pypi, as_json):
 @pass_registry
 def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
-    from pipeline.env.build import build_image
+    from pipeline.env.build import BuildOptions, build_image
 
     name = _env_name(registry, env_name)
     if not as_json:  # before a build of minutes: what this image will not share with the record
         _deviations(registry.environment(name).deviations())
-    result = build_image(registry.workspace, name, wheelhouse=wheelhouse, nocache=no_cache, tag=tag,
-                         log=_say(as_json), max_jobs=max_jobs)
+    options = BuildOptions(wheelhouse=wheelhouse, nocache=no_cache, tag=tag, max_jobs=max_jobs)
+    result = build_image(registry.workspace, name, options, log=_say(as_json))
     if as_json:
         emit_json(result)
         return
