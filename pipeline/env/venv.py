@@ -99,21 +99,14 @@ class VenvOptions:
 
 
 @dataclass(frozen=True)
-class _BasePython:
-    """The interpreter a venv is made from: its path, exact version and platform tag."""
-
-    python: str
-    version: str
-    platform: str
-
-
-@dataclass(frozen=True)
 class _VenvPlan:
     """One venv to build: which lock, from which Python, where it goes and where its files come from."""
 
     env: Environment
     lock: Lock
-    base: _BasePython
+    base: str  # the interpreter the venv is made from, its exact version and platform tag
+    version: str
+    platform: str
     key: str
     path: Path
     options: VenvOptions
@@ -333,14 +326,14 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, options: VenvOptions
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        plan = _VenvPlan(env, lock, _BasePython(base, version, plat), key, path, options)
+        plan = _VenvPlan(env, lock, base, version, plat, key, path, options)
         return _build(ws, plan, log)
 
 
 def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvIdentity:
     env, lock, key, path, wheelhouse = plan.env, plan.lock, plan.key, plan.path, plan.options.wheelhouse
     wheel_dir = Path(wheelhouse) if wheelhouse else None
-    base, version, plat = plan.base.python, plan.base.version, plan.base.platform
+    base, version, plat = plan.base, plan.version, plan.platform
     deviations = list(lock.deviations)
     if version != env.python:
         deviations.append(Finding("venv.python_differs", "deviation",
