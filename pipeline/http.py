@@ -67,6 +67,19 @@ class Downloaded:
     cut_at_limit: bool  # the server had more bytes than the expected size: they were not written
 
 
+@dataclass(frozen=True)
+class _Want:
+    """What one download asks for, the same in every attempt (download()'s arguments, checked)."""
+
+    url: str
+    headers: dict
+    expected_size: int | None
+    size_from_prefix: Callable[[bytes], int | None] | None
+    prefix_bytes: int
+    policy: Policy
+    progress: Callable[[int], None]
+
+
 class Unreachable(MissingDependency):
     """Retries used up (or the time budget): the source could not be reached."""
 
@@ -195,18 +208,17 @@ class _Part:
                 self.handle = None
 
 
-def _limit(expected_size: int | None, declared: int | None, part: _Part, size_from_prefix, prefix_bytes: int,
-           policy: Policy) -> int:
+def _limit(want: _Want, declared: int | None, part: _Part) -> int:
     """How many bytes the whole file may have: the caller's size, the server's, the content's own, a cap."""
-    if expected_size is not None:
-        return expected_size
+    if want.expected_size is not None:
+        return want.expected_size
     if declared is not None:
-        return min(declared, policy.max_bytes)
-    if size_from_prefix is not None and part.size >= prefix_bytes:
-        from_content = size_from_prefix(part.prefix(prefix_bytes))
+        return min(declared, want.policy.max_bytes)
+    if want.size_from_prefix is not None and part.size >= want.prefix_bytes:
+        from_content = want.size_from_prefix(part.prefix(want.prefix_bytes))
         if from_content is not None:
-            return min(from_content, policy.max_bytes)
-    return policy.max_bytes
+            return min(from_content, want.policy.max_bytes)
+    return want.policy.max_bytes
 
 
 def _open(http, url: str, headers: dict, have: int, policy: Policy):
@@ -266,84 +278,94 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
         raise ValueError(f"expected_size must be >= 0, got {expected_size}")
     if urlsplit(url).scheme == "file":
         return _local(url, part, expected_size, policy, progress)
+    want = _Want(url, headers or {}, expected_size, size_from_prefix, prefix_bytes, policy, progress)
     own_session = http is None
     http = http or session()
     state = _Part(part)
     if expected_size is not None and state.size > expected_size:
         progress(-state.size)
         state.truncate()
-    backoff = Backoff(url, policy)
-    restarted = False
     try:
-        while True:
-            before = state.size
-            try:
-                if expected_size is not None and state.size == expected_size:
-                    return Downloaded(public_url(url), state.size, state.digest.hexdigest(), False)
-                if part is None and state.size:
-                    progress(-state.size)
-                    state.truncate()
-                response, declared = _open(http, url, headers or {}, state.size, policy)
-                if response is None:
-                    return Downloaded(public_url(url), state.size, state.digest.hexdigest(), False)
-                if response.status_code == 200 and state.size:
-                    progress(-state.size)  # the server sends everything again: start the file over
-                    state.truncate()
-                if expected_size is not None and declared is not None and declared != expected_size:
-                    response.close()
-                    raise ProtocolViolation(f"{server_of(url)} offers {declared} bytes for {public_url(url)}, "
-                                            f"{expected_size} are expected",
-                                            "the source serves a different file: use the pinned source, or fix "
-                                            "the lock if it is wrong")
-                cut = _stream(response, state, expected_size, declared, size_from_prefix, prefix_bytes, policy,
-                              progress, url)
-                if declared is not None and state.size < declared and not cut:
-                    raise _Transient(f"connection to {server_of(url)} ended at {state.size} of {declared} bytes")
-                return Downloaded(public_url(url), state.size, state.digest.hexdigest(), cut)
-            except _Restart as exc:
-                if restarted:
-                    raise ProtocolViolation(f"{exc}, again after starting the file over: the server breaks the "
-                                            "HTTP range protocol",
-                                            f"use another source than {server_of(url)} (a mirror that serves ranges "
-                                            "correctly, or the hub)") from None
-                restarted = True
-                progress(-state.size)
-                state.truncate()
-            except _Transient as exc:
-                if state.size > before:
-                    backoff.reset()  # bytes arrived: only failures without progress count
-                backoff.failed(str(exc))
+        return _download(want, state, http)
     finally:
         state.close()
         if own_session:
             http.close()
 
 
-def _stream(response, state: _Part, expected_size, declared, size_from_prefix, prefix_bytes, policy, progress,
-            url) -> bool:
+def _download(want: _Want, state: _Part, http) -> Downloaded:
+    """Attempts until the file is whole: failures without new bytes back off, a broken range restarts once."""
+    backoff = Backoff(want.url, want.policy)
+    restarted = False
+    while True:
+        before = state.size
+        try:
+            return _attempt(want, state, http)
+        except _Restart as exc:
+            if restarted:
+                raise ProtocolViolation(f"{exc}, again after starting the file over: the server breaks the "
+                                        "HTTP range protocol",
+                                        f"use another source than {server_of(want.url)} (a mirror that serves "
+                                        "ranges correctly, or the hub)") from None
+            restarted = True
+            want.progress(-state.size)
+            state.truncate()
+        except _Transient as exc:
+            if state.size > before:
+                backoff.reset()  # bytes arrived: only failures without progress count
+            backoff.failed(str(exc))
+
+
+def _attempt(want: _Want, state: _Part, http) -> Downloaded:
+    """One request continuing the part; raises _Transient or _Restart when it cannot finish the file."""
+    url, expected_size = want.url, want.expected_size
+    if expected_size is not None and state.size == expected_size:
+        return Downloaded(public_url(url), state.size, state.digest.hexdigest(), False)
+    if state.path is None and state.size:
+        want.progress(-state.size)
+        state.truncate()
+    response, declared = _open(http, url, want.headers, state.size, want.policy)
+    if response is None:
+        return Downloaded(public_url(url), state.size, state.digest.hexdigest(), False)
+    if response.status_code == 200 and state.size:
+        want.progress(-state.size)  # the server sends everything again: start the file over
+        state.truncate()
+    if expected_size is not None and declared is not None and declared != expected_size:
+        response.close()
+        raise ProtocolViolation(f"{server_of(url)} offers {declared} bytes for {public_url(url)}, "
+                                f"{expected_size} are expected",
+                                "the source serves a different file: use the pinned source, or fix "
+                                "the lock if it is wrong")
+    cut = _stream(response, state, want, declared)
+    if declared is not None and state.size < declared and not cut:
+        raise _Transient(f"connection to {server_of(url)} ended at {state.size} of {declared} bytes")
+    return Downloaded(public_url(url), state.size, state.digest.hexdigest(), cut)
+
+
+def _stream(response, state: _Part, want: _Want, declared: int | None) -> bool:
     """Copy the body into the part, never past the limit; True when the server had more bytes than that."""
-    limit = _limit(expected_size, declared, state, size_from_prefix, prefix_bytes, policy)
-    known_from_prefix = expected_size is not None or declared is not None or state.size >= prefix_bytes
+    limit = _limit(want, declared, state)
+    known_from_prefix = want.expected_size is not None or declared is not None or state.size >= want.prefix_bytes
     with response:
         while True:
-            if policy.stop.is_set():
+            if want.policy.stop.is_set():
                 raise Interrupted("download interrupted", "run the same command again to resume")
-            chunk = _read1(response, url, state.size)
+            chunk = _read1(response, want.url, state.size)
             if not chunk:
                 return False
             while chunk:
                 # Until the size is known from the content, stop at the prefix that tells it.
-                piece = chunk if known_from_prefix else chunk[:max(prefix_bytes - state.size, 1)]
+                piece = chunk if known_from_prefix else chunk[:max(want.prefix_bytes - state.size, 1)]
                 room = limit - state.size
                 if len(piece) > room:
                     state.write(piece[:room])
-                    progress(room)
+                    want.progress(room)
                     return True
                 state.write(piece)
-                progress(len(piece))
+                want.progress(len(piece))
                 chunk = chunk[len(piece):]
-                if not known_from_prefix and state.size >= prefix_bytes:
-                    limit = _limit(None, None, state, size_from_prefix, prefix_bytes, policy)
+                if not known_from_prefix and state.size >= want.prefix_bytes:
+                    limit = _limit(want, None, state)  # expected and declared sizes are both None here
                     known_from_prefix = True
 
 

@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -129,6 +130,43 @@ class Options:
     def policy(self) -> http.Policy:
         return http.Policy(retries=self.retries, backoff_s=self.backoff_s, timeout_s=self.timeout_s,
                            max_retry_s=self.max_retry_s, stop=self.stop)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one party (the manifest's lock, or the source) says about a file's bytes; None: says nothing."""
+
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Fetcher:
+    """What every file of one fetch shares: where from, which dataset, where to, one progress, the options."""
+
+    source: object  # HubFiles, MirrorFiles or FolderFiles
+    manifest: DatasetManifest
+    data_dir: Path
+    progress: _Progress  # one byte counter for every file (and closed once, at the end)
+    opts: Options
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """One file to fetch: its final path and what the manifest expects of it."""
+
+    name: str
+    final: Path
+    lock: Claim
+    tokens_expected: int | None
+
+
+@dataclass(frozen=True)
+class _Staging:
+    """Where a file is downloaded before its checks: the part and the part's metadata (whose bytes it holds)."""
+
+    part: Path
+    meta: Path
 
 
 # ---- sources ------------------------------------------------------------------------------------
@@ -248,25 +286,26 @@ def make_source(source: str, manifest: DatasetManifest):
 
 # ---- transfer -----------------------------------------------------------------------------------
 
-def _part_paths(data_dir: Path, name: str) -> tuple[Path, Path]:
+def _staging(data_dir: Path, name: str) -> _Staging:
     partial = data_dir / ".partial"
     try:
         partial.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(partial, exc) from None
-    return file_in(partial, f"{name}.part"), file_in(partial, f"{name}.part.json")
+    return _Staging(file_in(partial, f"{name}.part"), file_in(partial, f"{name}.part.json"))
 
 
-def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sha, progress,
-              opts: Options) -> tuple[Remote, http.Downloaded]:
+def _transfer(run: Fetcher, shard: _Shard, staging: _Staging,
+              progress: Callable[[int], None]) -> tuple[Remote, http.Downloaded]:
     """Resolve the file and bring its part to the whole file (pipeline/http.py retries and resumes)."""
-    policy = opts.policy()
-    backoff = http.Backoff(name, policy)
+    policy = run.opts.policy()
+    backoff = http.Backoff(shard.name, policy)
+    lock_size, lock_sha = shard.lock.size, shard.lock.sha256
     while True:
         try:
-            remote = source.resolve(name, opts.timeout_s)
+            remote = run.source.resolve(shard.name, run.opts.timeout_s)
         except Retryable as exc:
-            backoff.failed(f"{source.description}: {exc}")
+            backoff.failed(f"{run.source.description}: {exc}")
             continue
         if lock_size is not None and remote.size is not None and remote.size != lock_size:
             raise FetchError(f"source offers {remote.size} bytes, the lock says {lock_size}",
@@ -274,9 +313,9 @@ def _transfer(source, name: str, part: Path, meta_path: Path, lock_size, lock_sh
         if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
             raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
                              "the source serves a different version; use the pinned revision or fix the lock", "bad")
-        _discard_stale_part(part, meta_path, remote, lock_sha, progress)
+        _discard_stale_part(staging, remote, lock_sha, progress)
         expected = lock_size if lock_size is not None else remote.size
-        got = http.download(remote.url, part, headers=remote.headers, expected_size=expected,
+        got = http.download(remote.url, staging.part, headers=remote.headers, expected_size=expected,
                             size_from_prefix=size_from_header, prefix_bytes=1024, policy=policy, progress=progress)
         return remote, got
 
@@ -296,8 +335,9 @@ def _as_fetch_error(exc: ReproError) -> FetchError:
     return FetchError(exc.what, exc.fix or "", kind)
 
 
-def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, progress) -> None:
+def _discard_stale_part(staging: _Staging, remote: Remote, lock_sha, progress) -> None:
     """A part started for other bytes (new revision, other size) cannot be resumed."""
+    part, meta_path = staging.part, staging.meta
     want = {"size": remote.size, "sha256": lock_sha or remote.sha256}
     if part.exists() and meta_path.exists():
         try:
@@ -312,17 +352,17 @@ def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, p
 
 # ---- one file -----------------------------------------------------------------------------------
 
-def _check(path: Path, sha256: str, size: int | None, lock_size, lock_sha, declared_sha,
-           tokens_expected) -> tuple[list[str], tuple[str, ...]]:
+def _check(path: Path, sha256: str, tokens_expected: int | None, lock: Claim,
+           source: Claim) -> tuple[list[str], tuple[str, ...]]:
     problems = header_problems(path, tokens_expected)
     actual = path.stat().st_size
     checked = ["header"]
-    for where, want in (("lock", lock_size), ("source", size)):
+    for where, want in (("lock", lock.size), ("source", source.size)):
         if want is not None:
             checked.append(f"size:{where}")
             if actual != want:
                 problems.append(f"size {actual} differs from {want} ({where})")
-    for where, want in (("lock", lock_sha), ("server", declared_sha)):
+    for where, want in (("lock", lock.sha256), ("server", source.sha256)):
         if want:
             checked.append(f"sha256:{where}")
             if sha256 != want:
@@ -336,65 +376,76 @@ def _fsync(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, progress, opts: Options,
-              previous_source: str = "") -> FetchedFile:
+def fetch_one(run: Fetcher, name: str, previous_source: str = "") -> FetchedFile:
     try:
-        return _fetch_one(source, manifest, name, data_dir, progress, opts, previous_source)
+        return _fetch_one(run, name, previous_source)
     except DiskFull:
         raise  # not this file's problem: every file stops (fetch() removes the staging)
     except ReproError as exc:  # unreachable, refused, interrupted, a directory in the way, ...
         raise _as_fetch_error(exc) from None
 
 
-def _fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, progress, opts: Options,
-               previous_source: str) -> FetchedFile:
-    final = file_in(data_dir, name, f"dataset {manifest.name}")
+def _fetch_one(run: Fetcher, name: str, previous_source: str) -> FetchedFile:
+    manifest = run.manifest
+    final = file_in(run.data_dir, name, f"dataset {manifest.name}")
     locked = manifest.lock.get(name)
-    lock_size, lock_sha = (locked.size, locked.sha256) if locked else (None, None)
-    tokens_expected = manifest.tokens_expected(name)
-
+    shard = _Shard(name, final, Claim(locked.size, locked.sha256) if locked else Claim(),
+                   manifest.tokens_expected(name))
     if final.is_dir():
         raise FetchError(f"{final} is a directory where the shard belongs",
                          f"remove or rename the directory {final}, then run again", "input")
     if final.exists():
-        try:
-            sha = sha256_file(final)
-        except OSError as exc:
-            raise FetchError(f"{final} cannot be read ({exc.strerror})",
-                             f"fix its permissions, or delete {final} to fetch it again", "input") from None
-        problems, checked = _check(final, sha, None, lock_size, lock_sha, None, tokens_expected)
-        label = previous_source or "(already present)"
-        if not problems and opts.lock and not lock_sha:
-            # To lock a file we already have, the hub's LFS metadata (or a source folder's lock) must vouch for it.
-            remote = _resolve_with_retries(source, name, opts)
-            label = remote.label
-            if not remote.sha256:
-                raise FetchError(f"{remote.label} vouches for no sha256 to lock it with (a mirror's ETag or "
-                                 "Digest is not trusted)",
-                                 "lock from the hub (it declares each file's LFS sha256), or write the hash "
-                                 "into the manifest's lock yourself", "input")
-            problems, checked = _check(final, sha, remote.size, None, None, remote.sha256, tokens_expected)
-        if not problems:
-            progress(final.stat().st_size)
-            return FetchedFile(name, final.stat().st_size, sha, read_header(final).num_tokens, label, checked,
-                               0, True)
+        kept = _reuse(run, shard, previous_source)
+        if kept is not None:
+            return kept
         final.unlink()  # bad under a final name: fetch it properly
+    return _download_checked(run, shard)
 
-    part, meta_path = _part_paths(data_dir, name)
+
+def _reuse(run: Fetcher, shard: _Shard, previous_source: str) -> FetchedFile | None:
+    """The file already under its final name, when it passes its checks (None: it does not)."""
+    final = shard.final
+    try:
+        sha = sha256_file(final)
+    except OSError as exc:
+        raise FetchError(f"{final} cannot be read ({exc.strerror})",
+                         f"fix its permissions, or delete {final} to fetch it again", "input") from None
+    problems, checked = _check(final, sha, shard.tokens_expected, shard.lock, Claim())
+    label = previous_source or "(already present)"
+    if not problems and run.opts.lock and not shard.lock.sha256:
+        # To lock a file we already have, the hub's LFS metadata (or a source folder's lock) must vouch for it.
+        remote = _resolve_with_retries(run.source, shard.name, run.opts)
+        label = remote.label
+        if not remote.sha256:
+            raise FetchError(f"{remote.label} vouches for no sha256 to lock it with (a mirror's ETag or "
+                             "Digest is not trusted)",
+                             "lock from the hub (it declares each file's LFS sha256), or write the hash "
+                             "into the manifest's lock yourself", "input")
+        problems, checked = _check(final, sha, shard.tokens_expected, Claim(), Claim(remote.size, remote.sha256))
+    if problems:
+        return None
+    run.progress(final.stat().st_size)
+    return FetchedFile(shard.name, final.stat().st_size, sha, read_header(final).num_tokens, label, checked, 0, True)
+
+
+def _download_checked(run: Fetcher, shard: _Shard) -> FetchedFile:
+    """Download into the staging, check, and rename to the final name; a file failing its checks is fetched again."""
+    staging = _staging(run.data_dir, shard.name)
+    part, meta_path = staging.part, staging.meta
     downloaded = 0
 
     def counted(n: int) -> None:
         nonlocal downloaded
         downloaded += max(n, 0)
-        progress(n)
+        run.progress(n)
 
-    for attempt in range(opts.corrupt_retries + 1):
-        remote, got = _transfer(source, name, part, meta_path, lock_size, lock_sha, counted, opts)
-        problems, checked = _check(part, got.sha256, remote.size, lock_size, lock_sha, remote.sha256,
-                                   tokens_expected)
+    for attempt in range(run.opts.corrupt_retries + 1):
+        remote, got = _transfer(run, shard, staging, counted)
+        problems, checked = _check(part, got.sha256, shard.tokens_expected, shard.lock,
+                                   Claim(remote.size, remote.sha256))
         if got.cut_at_limit:
             problems.append(f"the source sent more than the expected {got.size} bytes (the rest was not written)")
-        if not problems and opts.lock and not lock_sha and not remote.sha256:
+        if not problems and run.opts.lock and not shard.lock.sha256 and not remote.sha256:
             counted(-part.stat().st_size)  # fetching again cannot help: nothing here can vouch for a hash
             part.unlink()
             meta_path.unlink(missing_ok=True)
@@ -404,14 +455,14 @@ def _fetch_one(source, manifest: DatasetManifest, name: str, data_dir: Path, pro
                              "the hash into the manifest's lock yourself", "input")
         if not problems:
             _fsync(part)
-            commit(part, final)
+            commit(part, shard.final)
             meta_path.unlink(missing_ok=True)
-            return FetchedFile(name, final.stat().st_size, got.sha256, read_header(final).num_tokens,
-                               remote.label, checked, downloaded, False)
+            return FetchedFile(shard.name, shard.final.stat().st_size, got.sha256,
+                               read_header(shard.final).num_tokens, remote.label, checked, downloaded, False)
         counted(-part.stat().st_size)
         part.unlink()
         meta_path.unlink(missing_ok=True)
-        if attempt == opts.corrupt_retries:
+        if attempt == run.opts.corrupt_retries:
             raise FetchError(f"from {remote.label}: failed its checks {attempt + 1} times: "
                              + "; ".join(problems),
                              "the source serves bad bytes: try another source (--source), or run "
@@ -455,7 +506,31 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
     """Fetch `names` into data_dir in parallel; every file that fails is reported, none stops the rest."""
     opts = opts or Options()
     data_dir = Path(data_dir)
-    for name in names:  # before anything is opened or written
+    _prepare_dir(manifest, names, data_dir)
+    files_source = make_source(source, manifest)
+    previous = read_local_lock(data_dir)
+    total = sum((manifest.lock[n].size or 0) for n in names if n in manifest.lock)
+    progress = _Progress(total, opts.quiet, len(names))
+    run = Fetcher(files_source, manifest, data_dir, progress, opts)
+    done, failures = _fetch_all(run, names, previous)
+    locked: list[str] = []
+    if opts.lock:
+        new = {f.name: (f.size, f.sha256) for f in done
+               if not (manifest.lock.get(f.name) and manifest.lock[f.name].sha256)}
+        if new:
+            locked = record_lock(manifest, new)
+    order = {n: i for i, n in enumerate(names)}
+    lock_path = data_dir / "data.lock.yaml"
+    return FetchResult(manifest.name, data_dir, files_source.description,
+                       tuple(sorted(done, key=lambda f: order[f.name])),
+                       tuple(sorted(failures, key=lambda f: order[f.name])), tuple(locked),
+                       lock_path if lock_path.exists() else None,
+                       data_lock_digest(data_dir) if lock_path.exists() else None)
+
+
+def _prepare_dir(manifest: DatasetManifest, names: list[str], data_dir: Path) -> None:
+    """Every name checked before anything is opened or written; the folder made and writable."""
+    for name in names:
         file_in(data_dir, name, f"dataset {manifest.name}")
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -464,26 +539,48 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
     if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
         raise InputError(f"cannot write into {data_dir}: permission denied",
                          f"give your user access to {data_dir}, or choose another folder with --dir")
-    files_source = make_source(source, manifest)
-    previous = read_local_lock(data_dir)
-    total = sum((manifest.lock[n].size or 0) for n in names if n in manifest.lock)
-    progress = _Progress(total, opts.quiet, len(names))
+
+
+def _fetch_all(run: Fetcher, names: list[str], previous) -> tuple[list[FetchedFile], list[FetchFailure]]:
+    """Every file fetched by parallel workers, each recorded in the folder's lock as soon as it is whole."""
     done: list[FetchedFile] = []
     failures: list[FetchFailure] = []
 
     def task(name: str) -> None:
         old_source = previous.files[name].source if previous and name in previous.files else ""
         try:
-            fetched = fetch_one(files_source, manifest, name, data_dir, progress, opts, old_source)
+            fetched = fetch_one(run, name, old_source)
         except FetchError as exc:
             failures.append(FetchFailure(name, exc.what, exc.fix, exc.kind))
             return
         done.append(fetched)
-        write_local_lock(data_dir, manifest.name, [LockEntry(fetched.name, fetched.size, fetched.sha256,
-                                                             fetched.tokens, fetched.source)])
+        write_local_lock(run.data_dir, run.manifest.name, [LockEntry(fetched.name, fetched.size, fetched.sha256,
+                                                                     fetched.tokens, fetched.source)])
 
-    # Daemon threads, not an executor: after Ctrl-C a thread blocked on a stalled socket must not
-    # hold the process open. A part file is always a prefix of the file, so stopping anywhere is safe.
+    try:
+        crashed = _in_threads(names, task, run.opts)
+    except KeyboardInterrupt:
+        run.progress.close()
+        raise Interrupted(f"fetch interrupted; partial files are kept in {run.data_dir / '.partial'}",
+                          "run the same command again to resume") from None
+    run.progress.close()
+    if crashed:
+        if isinstance(crashed[0], DiskFull):
+            raise _remove_staging(run.data_dir, crashed[0]) from None
+        raise crashed[0]
+    try:
+        (run.data_dir / ".partial").rmdir()  # only when empty: nothing left to resume
+    except OSError:
+        pass
+    return done, failures
+
+
+def _in_threads(names: list[str], task: Callable[[str], None], opts: Options) -> list[BaseException]:
+    """task(name) for every name in opts.jobs threads; what a thread raised (a full disk, a bug) is returned.
+
+    Daemon threads, not an executor: after Ctrl-C a thread blocked on a stalled socket must not
+    hold the process open. A part file is always a prefix of the file, so stopping anywhere is safe.
+    """
     queue = list(reversed(names))
     crashed: list[BaseException] = []
 
@@ -495,7 +592,7 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
                 return
             try:
                 task(name)
-            except BaseException as exc:  # a full disk, or a bug: surface it in the main thread
+            except BaseException as exc:  # surfaced in the main thread
                 crashed.append(exc)
                 opts.stop.set()
 
@@ -511,32 +608,8 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
         opts.stop.set()
         for thread in threads:
             thread.join(1.0)
-        progress.close()
-        raise Interrupted(f"fetch interrupted; partial files are kept in {data_dir / '.partial'}",
-                          "run the same command again to resume") from None
-    progress.close()
-    if crashed:
-        if isinstance(crashed[0], DiskFull):
-            raise _remove_staging(data_dir, crashed[0]) from None
-        raise crashed[0]
-    try:
-        (data_dir / ".partial").rmdir()  # only when empty: nothing left to resume
-    except OSError:
-        pass
-
-    locked: list[str] = []
-    if opts.lock:
-        new = {f.name: (f.size, f.sha256) for f in done
-               if not (manifest.lock.get(f.name) and manifest.lock[f.name].sha256)}
-        if new:
-            locked = record_lock(manifest, new)
-    order = {n: i for i, n in enumerate(names)}
-    lock_path = data_dir / "data.lock.yaml"
-    return FetchResult(manifest.name, data_dir, files_source.description,
-                       tuple(sorted(done, key=lambda f: order[f.name])),
-                       tuple(sorted(failures, key=lambda f: order[f.name])), tuple(locked),
-                       lock_path if lock_path.exists() else None,
-                       data_lock_digest(data_dir) if lock_path.exists() else None)
+        raise
+    return crashed
 
 
 def _remove_staging(data_dir: Path, error: DiskFull) -> DiskFull:

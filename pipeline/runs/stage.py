@@ -152,6 +152,26 @@ class TrainResult:
     failure: str | None = None  # a failed run: the last exception line of its output
 
 
+@dataclass(frozen=True)
+class _Placed:
+    """What a plan for either runtime starts from: the request (smoke settings applied), its program, its folders."""
+
+    req: TrainRequest
+    program: Program
+    run_id: str
+    run_dir: Path
+    data_dir: Path
+    data_lock: str | None
+
+
+@dataclass(frozen=True)
+class _Standins:
+    """Which of repro's stand-ins the record's program is given (its own imports are not found)."""
+
+    fa3: bool = False  # the FlexAttention stand-in for flash_attn_interface
+    hub: bool = False  # the `kernels` hub answered locally
+
+
 # ---- planning ------------------------------------------------------------------------------------
 
 def native_program_text(root: Path = TRAIN_DIR) -> bytes:
@@ -207,27 +227,27 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
                    "--log-file", f"{run}/log.txt", "--metrics-file", f"{run}/metrics.jsonl"]
 
 
-def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, cache: Path,
-                 fa3_standin: bool = False, python: str | None = None, hub_standin: bool = False) -> Launch:
+def _host_launch(at: _Placed, nproc: int, cache: Path, python: str | None, standins: _Standins) -> Launch:
     from pipeline.runs.runtime_host import find_torchrun
 
     head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
     env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton")}
-    if req.trainer == "record":
-        path = [str(HUB_STANDIN_DIR)] if hub_standin else []
-        if fa3_standin:  # the stand-in first, and the checkout for the train.attention it calls
+    if at.req.trainer == "record":
+        path = [str(HUB_STANDIN_DIR)] if standins.hub else []
+        if standins.fa3:  # the stand-in first, and the checkout for the train.attention it calls
             path += [str(FA3_STANDIN_DIR), str(TRAIN_PARENT)]
         if path:
             env["PYTHONPATH"] = os.pathsep.join(path)
-        return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
+        return Launch(tuple(head + ["train_gpt.py"]), str(at.run_dir / WORK), env)
     env["PYTHONPATH"] = str(TRAIN_PARENT)
-    return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT), env)
+    return Launch(tuple(head + _native_args(at.req, str(at.data_dir), str(at.run_dir))), str(TRAIN_PARENT), env)
 
 
-def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, hub_standin: bool = False) -> Launch:
+def _docker_launch(at: _Placed, nproc: int, hub_standin: bool = False) -> Launch:
     head = ["torchrun", "--standalone", f"--nproc_per_node={nproc}"]
-    if req.trainer == "record":
+    run_dir, data_dir = at.run_dir, at.data_dir
+    if at.req.trainer == "record":
         mounts = (Mount(run_dir / WORK, C_WORK, False), Mount(data_dir, f"{C_WORK}/{RECORD_DATA}", True))
         if not hub_standin:
             return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
@@ -238,7 +258,7 @@ def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int,
         return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {"PYTHONPATH": f"{C_HUB}:{C_FA3}:{C_REPO}"}, mounts)
     mounts = (Mount(TRAIN_DIR, f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
               Mount(data_dir, C_DATA, True))
-    return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
+    return Launch(tuple(head + _native_args(at.req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
 
 
 def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | None) -> HostEnvironment:
@@ -302,6 +322,19 @@ def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
 
 
 def plan_train(req: TrainRequest) -> TrainPlan:
+    req = _checked(req)
+    ws, record = req.ws, req.record
+    program = _program(req)
+    data_dir = Path(req.data_dir or ws.data / record.dataset.name).resolve()
+    data_lock = check_data(data_dir, req.trainer)
+    run_id = new_run_id()
+    run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
+    at = _Placed(req, program, run_id, run_dir, data_dir, data_lock)
+    return _plan_host(at) if req.runtime == "host" else _plan_docker(at)
+
+
+def _checked(req: TrainRequest) -> TrainRequest:
+    """The request's settings checked against each other; a native smoke run's cut applied to its settings."""
     if req.trainer not in TRAINERS:
         raise InputError(f"unknown trainer {req.trainer!r}", f"use one of: {', '.join(TRAINERS)}")
     if req.runtime not in RUNTIMES:
@@ -319,43 +352,49 @@ def plan_train(req: TrainRequest) -> TrainPlan:
         raise InputError(f"--nproc {req.nproc} is not a process count", "give 1 or more")
     if req.steps is not None and req.steps < 1:
         raise InputError(f"--steps {req.steps} is not a step count", "give 1 or more")
-    ws, record = req.ws, req.record
+    return req
+
+
+def _program(req: TrainRequest) -> Program:
+    """The program the run trains with: the record's (smoke-cut when asked) or the native trainer."""
     if req.trainer == "record":
-        found = resolve_program(record, req.program_source)
+        found = resolve_program(req.record, req.program_source)
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
         if req.smoke_steps is not None:
             program = _smoke_program(program, req.smoke_steps, req.smoke_val_tokens)
-    else:
-        program = native_program()
-        if req.smoke_steps is not None:
-            patch = smoke_patch_for("native", req.smoke_steps, req.smoke_val_tokens)
-            program = dataclasses.replace(program, patch={"name": patch.name, "sha256": patch.sha256,
-                                                          "changes": patch.listing, "patched_sha256": None})
-    data_dir = Path(req.data_dir or ws.data / record.dataset.name).resolve()
-    data_lock = check_data(data_dir, req.trainer)
-    run_id = new_run_id()
-    run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
+        return program
+    program = native_program()
+    if req.smoke_steps is not None:
+        patch = smoke_patch_for("native", req.smoke_steps, req.smoke_val_tokens)
+        program = dataclasses.replace(program, patch={"name": patch.name, "sha256": patch.sha256,
+                                                      "changes": patch.listing, "patched_sha256": None})
+    return program
 
-    if req.runtime == "host":
-        from pipeline.env.venv import compile_cache_dir
-        from pipeline.runs.runtime_host import probe_environment
 
-        venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
-        host = host_environment(record, probe_environment(venv.python) if venv else probe_environment(), venv)
-        # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
-        standin = req.trainer == "record" and not host.probe.flash_attention
-        nproc = req.nproc or max(1, host.probe.device_count or 0)
-        # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
-        software = venv.key if venv else json.dumps([getattr(host.probe, k) for k in ("executable", "python",
-                                                                                       "torch", "triton")])
-        cache_root = Path(req.cache_dir) if req.cache_dir is not None else ws.cache
-        cache = compile_cache_dir(cache_root, software, program.sha256)
-        hub = req.trainer == "record" and imports_hub_kernels(program.text)
-        launch = _host_launch(req, run_dir, data_dir, nproc, cache, standin, venv.python if venv else None, hub)
-        return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, None, None,
-                         venv.environment if venv else "host", venv.lock_sha256 if venv else None, host,
-                         str(cache), standin, hub)
+def _plan_host(at: _Placed) -> TrainPlan:
+    from pipeline.env.venv import compile_cache_dir
+    from pipeline.runs.runtime_host import probe_environment
 
+    req, program = at.req, at.program
+    venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
+    host = host_environment(req.record, probe_environment(venv.python) if venv else probe_environment(), venv)
+    # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
+    standin = req.trainer == "record" and not host.probe.flash_attention
+    nproc = req.nproc or max(1, host.probe.device_count or 0)
+    # keyed as the docker volume is: the software that compiles (the venv, or the probed Python) + the program
+    software = venv.key if venv else json.dumps([getattr(host.probe, k) for k in ("executable", "python",
+                                                                                   "torch", "triton")])
+    cache_root = Path(req.cache_dir) if req.cache_dir is not None else req.ws.cache
+    cache = compile_cache_dir(cache_root, software, program.sha256)
+    hub = req.trainer == "record" and imports_hub_kernels(program.text)
+    launch = _host_launch(at, nproc, cache, venv.python if venv else None, _Standins(fa3=standin, hub=hub))
+    return TrainPlan(req, req.record, at.run_id, at.run_dir, program, at.data_dir, at.data_lock, nproc, launch, None,
+                     None, venv.environment if venv else "host", venv.lock_sha256 if venv else None, host,
+                     str(cache), standin, hub)
+
+
+def _plan_docker(at: _Placed) -> TrainPlan:
+    req, program, record = at.req, at.program, at.req.record
     image, environment, env_lock = _image(req)
     if req.nproc:
         nproc = req.nproc
@@ -364,12 +403,12 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     else:
         nproc = max(1, req.gpus)  # a GPU count, or one CPU process for --gpus none
     hub = req.trainer == "record" and imports_hub_kernels(program.text)
-    launch = _docker_launch(req, run_dir, data_dir, nproc, hub)
+    launch = _docker_launch(at, nproc, hub)
     volume = cache_volume_name(image, program.sha256)
-    spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
-                          {"io.repro.run-id": run_id, "io.repro.record": record.name}, req.memlock)
-    return TrainPlan(req, record, run_id, run_dir, program, data_dir, data_lock, nproc, launch, spec, image,
-                     environment or record.environment, env_lock, None, volume, hub, hub)
+    spec = container_spec(launch, image, f"repro-{at.run_id.lower()}", volume, req.gpus,
+                          {"io.repro.run-id": at.run_id, "io.repro.record": record.name}, req.memlock)
+    return TrainPlan(req, record, at.run_id, at.run_dir, program, at.data_dir, at.data_lock, nproc, launch, spec,
+                     image, environment or record.environment, env_lock, None, volume, hub, hub)
 
 
 # ---- running -------------------------------------------------------------------------------------
