@@ -97,7 +97,8 @@ def smoke(steps: int, shards):
     """`repro reproduce --smoke N`: the record's program with the smoke patch; the native trainer's settings."""
     text = smoke_patch(steps).apply(program_text().encode()).decode()
     overrides, native_steps = effective_native_settings((), None, steps, None)
-    argv = ["--preset", "record", *[x for o in overrides for x in ("--set", o)], "--steps", str(native_steps)]
+    assert native_steps is None  # the cut sets scheduled_steps; nothing is scaled
+    argv = ["--preset", "record", *[x for o in overrides for x in ("--set", o)]]
     return text, argv, SIZES
 
 
@@ -126,15 +127,12 @@ def traces(rec, schedule: str, shards, tmp_path):
     return record_loop(rec, text, record_args(text, shards, sizes), RECORD_MODEL), cfg
 
 
-# `repro reproduce --smoke N --trainer native` runs `--steps N`, which *scales* the record's schedule (39 + 1 steps
-# and a 7-step Muon momentum warm-up at N = 40), while the record's smoke patch *cuts* it (40 + 0 steps, the
-# program's literal 300-step warm-up): the two trainers' smoke runs apply different momentum from step 1 on. Fixing
-# it changes the native smoke patch's identity (pipeline/records/patch.py, pipeline/verdict/smoke.py and the
-# committed native smoke bundle), a decision for the pipeline's owners; strict, so the fix must flip this mark.
-SMOKE_DIFFERS = pytest.mark.xfail(strict=True, reason="the native smoke cut scales the schedule, the record's cuts it")
+# `repro reproduce --smoke N --trainer native` cuts the record's schedule where the record's smoke patch cuts its
+# program (N scheduled steps, no extension, the warm-ups as written: native smoke patch version 2). Version 1 scaled
+# it instead (39 + 1 steps and a 7-step Muon momentum warm-up at N = 40), and this comparison failed from step 1 on.
 
 
-@pytest.mark.parametrize("schedule, steps", [("record", 1680), pytest.param("smoke-40", 40, marks=SMOKE_DIFFERS),
+@pytest.mark.parametrize("schedule, steps", [("record", 1680), ("smoke-40", 40),
                                              ("device-40", 40), ("device-80", 80)])
 def test_the_loop_applies_the_records_schedule_at_every_step(rec, shards, tmp_path, schedule, steps):
     want, cfg = traces(rec, schedule, shards, tmp_path)

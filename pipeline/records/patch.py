@@ -94,11 +94,23 @@ def smoke_patch(steps: int, val_tokens: int | None = None) -> ProgramPatch:
     return ProgramPatch("smoke", tuple(changes))
 
 
-def native_smoke_patch(steps: int, val_tokens: int | None = None) -> ProgramPatch:
-    """The same cut for the native trainer, whose settings are options rather than program lines."""
+NATIVE_SMOKE_VERSION = 2
+
+
+def native_smoke_patch(steps: int, val_tokens: int | None = None, version: int = NATIVE_SMOKE_VERSION) -> ProgramPatch:
+    """The same cut for the native trainer, whose settings are options rather than program lines.
+
+    Version 2 cuts the schedule where the record's smoke patch cuts the program's: STEPS scheduled steps, no
+    extension, every warm-up as written, so both trainers' smoke runs apply the same schedule step for step
+    (tests/test_train_loop_vs_record.py). Version 1, which runs made before it declare and the judge still
+    recognises, scaled the whole schedule to STEPS (`--steps`), its warm-ups and extension too."""
     if steps < 2:
         raise InputError(f"--smoke {steps}: a smoke run needs at least 2 steps", "give --smoke 20 or more")
-    changes = [LineChange("steps", "", f"--steps {steps}", "the record's schedule scaled to the smoke's steps")]
+    changes = [LineChange("steps", "", f"--steps {steps}", "the record's schedule scaled to the smoke's steps")
+               if version == 1 else
+               LineChange("steps", "", f"--set scheduled_steps={steps} --set extension_steps=0",
+                          "the record's schedule cut at the smoke's steps, as the record's own smoke cut does: no "
+                          "extension, the warm-ups as written")]
     if val_tokens is not None:
         flags = f"--set val_tokens={val_tokens} --set val_batch_tokens={val_tokens}"
         changes.append(LineChange("val_tokens", "", flags,

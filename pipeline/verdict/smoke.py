@@ -44,10 +44,11 @@ def _int_in(text: str | None) -> int | None:
 def expected_patch(trainer: str, patch: dict):
     """The smoke patch that the declared parameters produce (None when they cannot be read)."""
     declared = _declared(patch)
-    if trainer == "native":
-        steps = _int_in((declared.get("steps") or "").replace("--steps ", "steps="))
-        val = _int_in(declared.get("val_tokens"))
-        return native_smoke_patch(steps, val) if steps else None
+    if trainer == "native":  # version 1 declared `--steps N`, version 2 `--set scheduled_steps=N ...`
+        line = declared.get("steps") or ""
+        version = 1 if line.startswith("--steps ") else 2
+        steps, val = _int_in(line.replace("--steps ", "steps=")), _int_in(declared.get("val_tokens"))
+        return native_smoke_patch(steps, val, version) if steps else None
     steps, val = _int_in(declared.get("num_iterations")), _int_in(declared.get("val_tokens"))
     return smoke_patch(steps, val) if steps else None
 
