@@ -68,7 +68,7 @@ class Downloaded:
 
 
 @dataclass(frozen=True)
-class _Want:
+class _Request:
     """What one download asks for, the same in every attempt (download()'s arguments, checked)."""
 
     url: str
@@ -208,7 +208,7 @@ class _Part:
                 self.handle = None
 
 
-def _limit(want: _Want, declared: int | None, part: _Part) -> int:
+def _limit(want: _Request, declared: int | None, part: _Part) -> int:
     """How many bytes the whole file may have: the caller's size, the server's, the content's own, a cap."""
     if want.expected_size is not None:
         return want.expected_size
@@ -278,7 +278,7 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
         raise ValueError(f"expected_size must be >= 0, got {expected_size}")
     if urlsplit(url).scheme == "file":
         return _local(url, part, expected_size, policy, progress)
-    want = _Want(url, headers or {}, expected_size, size_from_prefix, prefix_bytes, policy, progress)
+    want = _Request(url, headers or {}, expected_size, size_from_prefix, prefix_bytes, policy, progress)
     own_session = http is None
     http = http or session()
     state = _Part(part)
@@ -293,7 +293,7 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
             http.close()
 
 
-def _download(want: _Want, state: _Part, http) -> Downloaded:
+def _download(want: _Request, state: _Part, http) -> Downloaded:
     """Attempts until the file is whole: failures without new bytes back off, a broken range restarts once."""
     backoff = Backoff(want.url, want.policy)
     restarted = False
@@ -316,7 +316,7 @@ def _download(want: _Want, state: _Part, http) -> Downloaded:
             backoff.failed(str(exc))
 
 
-def _attempt(want: _Want, state: _Part, http) -> Downloaded:
+def _attempt(want: _Request, state: _Part, http) -> Downloaded:
     """One request continuing the part; raises _Transient or _Restart when it cannot finish the file."""
     url, expected_size = want.url, want.expected_size
     if expected_size is not None and state.size == expected_size:
@@ -342,7 +342,7 @@ def _attempt(want: _Want, state: _Part, http) -> Downloaded:
     return Downloaded(public_url(url), state.size, state.digest.hexdigest(), cut)
 
 
-def _stream(response, state: _Part, want: _Want, declared: int | None) -> bool:
+def _stream(response, state: _Part, want: _Request, declared: int | None) -> bool:
     """Copy the body into the part, never past the limit; True when the server had more bytes than that."""
     limit = _limit(want, declared, state)
     known_from_prefix = want.expected_size is not None or declared is not None or state.size >= want.prefix_bytes
