@@ -65,7 +65,7 @@ class SubmitOptions:
     # where the shards are: fixed when the campaign is created
     data_dir: Path | None = None
     data_source: str | None = None
-    image_tarball: Path | None = None
+    image_tarball: Path | None = None  # a `repro env save` tarball to load instead of building the image
     # what each Slurm task asks for (SlurmSettings)
     partition: str | None = None
     nodes_per_run: int | None = None
