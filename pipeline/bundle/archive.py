@@ -40,11 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pipeline import __version__
 from pipeline.bundle.judging import (
     ATTEMPTS,
     RUNS,
+    Judged,
     attempt_rows,
     data_section,
     hardware_section,
@@ -59,6 +61,7 @@ from pipeline.bundle.manifest import (
     SCHEMA_VERSION,
     BundleManifest,
     EnvironmentSection,
+    HardwareSection,
     RecordPin,
     Redaction,
     SignatureInfo,
@@ -396,9 +399,11 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, work_dir: Pa
     if not NAME_RE.match(name):
         raise InputError(f"bundle name {name!r} has characters other than letters, digits, '.', '_' and '-'",
                          "choose a plain name with --name")
+    request = _Request(record=record, name=name, run_dirs=run_dirs,
+                       attempt_dirs=[p for p in all_dirs if p.name in attempt_ids], work_dir=work_dir,
+                       sources=sources, key=key, environ=environ)
     try:
-        members, manifest, mtime, redactions = _assemble(record, run_dirs, all_dirs, attempt_ids, work_dir, name,
-                                                         sources, key, environ)
+        members, manifest, mtime, redactions = _assemble(request)
     except OSError as exc:  # a full /tmp while judging or rendering, an unreadable run file
         from pipeline.atomic import write_error
         from pipeline.errors import os_error
@@ -411,69 +416,131 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, work_dir: Pa
                          manifest.verdict.reasons, redactions, key is not None)
 
 
-def _assemble(record: Record, run_dirs: list[Path], all_dirs: list[Path], attempt_ids: list[str], work_dir: Path,
-              name: str, sources: ArchiveSources, key, environ: Mapping[str, str]
-              ) -> tuple[dict[str, bytes], BundleManifest, int, tuple[tuple[str, int], ...]]:
-    """Every member's bytes and the manifest, the archive's mtime (the last run's end) and the redactions."""
-    from pipeline.report.render import read_run_logs, write_report
+@dataclass(frozen=True)
+class _Request:
+    """One archive() call with its inputs settled: checked run folders, the bundle's name, the signing key."""
 
-    run_ids = [p.name for p in run_dirs]
-    stage = _Stage(Redactor.from_environ(environ), LocalPaths(work_dir, environ))
-    left_out = _stage_runs(stage, run_dirs, RUNS)
-    _stage_runs(stage, [p for p in all_dirs if p.name in attempt_ids], ATTEMPTS)
+    record: Record
+    name: str
+    run_dirs: list[Path]  # the runs the verdict judges, sorted by id
+    attempt_dirs: list[Path]  # failed runs that later ones replaced, sorted by id: kept, not judged
+    work_dir: Path  # the runs' paths are written relative to it
+    sources: ArchiveSources
+    key: Any  # the ed25519 private key, or None for an unsigned bundle
+    environ: Mapping[str, str]  # where secrets to redact and the home folder to hide are found
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [p.name for p in self.run_dirs]
+
+    @property
+    def attempt_ids(self) -> list[str]:
+        return [p.name for p in self.attempt_dirs]
+
+
+def _assemble(request: _Request) -> tuple[dict[str, bytes], BundleManifest, int, tuple[tuple[str, int], ...]]:
+    """Every member's bytes and the manifest, the archive's mtime (the last run's end) and the redactions."""
+    record, run_ids = request.record, request.run_ids
+    stage = _Stage(Redactor.from_environ(request.environ), LocalPaths(request.work_dir, request.environ))
+    left_out = _stage_runs(stage, request.run_dirs, RUNS)
+    _stage_runs(stage, request.attempt_dirs, ATTEMPTS)
     metas = [run_meta(stage.files, f"{RUNS}/{i}") for i in run_ids]  # the redacted, scrubbed copies
-    record_member = f"manifests/records/{record.path.name}"
-    stage.put(record_member, record.path.read_bytes(), verbatim=True)
+    parent = _stage_records(stage, record)
+    environment = _stage_surroundings(stage, request, [m for m in metas if m is not None])
+    hardware = hardware_section(stage.files)
+
+    # the verdict, the report and the rows are all read from the staged bytes, as `bundle verify` reads them
+    with judge_members(stage.files, record, run_ids, request.attempt_ids) as judged:
+        verdict = verdict_section(judged.verdict)
+        _stage_report(stage, request, judged, _report_environment(environment, hardware))
+        runs = run_rows(stage.files, judged, left_out)
+        attempts = attempt_rows(stage.files, judged)
+        program = program_section(stage.files, record, judged)
+    signature = (SignatureInfo(algorithm="ed25519", file=SIGNATURE, public_key=public_key_b64(request.key))
+                 if request.key else None)
+    mtime = max([e for e in (_epoch(r.ended_at) for r in runs) if e is not None], default=0)
+    manifest = BundleManifest(
+        schema_version=SCHEMA_VERSION, kind=KIND, name=request.name,
+        created=datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime else None,
+        tool=Tool(name="repro-speedrun", version=__version__), paths=PATHS,
+        record=_record_pin(stage, record, parent),
+        verdict=verdict, runs=runs, attempts=attempts, environment=environment, hardware=hardware,
+        data=data_section(stage.files, metas), program=program,
+        redactions=tuple(Redaction(member=k, count=v) for k, v in sorted(stage.redactions.items())),
+        signature=signature)
+    stage.put(MANIFEST, manifest.dump())
+    return _sealed(stage.files, request.key), manifest, mtime, tuple(sorted(stage.redactions.items()))
+
+
+def _record_member(record: Record) -> str:
+    return f"manifests/records/{record.path.name}"
+
+
+def _stage_records(stage: _Stage, record: Record) -> Record | None:
+    """A copy of the record (and its parent) as judged, byte for byte; returns the parent, if any."""
+    stage.put(_record_member(record), record.path.read_bytes(), verbatim=True)
     parent = load_parent(record)
     if parent is not None:
-        stage.put(f"manifests/records/{parent.path.name}", parent.path.read_bytes(), verbatim=True)
-    local_metas = [m for m in (RunMeta.load_if_present(p) for p in run_dirs) if m is not None]
-    environment = _environment(stage, [m for m in metas if m is not None], sources, record, local_metas)
-    lock = _data_lock(sources, [m for m in metas if m is not None], work_dir)
+        stage.put(_record_member(parent), parent.path.read_bytes(), verbatim=True)
+    return parent
+
+
+def _record_pin(stage: _Stage, record: Record, parent: Record | None) -> RecordPin:
+    record_member = _record_member(record)
+    return RecordPin(name=record.name, title=record.title, parent=record.parent or None, manifest=record_member,
+                     manifest_sha256=sha256_bytes(stage.files[record_member]),
+                     parent_manifest=_record_member(parent) if parent else None,
+                     parent_manifest_sha256=sha256_bytes(parent.path.read_bytes()) if parent else None,
+                     target_val_loss=record.rules.target_val_loss, p_value_max=record.rules.p_value_max,
+                     rules_version=record.rules.version)
+
+
+def _stage_surroundings(stage: _Stage, request: _Request, metas: list[RunMeta]) -> EnvironmentSection:
+    """What the runs ran on and with: the environment, the data lock, preflight and the caller's extras.
+
+    `metas` are the bundled run.yaml; the originals are read again because their paths are real here."""
+    sources = request.sources
+    local_metas = [m for m in (RunMeta.load_if_present(p) for p in request.run_dirs) if m is not None]
+    environment = _environment(stage, metas, sources, request.record, local_metas)
+    lock = _data_lock(sources, metas, request.work_dir)
     if lock is not None:
         stage.put("data/data.lock.yaml", lock.read_bytes(), verbatim=True)  # its digest is over its own bytes
-    preflight = sources.preflight or next((p / "preflight.json" for p in run_dirs if (p / "preflight.json").is_file()),
-                                          None)
+    preflight = sources.preflight or next((p / "preflight.json" for p in request.run_dirs
+                                           if (p / "preflight.json").is_file()), None)
     if preflight is not None:
         stage.put("preflight.json", Path(preflight).read_bytes())
     for rel, data in sorted((sources.extra or {}).items()):
         stage.put(rel, data)
-    hardware = hardware_section(stage.files)
+    return environment
 
-    with judge_members(stage.files, record, run_ids, attempt_ids) as judged:
-        verdict = verdict_section(judged.verdict)
-        env_lines = {"runtime": ", ".join(environment.runtimes) or "unknown",
-                     "image": ", ".join(environment.image_ids) or "none (host runtime)",
-                     "environment lock sha256": environment.lock_sha256 or "none"}
-        cpu = (hardware.facts or {}).get("cpu") or {}
-        if cpu.get("model"):  # CPU records judge time on the CPU model; GPU runs' CPUs are worth knowing too
-            env_lines["CPU"] = f"{cpu['model']} ({cpu.get('logical_cpus') or '?'} logical CPUs)"
-        with tempfile.TemporaryDirectory(prefix="repro-report-") as rep:
-            logs = read_run_logs([judged.folders[f"{RUNS}/{i}"] for i in run_ids], run_ids)
-            files = write_report(record, judged.verdict, logs, Path(rep), env_lines)
-            for rel in files.files:
-                stage.put(rel, (Path(rep) / rel).read_bytes())
-        runs = run_rows(stage.files, judged, left_out)
-        attempts = attempt_rows(stage.files, judged)
-        program = program_section(stage.files, record, judged)
-    mtime = max([e for e in (_epoch(r.ended_at) for r in runs) if e is not None], default=0)
-    manifest = BundleManifest(
-        schema_version=SCHEMA_VERSION, kind=KIND, name=name,
-        created=datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime else None,
-        tool=Tool(name="repro-speedrun", version=__version__), paths=PATHS,
-        record=RecordPin(name=record.name, title=record.title, parent=record.parent or None, manifest=record_member,
-                         manifest_sha256=sha256_bytes(stage.files[record_member]),
-                         parent_manifest=f"manifests/records/{parent.path.name}" if parent else None,
-                         parent_manifest_sha256=sha256_bytes(parent.path.read_bytes()) if parent else None,
-                         target_val_loss=record.rules.target_val_loss, p_value_max=record.rules.p_value_max,
-                         rules_version=record.rules.version),
-        verdict=verdict, runs=runs, attempts=attempts, environment=environment, hardware=hardware,
-        data=data_section(stage.files, metas), program=program,
-        redactions=tuple(Redaction(member=k, count=v) for k, v in sorted(stage.redactions.items())),
-        signature=SignatureInfo(algorithm="ed25519", file=SIGNATURE, public_key=public_key_b64(key)) if key else None)
-    stage.put(MANIFEST, manifest.dump())
-    members = dict(stage.files)
+
+def _report_environment(environment: EnvironmentSection, hardware: HardwareSection) -> dict[str, str]:
+    """The report's environment lines, from the manifest's sections."""
+    env_lines = {"runtime": ", ".join(environment.runtimes) or "unknown",
+                 "image": ", ".join(environment.image_ids) or "none (host runtime)",
+                 "environment lock sha256": environment.lock_sha256 or "none"}
+    cpu = (hardware.facts or {}).get("cpu") or {}
+    if cpu.get("model"):  # CPU records judge time on the CPU model; GPU runs' CPUs are worth knowing too
+        env_lines["CPU"] = f"{cpu['model']} ({cpu.get('logical_cpus') or '?'} logical CPUs)"
+    return env_lines
+
+
+def _stage_report(stage: _Stage, request: _Request, judged: Judged, env_lines: dict[str, str]) -> None:
+    """report.md and its plots, rendered from the judged (staged) run logs in a scratch folder."""
+    from pipeline.report.render import read_run_logs, write_report
+
+    run_ids = request.run_ids
+    with tempfile.TemporaryDirectory(prefix="repro-report-") as rep:
+        logs = read_run_logs([judged.folders[f"{RUNS}/{i}"] for i in run_ids], run_ids)
+        files = write_report(request.record, judged.verdict, logs, Path(rep), env_lines)
+        for rel in files.files:
+            stage.put(rel, (Path(rep) / rel).read_bytes())
+
+
+def _sealed(files: dict[str, bytes], key) -> dict[str, bytes]:
+    """The members with SHA256SUMS over all of them, and its signature when there is a key."""
+    members = dict(files)
     members[SUMS] = sums_text(members).encode()
     if key is not None:
         members[SIGNATURE] = base64.b64encode(key.sign(members[SUMS])).decode().encode() + b"\n"
-    return members, manifest, mtime, tuple(sorted(stage.redactions.items()))
+    return members

@@ -263,23 +263,48 @@ def _str_or_none(f: Fields, key: str) -> str | None:
 
 
 def _load(top: Fields, version: int, kind: str) -> BundleManifest:
+    # Each section is read in the order the fields were always checked, so a manifest with several
+    # wrong fields still names the same one first; the tool's keys are vetted first and read last.
     tool = top.sub("tool")
     _fields(tool, Tool)
-    rec = top.sub("record")
+    record = _record(top.sub("record"))
+    verdict = _verdict(top.sub("verdict"))
+    runs = _run_rows(top)
+    attempts = _attempt_rows(top)
+    environment = _environment(top.sub("environment"))
+    hardware = _hardware(top.sub("hardware"))
+    data = _data(top.sub("data"))
+    program = _program(top.sub("program"))
+    redactions = _redactions(top)
+    signature = _signature(top)
+    tool_info = Tool(name=tool.req("name", str), version=tool.req("version", str))
+    return BundleManifest(schema_version=version, kind=kind, name=top.req("name", str),
+                          created=_str_or_none(top, "created"), tool=tool_info, paths=top.req("paths", str),
+                          record=record, verdict=verdict, runs=runs, attempts=attempts,
+                          environment=environment, hardware=hardware, data=data, program=program,
+                          redactions=redactions, signature=signature)
+
+
+def _record(rec: Fields) -> RecordPin:
     _fields(rec, RecordPin)
-    record = RecordPin(name=rec.req("name", str), title=rec.req("title", str), parent=_str_or_none(rec, "parent"),
-                       manifest=rec.req("manifest", str), manifest_sha256=rec.sha256("manifest_sha256"),
-                       parent_manifest=_str_or_none(rec, "parent_manifest"),
-                       parent_manifest_sha256=rec.sha256("parent_manifest_sha256", required=False),
-                       target_val_loss=rec.req("target_val_loss", float), p_value_max=rec.req("p_value_max", float),
-                       rules_version=rec.req("rules_version", int))
-    ver = top.sub("verdict")
+    return RecordPin(name=rec.req("name", str), title=rec.req("title", str), parent=_str_or_none(rec, "parent"),
+                     manifest=rec.req("manifest", str), manifest_sha256=rec.sha256("manifest_sha256"),
+                     parent_manifest=_str_or_none(rec, "parent_manifest"),
+                     parent_manifest_sha256=rec.sha256("parent_manifest_sha256", required=False),
+                     target_val_loss=rec.req("target_val_loss", float), p_value_max=rec.req("p_value_max", float),
+                     rules_version=rec.req("rules_version", int))
+
+
+def _verdict(ver: Fields) -> VerdictSection:
     _fields(ver, VerdictSection)
     outcome = ver.req("outcome", str)
     if outcome not in OUTCOMES:
         raise ver.fail("outcome", f"is {outcome!r}", f"one of: {', '.join(OUTCOMES)}")
-    verdict = VerdictSection(outcome=outcome, rules_version=ver.req("rules_version", int),
-                             findings=_findings(ver, "findings"), reasons=ver.list_of("reasons", str, False))
+    return VerdictSection(outcome=outcome, rules_version=ver.req("rules_version", int),
+                          findings=_findings(ver, "findings"), reasons=ver.list_of("reasons", str, False))
+
+
+def _run_rows(top: Fields) -> tuple[RunRow, ...]:
     runs = []
     for r in top.items("runs"):
         _fields(r, RunRow)
@@ -289,16 +314,23 @@ def _load(top: Fields, version: int, kind: str) -> BundleManifest:
                            final_val_loss=r.opt("final_val_loss", float), train_time_s=r.opt("train_time_s", float),
                            steps=r.req("steps", str), started_at=_str_or_none(r, "started_at"),
                            ended_at=_str_or_none(r, "ended_at"), not_archived=r.list_of("not_archived", str, False)))
+    return tuple(runs)
+
+
+def _attempt_rows(top: Fields) -> tuple[AttemptRow, ...]:
     attempts = []
     for a in top.items("attempts", required=False):
         _fields(a, AttemptRow)
         attempts.append(AttemptRow(id=a.req("id", str), status=a.req("status", str), exit_code=a.opt("exit_code", int),
                                    steps=a.req("steps", str), findings=_findings(a, "findings"),
                                    folder=a.req("folder", str)))
-    env = top.sub("environment")
+    return tuple(attempts)
+
+
+def _environment(env: Fields) -> EnvironmentSection:
     _fields(env, EnvironmentSection)
     host = env.opt("host_environment", dict)
-    environment = EnvironmentSection(
+    return EnvironmentSection(
         runtimes=env.list_of("runtimes", str, False), image_ids=env.list_of("image_ids", str, False),
         environments=env.list_of("environments", str, False), lock_file=_str_or_none(env, "lock_file"),
         lock_sha256=env.sha256("lock_sha256", required=False),
@@ -306,24 +338,30 @@ def _load(top: Fields, version: int, kind: str) -> BundleManifest:
         image_state=_str_or_none(env, "image_state"), pip_freeze=_str_or_none(env, "pip_freeze"),
         pip_freeze_source=env.req("pip_freeze_source", str),
         host_environment=_plain(host, env.name("host_environment")) if host is not None else None)
-    hw = top.sub("hardware")
+
+
+def _hardware(hw: Fields) -> HardwareSection:
     _fields(hw, HardwareSection)
     facts = hw.opt("facts", dict)
-    hardware = HardwareSection(source=_str_or_none(hw, "source"),
-                               facts=_plain(facts, hw.name("facts")) if facts is not None else None,
-                               note=_str_or_none(hw, "note"))
-    dat = top.sub("data")
+    return HardwareSection(source=_str_or_none(hw, "source"),
+                           facts=_plain(facts, hw.name("facts")) if facts is not None else None,
+                           note=_str_or_none(hw, "note"))
+
+
+def _data(dat: Fields) -> DataSection:
     _fields(dat, DataSection)
     shards = []
     for s in dat.items("shards", required=False):
         _fields(s, Shard)
         shards.append(Shard(name=s.req("name", str), size=s.opt("size", int), sha256=s.sha256("sha256", False),
                             tokens=s.opt("tokens", int)))
-    data = DataSection(dataset=_str_or_none(dat, "dataset"), lock_file=_str_or_none(dat, "lock_file"),
+    return DataSection(dataset=_str_or_none(dat, "dataset"), lock_file=_str_or_none(dat, "lock_file"),
                        lock_sha256=dat.sha256("lock_sha256", required=False),
                        runs_claim=dat.list_of("runs_claim", str, False), shards=tuple(shards),
                        generator=_plain(dat.data.get("generator"), dat.name("generator")))
-    prog = top.sub("program")
+
+
+def _program(prog: Fields) -> ProgramSection:
     _fields(prog, ProgramSection)
     prog_runs = []
     for p in prog.items("runs", required=False):
@@ -332,23 +370,26 @@ def _load(top: Fields, version: int, kind: str) -> BundleManifest:
                                                                    "sha256_run_yaml", "fingerprint_run_yaml",
                                                                    "source")},
                                     id=p.req("id", str), trainer=p.req("trainer", str), status=p.req("status", str)))
-    program = ProgramSection(record_accepted_sha256=prog.list_of("record_accepted_sha256", str, False),
-                             record_fingerprint=_str_or_none(prog, "record_fingerprint"), runs=tuple(prog_runs))
+    return ProgramSection(record_accepted_sha256=prog.list_of("record_accepted_sha256", str, False),
+                          record_fingerprint=_str_or_none(prog, "record_fingerprint"), runs=tuple(prog_runs))
+
+
+def _redactions(top: Fields) -> tuple[Redaction, ...]:
     redactions = []
     for x in top.items("redactions", required=False):
         _fields(x, Redaction)
         redactions.append(Redaction(member=x.req("member", str), count=x.req("count", int)))
-    signature = None
-    if top.data.get("signature") is not None:
-        sig = top.sub("signature")
-        _fields(sig, SignatureInfo)
-        signature = SignatureInfo(algorithm=sig.req("algorithm", str), file=sig.req("file", str),
-                                  public_key=sig.req("public_key", str))
-        if signature.algorithm != "ed25519":
-            raise sig.fail("algorithm", f"is {signature.algorithm!r}", "bundles are signed with ed25519")
-    tool_info = Tool(name=tool.req("name", str), version=tool.req("version", str))
-    return BundleManifest(schema_version=version, kind=kind, name=top.req("name", str),
-                          created=_str_or_none(top, "created"), tool=tool_info, paths=top.req("paths", str),
-                          record=record, verdict=verdict, runs=tuple(runs), attempts=tuple(attempts),
-                          environment=environment, hardware=hardware, data=data, program=program,
-                          redactions=tuple(redactions), signature=signature)
+    return tuple(redactions)
+
+
+def _signature(top: Fields) -> SignatureInfo | None:
+    """None for an unsigned bundle; only ed25519 is read, so another algorithm is refused here."""
+    if top.data.get("signature") is None:
+        return None
+    sig = top.sub("signature")
+    _fields(sig, SignatureInfo)
+    signature = SignatureInfo(algorithm=sig.req("algorithm", str), file=sig.req("file", str),
+                              public_key=sig.req("public_key", str))
+    if signature.algorithm != "ed25519":
+        raise sig.fail("algorithm", f"is {signature.algorithm!r}", "bundles are signed with ed25519")
+    return signature

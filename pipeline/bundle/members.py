@@ -164,7 +164,7 @@ def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
     handle = open_regular(Path(path), "bundle", "give the path of a readable .tar.gz written by `repro archive`")
     with handle, gzip.GzipFile(fileobj=handle, mode="rb") as gz:
         try:
-            _read(_Stream(gz), out, max_member_bytes, max_total_bytes, max_members)
+            _Reader(_Stream(gz), out, max_member_bytes, max_total_bytes, max_members).read()
         except _Malformed as exc:
             out.problems.append(Problem(ARCHIVE, f"not a readable bundle: {exc}"))
             out.stopped = str(exc)
@@ -179,85 +179,141 @@ def _stop(out: Members, member: str, problem: str, fix: str = "") -> None:
     out.stopped = f"{member}: {problem}"
 
 
-def _read(stream: _Stream, out: Members, max_member: int, max_total: int, max_members: int) -> None:
-    total = 0
-    pax: dict[str, str] = {}
+_HEADER_RECORDS = (b"x", b"g", b"L", b"K")  # pax (local, global) and GNU long name/link: not members
+
+
+@dataclass
+class _Pending:
+    """What pax and GNU long-name records set for the next member header only."""
+
+    pax: dict[str, str] = field(default_factory=dict)
     long_name: str | None = None
     long_link: str | None = None
-    count = 0
-    while True:
-        block = stream.raw.read(BLOCK)
+
+
+@dataclass
+class _Reader:
+    stream: _Stream
+    out: Members
+    max_member: int
+    max_total: int
+    max_members: int
+    total: int = 0  # bytes of members and header records read so far, against max_total
+    count: int = 0  # tar headers seen so far, against max_members
+    pending: _Pending = field(default_factory=_Pending)
+
+    def read(self) -> None:
+        """Header after header until the end of the archive or the first limit; a limit stops it via _stop."""
+        while (block := self._header_block()) is not None:
+            kind = block[156:157]
+            size = _number(block[124:136], "size")
+            self.count += 1  # header records count too: an endless run of them must stop like endless members
+            if self.count > self.max_members:
+                return _stop(self.out, ARCHIVE, f"more than {self.max_members} members",
+                             "a bundle holds a few hundred files")
+            keep_reading = self._header_record(kind, size) if kind in _HEADER_RECORDS else self._member(block, size)
+            if not keep_reading:
+                return
+
+    def _header_block(self) -> bytes | None:
+        """The next 512-byte header, or None at the end of the archive."""
+        block = self.stream.raw.read(BLOCK)
         if not block.strip(b"\0"):
             if len(block) not in (0, BLOCK):
                 raise _Malformed("the archive ends in the middle of a header (truncated)")
-            if count == 0 and not block:
+            if self.count == 0 and not block:
                 raise _Malformed("the archive is empty")
-            return  # an end-of-archive block (or a stream that simply ends after the last member)
+            return None  # an end-of-archive block (or a stream that simply ends after the last member)
         if len(block) != BLOCK:
             raise _Malformed("the archive ends in the middle of a header (truncated)")
         if not _checksum_ok(block):
             raise _Malformed("a header's checksum does not match (not a tar archive, or damaged)")
+        return block
+
+    def _header_record(self, kind: bytes, size: int) -> bool:
+        """Read a pax or long-name record into `pending`; False when a limit stopped the reading."""
+        if size > MAX_HEADER_RECORD:
+            _stop(self.out, ARCHIVE, f"a header record declares {size} bytes, over the "
+                                     f"{MAX_HEADER_RECORD}-byte limit for names and attributes")
+            return False
+        if self.total + size > self.max_total:
+            _stop(self.out, ARCHIVE, f"members add up to more than the {self.max_total}-byte total limit "
+                                     "(the rest of the archive was not read)")
+            return False
+        self.total += size
+        data = self.stream.member_data(size)
+        if kind == b"x":
+            self.pending.pax = _pax_records(data)
+        elif kind == b"g":
+            self.out.problems.append(Problem(ARCHIVE, "a global pax header; bundles written by repro have none"))
+        elif kind == b"L":
+            self.pending.long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        else:
+            self.pending.long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        return True
+
+    def _member(self, block: bytes, size: int) -> bool:
+        """List one member, keep its bytes if it is a safe regular file; False when a limit stopped the reading."""
         kind = block[156:157]
-        size = _number(block[124:136], "size")
-        count += 1  # header records count too: an endless run of them must stop like endless members
-        if count > max_members:
-            return _stop(out, ARCHIVE, f"more than {max_members} members", "a bundle holds a few hundred files")
-        if kind in (b"x", b"g", b"L", b"K"):
-            if size > MAX_HEADER_RECORD:
-                return _stop(out, ARCHIVE, f"a header record declares {size} bytes, over the "
-                                           f"{MAX_HEADER_RECORD}-byte limit for names and attributes")
-            if total + size > max_total:
-                return _stop(out, ARCHIVE, f"members add up to more than the {max_total}-byte total limit "
-                                           "(the rest of the archive was not read)")
-            total += size
-            data = stream.member_data(size)
-            if kind == b"x":
-                pax = _pax_records(data)
-            elif kind == b"g":
-                out.problems.append(Problem(ARCHIVE, "a global pax header; bundles written by repro have none"))
-            elif kind == b"L":
-                long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            else:
-                long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            continue
+        name_text, link, size = self._header_names(block, size)
+        mode = _number(block[100:108], "mode")
+        self.pending = _Pending()  # the records applied to this member only
+        problem, rel = self._placement(name_text, kind)
+        shown = rel if problem is None and rel else name_text
+        self.out.listing.append((shown, size))
+        problem = problem or _type_problem(kind, link, mode)
+        if not self._within_limits(shown, size):
+            return False
+        self.total += size
+        data = self.stream.member_data(size)
+        if problem:
+            self.out.problems.append(Problem(shown, problem))
+        elif kind == b"5":
+            pass  # a directory: listed, nothing to keep
+        elif rel in self.out.files:
+            self.out.problems.append(Problem(rel, "appears twice in the archive"))
+        else:
+            self.out.files[rel] = data
+        return True
+
+    def _header_names(self, block: bytes, size: int) -> tuple[str, str, int]:
+        """The member's name, link target and size: pending pax and long-name records win over the header."""
         name = block[0:100].split(b"\0", 1)[0]
         if block[257:262] == b"ustar" and block[345:500].strip(b"\0"):
             name = block[345:500].split(b"\0", 1)[0] + b"/" + name
-        name_text = pax.get("path") or long_name or name.decode("utf-8", "surrogateescape")
-        link = pax.get("linkpath") or long_link or block[157:257].split(b"\0", 1)[0].decode("utf-8", "replace")
+        pax = self.pending.pax
+        name_text = pax.get("path") or self.pending.long_name or name.decode("utf-8", "surrogateescape")
+        link = (pax.get("linkpath") or self.pending.long_link
+                or block[157:257].split(b"\0", 1)[0].decode("utf-8", "replace"))
         if "size" in pax:
             try:
                 size = int(pax["size"])
             except ValueError:
                 raise _Malformed(f"pax size {pax['size'][:20]!r} is not a number") from None
-        mode = _number(block[100:108], "mode")
-        pax, long_name, long_link = {}, None, None
+        return name_text, link, size
+
+    def _placement(self, name_text: str, kind: bytes) -> tuple[str | None, str]:
+        """Why the name cannot be a bundle path (or None), and the path inside the one bundle folder."""
         problem = name_problem(name_text)
         head, _, rel = name_text.rstrip("/").partition("/")
         if problem is None:
             if not rel and kind != b"5":
                 problem = "a file beside, not inside, the bundle folder"
-            elif out.top is None:
-                out.top = head
-            elif head != out.top:
-                problem = f"outside the bundle folder {out.top!r}"
-        shown = rel if problem is None and rel else name_text
-        out.listing.append((shown, size))
-        problem = problem or _type_problem(kind, link, mode)
-        if size > max_member:
-            return _stop(out, shown, f"{size} bytes, over the {max_member}-byte member limit (checked against its "
-                                     "header before reading; the rest of the archive was not read)",
-                         "if the bundle is genuine, raise --max-member-mb")
-        if total + size > max_total:
-            return _stop(out, ARCHIVE, f"members add up to more than the {max_total}-byte total limit at {shown} "
-                                       "(the rest of the archive was not read)")
-        total += size
-        data = stream.member_data(size)
-        if problem:
-            out.problems.append(Problem(shown, problem))
-        elif kind == b"5":
-            continue
-        elif rel in out.files:
-            out.problems.append(Problem(rel, "appears twice in the archive"))
-        else:
-            out.files[rel] = data
+            elif self.out.top is None:
+                self.out.top = head  # the first member names the folder every other one must sit in
+            elif head != self.out.top:
+                problem = f"outside the bundle folder {self.out.top!r}"
+        return problem, rel
+
+    def _within_limits(self, shown: str, size: int) -> bool:
+        """Checked against the header before any byte is read, so an oversized member costs nothing."""
+        if size > self.max_member:
+            _stop(self.out, shown, f"{size} bytes, over the {self.max_member}-byte member limit (checked against "
+                                   "its header before reading; the rest of the archive was not read)",
+                  "if the bundle is genuine, raise --max-member-mb")
+            return False
+        if self.total + size > self.max_total:
+            _stop(self.out, ARCHIVE, f"members add up to more than the {self.max_total}-byte total limit at "
+                                     f"{shown} (the rest of the archive was not read)")
+            return False
+        return True

@@ -10,7 +10,7 @@ attempts. A campaign with jobs still queued or running is not submitted twice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.campaign.engines import Commands, get_engine
@@ -44,6 +44,63 @@ def new_campaign(folder: Path, record: Record, runs: int, engine: str, train: Tr
 def demo_data(folder: Path, dataset: str) -> DataSettings:
     """The demo's generated shards (the same parameters as `repro reproduce --demo`)."""
     return DataSettings(str(folder / "data" / dataset), "hub", dict(DEMO_SYNTH))
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """`repro campaign submit`'s options as given: None (or empty) where one was left out, so that a new
+    campaign takes the default and an existing one keeps its own value."""
+
+    record: str | None = None  # the demo's record when --demo names none
+    runs: int | None = None
+    engine: str | None = None
+    demo: bool = False
+    # how each run trains (TrainSettings)
+    trainer: str | None = None
+    runtime: str | None = None
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+    nproc: int | None = None
+    python_env: str | None = None
+    # where the shards are: fixed when the campaign is created
+    data_dir: Path | None = None
+    data_source: str | None = None
+    image_tarball: Path | None = None  # a `repro env save` tarball to load instead of building the image
+    # what each Slurm task asks for (SlurmSettings)
+    partition: str | None = None
+    nodes_per_run: int | None = None
+    gpus_per_node: int | None = None
+    time: str | None = None
+
+    def train_settings(self, base: TrainSettings | None) -> TrainSettings:
+        """The given training options over `base` (an existing campaign's), or over the defaults."""
+        base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if self.demo
+                        else TrainSettings("record", "docker"))
+        given = {"trainer": self.trainer, "runtime": self.runtime, "preset": self.preset, "nproc": self.nproc,
+                 "python_env": self.python_env}
+        out = replace(base, **{k: v for k, v in given.items() if v is not None})
+        return replace(out, overrides=tuple(self.overrides)) if self.overrides else out
+
+    def new_campaign(self, folder: Path, record: Record) -> Campaign:
+        """A campaign of `record` in `folder` with the defaults where an option was left out."""
+        gpus = self.gpus_per_node if self.gpus_per_node is not None else 0 if self.demo else record.hardware.gpu_count
+        slurm = SlurmSettings(self.partition, self.nodes_per_run or 1, gpus, self.time or "00:30:00")
+        if self.data_dir is not None:
+            data = DataSettings(str(self.data_dir.resolve()), self.data_source or "hub")
+        elif self.demo:
+            data = demo_data(folder, record.dataset.name)
+        else:
+            data = DataSettings(str(folder / "data" / record.dataset.name), self.data_source or "hub")
+        return new_campaign(folder, record, self.runs or 4, self.engine or "slurm", self.train_settings(None), data,
+                            slurm, str(self.image_tarball.resolve()) if self.image_tarball else None)
+
+    def applied_to(self, current: Campaign) -> Campaign:
+        """An existing campaign with the options given again replacing its own (the data's stay as created)."""
+        changes = {"partition": self.partition, "nodes_per_run": self.nodes_per_run,
+                   "gpus_per_node": self.gpus_per_node, "time": self.time}
+        return replace(current, runs=self.runs or current.runs, engine=self.engine or current.engine,
+                       train=self.train_settings(current.train),
+                       slurm=replace(current.slurm, **{k: v for k, v in changes.items() if v is not None}))
 
 
 def check_training(campaign: Campaign) -> None:

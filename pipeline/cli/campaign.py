@@ -18,6 +18,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +28,11 @@ from pipeline.records.model import DEFAULT_RECORD
 from pipeline.verdict.judge import passed
 
 from .output import emit_json, pass_registry, pass_workspace
+
+if TYPE_CHECKING:
+    from pipeline.campaign.model import Campaign
+    from pipeline.campaign.submit import SubmitOptions
+    from pipeline.workspace import Workspace
 
 FOLDER = click.Path(file_okay=False, path_type=Path)
 
@@ -78,58 +84,42 @@ def campaign():
 def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, preset, overrides, nproc, python_env,
            data_dir, data_source, image_tarball, partition, nodes_per_run, gpus_per_node, time_limit, as_json):
     """Submit a campaign, or the runs an existing campaign is still missing."""
-    from dataclasses import replace
-
-    ws = registry.workspace
-
-    from pipeline.campaign.model import DataSettings, SlurmSettings, TrainSettings
     from pipeline.campaign.names import check_folder, check_partition
-    from pipeline.campaign.submit import demo_data, existing_or_new, new_campaign
-    from pipeline.campaign.submit import submit as submit_campaign
+    from pipeline.campaign.submit import SubmitOptions, existing_or_new
     from pipeline.reproduce.flow import DEMO_RECORD
 
-    record_name = record_name or (DEMO_RECORD if demo else None)
+    options = SubmitOptions(
+        record=record_name or (DEMO_RECORD if demo else None), runs=runs, engine=engine, demo=demo,
+        trainer=trainer, runtime=runtime, preset=preset, overrides=tuple(overrides), nproc=nproc,
+        python_env=python_env, data_dir=data_dir, data_source=data_source, image_tarball=image_tarball,
+        partition=partition, nodes_per_run=nodes_per_run, gpus_per_node=gpus_per_node, time=time_limit)
     if folder is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        folder = ws.root / "campaigns" / f"{record_name or DEFAULT_RECORD}-{stamp}"
+        folder = registry.workspace.root / "campaigns" / f"{options.record or DEFAULT_RECORD}-{stamp}"
     folder = check_folder(folder)  # the name, the path and the partition go into job scripts: checked first
     check_partition(partition)
-
-    def train_settings(base: TrainSettings | None) -> TrainSettings:
-        base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if demo
-                        else TrainSettings("record", "docker"))
-        given = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "python_env": python_env}
-        out = replace(base, **{k: v for k, v in given.items() if v is not None})
-        return replace(out, overrides=tuple(overrides)) if overrides else out
-
-    def make():
-        record = registry.record_or_default(record_name)
-        gpus = gpus_per_node if gpus_per_node is not None else 0 if demo else record.hardware.gpu_count
-        slurm = SlurmSettings(partition, nodes_per_run or 1, gpus, time_limit or "00:30:00")
-        if data_dir is not None:
-            data = DataSettings(str(data_dir.resolve()), data_source or "hub")
-        elif demo:
-            data = demo_data(folder, record.dataset.name)
-        else:
-            data = DataSettings(str(folder / "data" / record.dataset.name), data_source or "hub")
-        return new_campaign(folder, record, runs or 4, engine or "slurm", train_settings(None), data, slurm,
-                            str(image_tarball.resolve()) if image_tarball else None)
-
-    current, created = existing_or_new(folder, make)
+    current, created = existing_or_new(
+        folder, lambda: options.new_campaign(folder, registry.record_or_default(options.record)))
     if not created:
-        if record_name and record_name != current.record:
-            raise click.UsageError(f"{folder} is a campaign of {current.record}, not {record_name}; "
-                                   "give another --campaign folder")
-        slurm = current.slurm
-        changes = {"partition": partition, "nodes_per_run": nodes_per_run, "gpus_per_node": gpus_per_node,
-                   "time": time_limit}
-        current = replace(current, runs=runs or current.runs, engine=engine or current.engine,
-                          train=train_settings(current.train),
-                          slurm=replace(slurm, **{k: v for k, v in changes.items() if v is not None}))
-        if data_dir is not None or data_source is not None:
-            raise click.UsageError("--data-dir and --data-source are fixed when a campaign is created; "
-                                   "start another --campaign folder to change them")
-    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+        current = _resubmission(folder, current, options)
+    _submit_and_show(registry.workspace, current, folder, as_json)
+
+
+def _resubmission(folder: Path, current: Campaign, options: SubmitOptions) -> Campaign:
+    """The existing campaign with the options given again; the record and the data are fixed at creation."""
+    if options.record and options.record != current.record:
+        raise click.UsageError(f"{folder} is a campaign of {current.record}, not {options.record}; "
+                               "give another --campaign folder")
+    if options.data_dir is not None or options.data_source is not None:
+        raise click.UsageError("--data-dir and --data-source are fixed when a campaign is created; "
+                               "start another --campaign folder to change them")
+    return options.applied_to(current)
+
+
+def _submit_and_show(ws: Workspace, current: Campaign, folder: Path, as_json: bool) -> None:
+    from pipeline.campaign.submit import submit as submit_campaign
+
+    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo  # JSON alone on stdout
     submission = submit_campaign(ws, current, say)
     if as_json:
         emit_json({"campaign": str(folder), "submission": submission.to_dict() if submission else None})

@@ -135,8 +135,16 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
     name = top.req("name", str)
     if name != path.stem:
         raise top.fail("name", f"is {name!r} but the file is {path.name}", f"name the file {name}.yaml or fix `name:`")
+    # sections in file order, so a manifest with several mistakes is told about the first one first
+    hub, mirrors = _source(top.sub("source"))
+    shard_format = _shard_format(top.sub("format"))
+    splits = _splits(top.sub("splits"))
+    lock = _lock(top)
+    return DatasetManifest(name, path, top.opt("description", str, ""), hub, mirrors, shard_format, splits, lock)
 
-    source = top.sub("source")
+
+def _source(source: Fields) -> tuple[HubSource | None, tuple[str, ...]]:
+    """Where the files come from: a pinned hub revision and/or mirror URL templates."""
     source.only("hub", "mirrors")
     hub = None
     if source.opt("hub", dict) is not None:
@@ -151,40 +159,49 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
         if "{filename}" not in template or not template.startswith(("http://", "https://")):
             raise source.fail(f"mirrors[{i}]", f"is not an http(s) URL template with {{filename}}: {template!r}",
                               "write e.g. https://host/path/{filename}")
+    return hub, mirrors
 
-    fmt = top.sub("format")
+
+def _shard_format(fmt: Fields) -> ShardFormat:
     fmt.only("magic", "version", "header_ints", "token_dtype", "tokens_per_shard", "bos")
     shard_format = ShardFormat(fmt.req("magic", int), fmt.req("version", int), fmt.req("header_ints", int),
                                fmt.req("token_dtype", str), fmt.opt("tokens_per_shard", int), fmt.req("bos", int))
     if (shard_format.header_ints, shard_format.token_dtype) != (256, "uint16"):
         raise fmt.fail("header_ints", "this tool reads 256-int32 headers with uint16 tokens only",
                        "write `header_ints: 256` and `token_dtype: uint16`")
+    return shard_format
 
-    splits_fields = top.sub("splits")
+
+def _splits(splits_fields: Fields) -> dict[str, Split]:
     splits_fields.only(*SPLITS)
-    splits = {}
-    for split_name in SPLITS:
-        s = splits_fields.sub(split_name)
-        s.only("pattern", "first", "count")
-        pattern = s.req("pattern", str)
-        try:
-            example = pattern.format(index=0)
-        except (KeyError, IndexError, ValueError):
-            example = ""
-        if "{index" not in pattern or not example:
-            raise s.fail("pattern", f"is not a file name pattern with {{index}}: {pattern!r}",
-                         'write e.g. "fineweb_train_{index:06d}.bin"')
-        split = Split(split_name, pattern, s.req("first", int), s.req("count", int))
-        if split.first < 0 or not 0 <= split.count <= MAX_SPLIT_FILES:
-            raise s.fail("count", f"first {split.first}, count {split.count}: need first >= 0 and "
-                                  f"0 <= count <= {MAX_SPLIT_FILES}", "write the split's real first index and count")
-        for file_name in split.file_names():  # every name, not one example: "{index:c}" is '/' at index 47
-            problem = name_problem(file_name)
-            if problem is not None:
-                raise s.fail("pattern", f"formats to {file_name[:80]!r}, which {problem}",
-                             'write a pattern that yields plain file names, e.g. "fineweb_train_{index:06d}.bin"')
-        splits[split_name] = split
+    return {split_name: _split(splits_fields.sub(split_name), split_name) for split_name in SPLITS}
 
+
+def _split(s: Fields, split_name: str) -> Split:
+    """One split's file name pattern and index range; every name it formats to must be a plain file name."""
+    s.only("pattern", "first", "count")
+    pattern = s.req("pattern", str)
+    try:
+        example = pattern.format(index=0)
+    except (KeyError, IndexError, ValueError):
+        example = ""
+    if "{index" not in pattern or not example:
+        raise s.fail("pattern", f"is not a file name pattern with {{index}}: {pattern!r}",
+                     'write e.g. "fineweb_train_{index:06d}.bin"')
+    split = Split(split_name, pattern, s.req("first", int), s.req("count", int))
+    if split.first < 0 or not 0 <= split.count <= MAX_SPLIT_FILES:
+        raise s.fail("count", f"first {split.first}, count {split.count}: need first >= 0 and "
+                              f"0 <= count <= {MAX_SPLIT_FILES}", "write the split's real first index and count")
+    for file_name in split.file_names():  # every name, not one example: "{index:c}" is '/' at index 47
+        problem = name_problem(file_name)
+        if problem is not None:
+            raise s.fail("pattern", f"formats to {file_name[:80]!r}, which {problem}",
+                         'write a pattern that yields plain file names, e.g. "fineweb_train_{index:06d}.bin"')
+    return split
+
+
+def _lock(top: Fields) -> dict[str, LockedFile]:
+    """The lock's entries by file name; a name that is not a plain file name is refused before it is read."""
     lock = {}
     lock_data = top.opt("lock", dict, {})
     for file_name in lock_data:
@@ -199,8 +216,7 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
             raise entry.fail("size", f"is {size}, smaller than a shard header ({HEADER_BYTES} bytes)",
                              "write the file's size in bytes as `ls -l` shows it, or leave it empty")
         lock[file_name] = LockedFile(file_name, size, entry.sha256("sha256", required=False))
-
-    return DatasetManifest(name, path, top.opt("description", str, ""), hub, mirrors, shard_format, splits, lock)
+    return lock
 
 
 _LOCK_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<name>[^\s:#]+):\s*\{[^}]*\}\s*(?P<comment>#.*)?$")

@@ -284,69 +284,84 @@ class _Parser:
 
     # -- the result -------------------------------------------------------------------------------
     def finish(self) -> ParsedLog:
-        problems: list[LogIssue] = []
-
-        def problem(code: str, detail: str) -> None:
-            problems.append(LogIssue(code, detail))
-
         if self.phase == "program":  # the whole log was read without a separator line
             self._replay_program()
         llmc = self.llmc_last is not None and not self.steps
-        if not self.nonblank:
-            problem("empty", "the log is empty")
-        elif not self.saw_separator and not llmc:  # llm.c logs have no header by their format
-            problem("no_header", "no environment header (no line of 100 '=' found)")
+        # issues are listed in the order a reader meets them: header, lines, schedule, the run's end
+        problems = self._header_issues(llmc)
         text = "\n".join(self.header)
-
-        def first(rx):
-            m = rx.search(text)
-            return m.groups() if m else None
-
-        python, torch, triton = first(_PYTHON), first(_TORCH), first(_TRITON)
         try:
             hardware = find_nvidia_smi_table(text)
         except (InputError, ValueError) as exc:
             hardware = None
-            problem("smi_table", f"the nvidia-smi table could not be read: {exc}")
+            problems.append(LogIssue("smi_table", f"the nvidia-smi table could not be read: {exc}"))
+        problems += self._line_issues()
+        scheduled_steps = self._scheduled_steps(llmc, problems)
+        self._keep_latest_points()
+        problems += self._ending_issues(scheduled_steps)
+        peak = self.peak
+        return ParsedLog(
+            path=self.path, log_sha256=self.digest.hexdigest(), program=self.program_found, **_software(text),
+            hardware=hardware, steps=tuple(self.steps), vals=tuple(self.vals), scheduled_steps=scheduled_steps,
+            peak_allocated_mib=peak[0] if peak else None, peak_reserved_mib=peak[1] if peak else None,
+            issues=tuple(problems), layout=self._layout(llmc))
+
+    def _header_issues(self, llmc: bool) -> list[LogIssue]:
+        if not self.nonblank:
+            return [LogIssue("empty", "the log is empty")]
+        if not self.saw_separator and not llmc:  # llm.c logs have no header by their format
+            return [LogIssue("no_header", "no environment header (no line of 100 '=' found)")]
+        return []
+
+    def _line_issues(self) -> list[LogIssue]:
+        """Step and validation lines that could not be read or cannot be trusted."""
+        problems = []
         if self.unreadable:
             more = f" (and {self.unreadable - 1} more)" if self.unreadable > 1 else ""
-            problem("unreadable_lines", f"unreadable step line (cut by a crash?): {self.first_unreadable}{more}")
+            problems.append(LogIssue("unreadable_lines", "unreadable step line (cut by a crash?): "
+                                                         f"{self.first_unreadable}{more}"))
         if self.non_finite_count:
             more = f" (and {self.non_finite_count - 3} more)" if self.non_finite_count > 3 else ""
-            problem("non_finite", f"non-finite values: {', '.join(self.non_finite)}{more}")
+            problems.append(LogIssue("non_finite", f"non-finite values: {', '.join(self.non_finite)}{more}"))
         if self.dropped_points:
-            problem("too_many_points", f"more than {MAX_POINTS} step lines ({self.dropped_points} past the limit "
-                    "were not kept): not a log of a real run")
+            problems.append(LogIssue("too_many_points", f"more than {MAX_POINTS} step lines ({self.dropped_points} "
+                                     "past the limit were not kept): not a log of a real run"))
         if self.repeated_vals:
             shown = ", ".join(f"step {s} (val_loss {v})" for s, v in self.repeated_vals)
-            problem("duplicate_val", f"a validation step is printed more than once: {shown}; which value the run "
-                    "printed cannot be told")
+            problems.append(LogIssue("duplicate_val", f"a validation step is printed more than once: {shown}; "
+                                     "which value the run printed cannot be told"))
+        return problems
+
+    def _scheduled_steps(self, llmc: bool, problems: list[LogIssue]) -> int | None:
+        """The step count the lines say was scheduled; lines that disagree are an issue and the largest stands."""
         if llmc and not self.scheduled and self.vals:
             self.scheduled.add(self.vals[-1].step)  # llm.c prints no schedule: its last validation stands in
         if len(self.scheduled) > 1:
-            problem("schedule_disagrees", f"step lines disagree on the scheduled step count: {sorted(self.scheduled)}")
-        scheduled_steps = max(self.scheduled) if self.scheduled else None
-        vals, steps = self.vals, self.steps
-        if self.latest_step and steps:
-            steps[-1] = StepPoint(*self.latest_step)
-        if self.latest_val and vals:
-            vals[-1] = ValPoint(*self.latest_val)
+            problems.append(LogIssue("schedule_disagrees", "step lines disagree on the scheduled step count: "
+                                                           f"{sorted(self.scheduled)}"))
+        return max(self.scheduled) if self.scheduled else None
+
+    def _keep_latest_points(self) -> None:
+        """Past the point cap only the latest step and validation were remembered: they end the series."""
+        if self.latest_step and self.steps:
+            self.steps[-1] = StepPoint(*self.latest_step)
+        if self.latest_val and self.vals:
+            self.vals[-1] = ValPoint(*self.latest_val)
+
+    def _ending_issues(self, scheduled_steps: int | None) -> list[LogIssue]:
+        """How the run ended: never started, cut before its final validation, or without its peak memory line."""
+        problems = []
+        steps, vals = self.steps, self.vals
         finished = scheduled_steps is not None and bool(vals) and vals[-1].step == scheduled_steps
         if self.nonblank and not steps and not vals:
-            problem("never_started", "no step or validation lines: the run never reached its first step")
+            problems.append(LogIssue("never_started",
+                                     "no step or validation lines: the run never reached its first step"))
         elif scheduled_steps is not None and not finished:
-            problem("truncated", f"truncated: the last step reached is {self.last_point} of {scheduled_steps}, "
-                            "with no final validation")
+            problems.append(LogIssue("truncated", f"truncated: the last step reached is {self.last_point} of "
+                                                  f"{scheduled_steps}, with no final validation"))
         if steps and self.peak is None and finished:
-            problem("no_peak", "no 'peak memory' line after the final validation")
-        peak = self.peak
-        return ParsedLog(
-            path=self.path, log_sha256=self.digest.hexdigest(), program=self.program_found,
-            python=python[0] if python else None, torch=torch[0] if torch else None,
-            torch_cuda=torch[1] if torch else None, triton=triton[0] if triton else None,
-            hardware=hardware, steps=tuple(steps), vals=tuple(vals), scheduled_steps=scheduled_steps,
-            peak_allocated_mib=peak[0] if peak else None, peak_reserved_mib=peak[1] if peak else None,
-            issues=tuple(problems), layout=self._layout(llmc))
+            problems.append(LogIssue("no_peak", "no 'peak memory' line after the final validation"))
+        return problems
 
     def _layout(self, llmc: bool) -> str:
         if llmc:
@@ -354,6 +369,17 @@ class _Parser:
         if not self.steps and not self.vals:
             return "unknown"
         return "late-2024" if self.late_2024 else "current"
+
+
+def _software(header: str) -> dict[str, str | None]:
+    """The versions the environment header names, None where it names none."""
+    def first(rx):
+        m = rx.search(header)
+        return m.groups() if m else None
+
+    python, torch, triton = first(_PYTHON), first(_TORCH), first(_TRITON)
+    return {"python": python[0] if python else None, "torch": torch[0] if torch else None,
+            "torch_cuda": torch[1] if torch else None, "triton": triton[0] if triton else None}
 
 
 def _is_program(segment: bytes) -> bool:

@@ -10,7 +10,6 @@ record's as a ratio with an interval. Thresholds come from the record manifest's
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
@@ -187,80 +186,117 @@ def assess_run(record: Record, path: Path) -> RunAssessment:
     trainer = meta.trainer if meta else "unknown"
     source = str(path)
     if not log_path.is_file():
-        findings = [Finding("run.no_log", "problem", {"run": source, "log": str(log_path)})]
-        if status != "log":
-            findings.append(Finding("run.status", "problem", {"run": source, "status": status, "exit_code": None}))
-        return RunAssessment(source, trainer, status, False, 0, None, None, None, None,
-                             ProgramIdentity("absent", None, None, "no log"), {}, {}, tuple(findings))
+        return _unlogged(source, trainer, status, log_path)
     log = parse_log(log_path)
-    findings: list[Finding] = []
-    if status in ("failed", "aborted", "running"):
-        failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
-        findings.append(Finding("run.status", "problem", {"run": source, "status": status,
-                                                          "exit_code": meta.exit_code if meta else None, **failure}))
-    if not log.completed:
-        findings += _log_findings(source, log) or [Finding("run.log", "problem", {
-            "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]
-    else:
-        # a completed log's own numbers may still be untrustworthy: not finite, or a validation printed twice
-        findings += [f for f in _log_findings(source, log) if f.code in ("run.non_finite", "run.duplicate_val")]
-        if log.train_time_ms is not None and log.train_time_ms <= 0:
-            findings.append(Finding("run.time_not_positive", "problem", {"run": source,
-                                                                         "train_time_ms": log.train_time_ms}))
-    native_run, native_record = trainer == "native", record.program.trainer == "native"
+    # findings keep one order (status, log, schedule, comparison, stand-ins, program, learning): people
+    # read them in it and bundles store them in it
+    findings = _status_findings(source, status, meta) + _log_state_findings(source, log)
     smoke = smoke_patch_of(meta)  # a declared smoke cut: judged as smoke (pipeline/verdict/smoke.py)
-    if log.completed and log.scheduled_steps != record.published.steps and not native_run and smoke is None:
+    if log.completed and log.scheduled_steps != record.published.steps and trainer != "native" and smoke is None:
         findings.append(Finding("run.schedule", "problem", {"run": source, "scheduled": log.scheduled_steps,
                                                             "record_steps": record.published.steps}))
     hardware, software, compared = _compare(record, log, cpu_model)
-    findings += compared + _environment_findings(record, meta)
-    if meta is not None and meta.fa3_standin:  # FA3 absent: the record's program ran on repro's FlexAttention
-        findings.append(Finding("attention.fa3_standin", "deviation"))
-    if meta is not None and meta.hub_standin:  # the kernels hub answered by repro (pipeline/runs/hub_standin)
-        findings.append(Finding("kernels.hub_standin", "deviation"))
-    if native_run:
-        program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
-                                      "trainer (train/), an independent implementation of the record's algorithm")
-        if not native_record:
-            findings.append(Finding("trainer.native", "deviation"))
-        if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps and smoke is None:
-            findings.append(Finding("schedule.differs", "deviation", {"scheduled": log.scheduled_steps,
-                                                                      "record_steps": record.published.steps}))
-        if smoke is not None:
-            program, problems = check_smoke_program(record, source, log.program, smoke, trainer)
-            findings += problems
-    elif smoke is not None:
-        program, problems = check_smoke_program(record, source, log.program, smoke, trainer)
-        findings += problems
-    else:
-        if native_record and trainer == "record":
-            findings.append(Finding("trainer.record", "deviation"))
-        program = identify(log.program, record.accepted_program_sha256, record.program.fingerprint)
-        if program.status == "different":
-            findings.append(Finding("program.different", "problem", {
-                "run": source, "sha256": program.sha256, "fingerprint": program.fingerprint,
-                "pinned": record.program.fingerprint}))
-        elif program.status == "unparsable":
-            findings.append(Finding("program.unparsable", "problem", {"run": source, "error": program.detail}))
-        elif program.status == "unpinned":
-            findings.append(Finding("program.unpinned", "deviation"))
-        elif program.status == "absent" and not native_record:
-            # a log with its program text stripped proves nothing about the code that ran
-            findings.append(Finding("program.absent", "deviation", {"runs": 1}))
-    loss = log.final_val_loss
+    findings += compared + _environment_findings(record, meta) + _standin_findings(meta)
+    program, program_findings = _program_of(record, source, log, trainer, smoke)
+    findings += program_findings
+    loss = finite_or_none(log.final_val_loss)
     if smoke is not None:
         first = log.vals[0].val_loss if log.vals else None
-        findings.append(smoke_learning(source, first if first is not None and math.isfinite(first) else None,
-                                       loss if loss is not None and math.isfinite(loss) else None,
-                                       log.scheduled_steps))
+        findings.append(smoke_learning(source, finite_or_none(first), loss, log.scheduled_steps))
     seconds = log.train_time_ms / 1000 if log.train_time_ms is not None else None
     no_gpu = log.hardware is None
     return RunAssessment(
         source=source, trainer=trainer, status=status, completed=log.completed, last_step=log.last_step,
-        scheduled_steps=log.scheduled_steps,
-        final_val_loss=loss if loss is not None and math.isfinite(loss) else None,
+        scheduled_steps=log.scheduled_steps, final_val_loss=loss,
         train_time_s=seconds, peak_allocated_mib=None if no_gpu else log.peak_allocated_mib, program=program,
         hardware=hardware, software=software, findings=tuple(findings))
+
+
+def _unlogged(source: str, trainer: str, status: str, log_path: Path) -> RunAssessment:
+    """A run without a log: nothing to judge but its absence (and its status, when it has one)."""
+    findings = [Finding("run.no_log", "problem", {"run": source, "log": str(log_path)})]
+    if status != "log":
+        findings.append(Finding("run.status", "problem", {"run": source, "status": status, "exit_code": None}))
+    return RunAssessment(source, trainer, status, False, 0, None, None, None, None,
+                         ProgramIdentity("absent", None, None, "no log"), {}, {}, tuple(findings))
+
+
+def _status_findings(source: str, status: str, meta: RunMeta | None) -> list[Finding]:
+    if status not in ("failed", "aborted", "running"):
+        return []
+    failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
+    return [Finding("run.status", "problem", {"run": source, "status": status,
+                                              "exit_code": meta.exit_code if meta else None, **failure})]
+
+
+def _log_state_findings(source: str, log: ParsedLog) -> list[Finding]:
+    """An incomplete log says why (or that the schedule did not complete); a completed one only its bad numbers."""
+    if not log.completed:
+        return _log_findings(source, log) or [Finding("run.log", "problem", {
+            "run": source, "issue": "incomplete", "detail": "the schedule did not complete"})]
+    # a completed log's own numbers may still be untrustworthy: not finite, or a validation printed twice
+    findings = [f for f in _log_findings(source, log) if f.code in ("run.non_finite", "run.duplicate_val")]
+    if log.train_time_ms is not None and log.train_time_ms <= 0:
+        findings.append(Finding("run.time_not_positive", "problem", {"run": source,
+                                                                     "train_time_ms": log.train_time_ms}))
+    return findings
+
+
+def _standin_findings(meta: RunMeta | None) -> list[Finding]:
+    findings = []
+    if meta is not None and meta.fa3_standin:  # FA3 absent: the record's program ran on repro's FlexAttention
+        findings.append(Finding("attention.fa3_standin", "deviation"))
+    if meta is not None and meta.hub_standin:  # the kernels hub answered by repro (pipeline/runs/hub_standin)
+        findings.append(Finding("kernels.hub_standin", "deviation"))
+    return findings
+
+
+def _program_of(record: Record, source: str, log: ParsedLog, trainer: str,
+                smoke: dict | None) -> tuple[ProgramIdentity, list[Finding]]:
+    """Which program trained and what that means: the native trainer, a smoke cut, or the record's program."""
+    if trainer == "native":
+        return _native_program(record, source, log, smoke)
+    if smoke is not None:
+        return check_smoke_program(record, source, log.program, smoke, trainer)
+    return _record_program(record, source, log, trainer)
+
+
+def _native_program(record: Record, source: str, log: ParsedLog,
+                    smoke: dict | None) -> tuple[ProgramIdentity, list[Finding]]:
+    program = dataclasses.replace(identify(None, frozenset(), ""), status="native", detail="the native "
+                                  "trainer (train/), an independent implementation of the record's algorithm")
+    findings = []
+    if record.program.trainer != "native":
+        findings.append(Finding("trainer.native", "deviation"))
+    if log.scheduled_steps is not None and log.scheduled_steps != record.published.steps and smoke is None:
+        findings.append(Finding("schedule.differs", "deviation", {"scheduled": log.scheduled_steps,
+                                                                  "record_steps": record.published.steps}))
+    if smoke is not None:
+        program, problems = check_smoke_program(record, source, log.program, smoke, "native")
+        findings += problems
+    return program, findings
+
+
+def _record_program(record: Record, source: str, log: ParsedLog,
+                    trainer: str) -> tuple[ProgramIdentity, list[Finding]]:
+    """The record's own program, identified by its hash and fingerprint against the record's pins."""
+    native_record = record.program.trainer == "native"
+    findings = []
+    if native_record and trainer == "record":
+        findings.append(Finding("trainer.record", "deviation"))
+    program = identify(log.program, record.accepted_program_sha256, record.program.fingerprint)
+    if program.status == "different":
+        findings.append(Finding("program.different", "problem", {
+            "run": source, "sha256": program.sha256, "fingerprint": program.fingerprint,
+            "pinned": record.program.fingerprint}))
+    elif program.status == "unparsable":
+        findings.append(Finding("program.unparsable", "problem", {"run": source, "error": program.detail}))
+    elif program.status == "unpinned":
+        findings.append(Finding("program.unpinned", "deviation"))
+    elif program.status == "absent" and not native_record:
+        # a log with its program text stripped proves nothing about the code that ran
+        findings.append(Finding("program.absent", "deviation", {"runs": 1}))
+    return program, findings
 
 
 def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
