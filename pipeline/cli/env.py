@@ -110,14 +110,12 @@ def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
     from pipeline.env.build import BuildOptions, build_image
 
-    name = _env_name(registry, env_name)
-    if not as_json:  # before a build of minutes: what this image will not share with the record
-        _deviations(registry.environment(name).deviations())
     options = BuildOptions(wheelhouse=wheelhouse, nocache=no_cache, tag=tag, max_jobs=max_jobs)
-    result = build_image(registry.workspace, name, options, log=_say(as_json))
+    result = build_image(registry.workspace, _env_name(registry, env_name), options, log=_say(as_json))
     if as_json:
         emit_json(result)
         return
+    _deviations(result.deviations)  # the lock's: what this image does not share with the record
     click.echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
                f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
 

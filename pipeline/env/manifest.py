@@ -90,10 +90,8 @@ class Environment:
                 "why": self.deviation}))
         software = self.record_software
         if software is not None:
-            pinned = {"python": software.python, "torch": software.torch, "triton": software.triton,
-                      "torch_cuda": software.torch_cuda}
             found = {**self.expected, "torch_cuda": self.expected.get("cuda")}
-            out += differences("software.differs", pinned, found)
+            out += differences("software.differs", software.pins(), found)
         return tuple(out)
 
 

@@ -77,7 +77,7 @@ class VenvIdentity:
     @classmethod
     def from_dict(cls, data: dict, where: str) -> VenvIdentity:
         """As a marker or run.yaml stores it; InputError (naming `where`) when a field is missing or mistyped."""
-        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        fields = [f.name for f in dataclasses.fields(cls)]
         if not isinstance(data, dict) or set(data) - set(fields):
             raise InputError(f"{where}: not a venv identity (fields: {', '.join(fields)})",
                              "the file was not written by this tool or was edited; build the venv again")

@@ -157,6 +157,10 @@ class Software:
     triton: str = ""
     flash_attention: FlashAttentionPin | None = None
 
+    def pins(self) -> dict[str, str]:
+        """The versions a run's software is compared on (findings.differences; "" pins nothing)."""
+        return {"python": self.python, "torch": self.torch, "torch_cuda": self.torch_cuda, "triton": self.triton}
+
 
 @dataclass(frozen=True)
 class DatasetRef:

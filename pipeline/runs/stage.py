@@ -264,7 +264,7 @@ def _docker_launch(at: _Placed, nproc: int, hub_standin: bool = False) -> Launch
 def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | None) -> HostEnvironment:
     """What a host run records of its Python: the probe, the venv, and the software deviations from the record
     (the verdict's comparison, pipeline/findings.py `differences`, over the same four fields)."""
-    want = {key: getattr(record.software, key) for key in ("python", "torch", "torch_cuda", "triton")}
+    want = record.software.pins()
     found = {key: getattr(probe, key) for key in want}
     return HostEnvironment(probe, venv, tuple(differences("software.differs", want, found)))
 
