@@ -77,7 +77,7 @@ def _errors_of(code: str, *args: Path) -> list[str]:
 def test_a_signing_key_that_is_no_regular_file_or_too_large_is_refused_at_once(tmp_path, fifo):
     big = tmp_path / "big.pem"
     big.write_bytes(b"-----BEGIN PRIVATE KEY-----\n" + b"A" * (1 << 20))
-    code = ("import sys\nfrom pipeline.errors import ReproError\nfrom pipeline.bundle.archive import load_private_key\n"
+    code = ("import sys\nfrom pipeline.errors import ReproError\nfrom pipeline.bundle.trust import load_private_key\n"
             "for path in sys.argv[1:]:\n"
             "    try:\n        load_private_key(path)\n    except ReproError as exc:\n        print(exc.what)\n")
     errors = _errors_of(code, Path("/dev/zero"), fifo, big)

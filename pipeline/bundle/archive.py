@@ -68,7 +68,7 @@ from pipeline.bundle.manifest import (
     Tool,
     _plain,
 )
-from pipeline.bundle.trust import SIGNATURE, SUMS
+from pipeline.bundle.trust import SIGNATURE, SUMS, load_private_key, public_key_b64
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_bytes
 from pipeline.records.model import Record, load_parent
@@ -308,34 +308,6 @@ def _data_lock(sources: ArchiveSources, metas: list[RunMeta], work_dir: Path) ->
 
 
 # ---- signing and writing --------------------------------------------------------------------------
-
-KEY_FILE_LIMIT = 64 << 10  # PEM keys are a few hundred bytes; a key file larger than this is no key
-
-def load_private_key(path: Path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    from pipeline.regular_file import read_bounded
-
-    fix = "give the path of an ed25519 private key in PEM (`openssl genpkey -algorithm ed25519 -out key.pem`)"
-    pem = read_bounded(Path(path), KEY_FILE_LIMIT, "signing key", fix)  # a PEM key is a few hundred bytes
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{path} is not an unencrypted PEM private key ({exc})",
-                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise InputError(f"{path} holds a {type(key).__name__}, not an ed25519 key",
-                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`")
-    return key
-
-
-def public_key_b64(key) -> str:
-    from cryptography.hazmat.primitives import serialization
-
-    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
 
 def sums_text(files: dict[str, bytes]) -> str:
     return format_sums({name: sha256_bytes(data) for name, data in files.items()})

@@ -62,11 +62,38 @@ class SignatureCheck:
         return "integrity only: the signature does NOT verify"
 
 
+KEY_FILE_LIMIT = 64 << 10  # PEM keys are a few hundred bytes; a key file larger than this is no key
+
+def load_private_key(path: Path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from pipeline.regular_file import read_bounded
+
+    fix = "give the path of an ed25519 private key in PEM (`openssl genpkey -algorithm ed25519 -out key.pem`)"
+    pem = read_bounded(Path(path), KEY_FILE_LIMIT, "signing key", fix)  # a PEM key is a few hundred bytes
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path} is not an unencrypted PEM private key ({exc})",
+                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InputError(f"{path} holds a {type(key).__name__}, not an ed25519 key",
+                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`")
+    return key
+
+
+def public_key_b64(key) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
 def load_public_key(pem: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from pipeline.bundle.archive import KEY_FILE_LIMIT
     from pipeline.regular_file import read_bounded
 
     data = read_bounded(Path(pem), KEY_FILE_LIMIT, "public key", "give the signer's ed25519 public key in PEM")
