@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from pathlib import Path
 
 from pipeline.errors import ReproError
 from pipeline.records.model import Record, load_record
@@ -78,15 +77,15 @@ def _environment(ws: Workspace, record: Record, req: ReproduceRequest, today: da
 
 
 def _local_program(ws: Workspace, record: Record, source: str | None) -> bytes | None:
-    """The program text when it is here (a local --program-source, or a log in the cache); never fetched."""
+    """The program text when it is here (a local --program-source, or a selected run's log in the cache); never
+    fetched."""
     from pipeline.records.program import resolve_program
     from pipeline.records.published import cache_dir
 
-    candidates = [source] if source and not source.startswith(("http://", "https://")) else []
-    candidates += [str(cache_dir(record, ws.cache) / log.file) for log in record.logs if log.program_sha256]
-    for candidate in candidates:
-        if Path(candidate).expanduser().exists():
-            return resolve_program(record, candidate).text
+    if source and not source.startswith(("http://", "https://")):
+        return resolve_program(record, source).text
+    if any((cache_dir(record, ws.cache) / log.file).is_file() for log in record.logs if log.program_sha256):
+        return resolve_program(record, None, ws.cache).text
     return None
 
 

@@ -360,7 +360,7 @@ def _checked(req: TrainRequest) -> TrainRequest:
 def _program(req: TrainRequest) -> Program:
     """The program the run trains with: the record's (smoke-cut when asked) or the native trainer."""
     if req.trainer == "record":
-        found = resolve_program(req.record, req.program_source)
+        found = resolve_program(req.record, req.program_source, req.ws.cache)  # the cache of fetch-logs, offline
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
         if req.smoke_steps is not None:
             program = _smoke_program(program, req.smoke_steps, req.smoke_val_tokens)
