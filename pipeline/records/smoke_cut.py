@@ -107,8 +107,11 @@ def _parse(main: bytes, what: str) -> ast.Module:
         return parse_program(main)
     except UnicodeDecodeError:
         raise CheckFailed(f"{what} is not UTF-8 text", "use the record's unmodified program") from None
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+    except (SyntaxError, ValueError) as exc:
         raise CheckFailed(f"{what} cannot be parsed: {exc}", "use the record's unmodified program") from None
+    except (RecursionError, MemoryError):
+        raise CheckFailed(f"{what} nests too deeply for Python's parser",
+                          "use the record's unmodified program") from None
 
 
 def _statements(tree: ast.Module):
