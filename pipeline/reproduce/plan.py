@@ -76,16 +76,16 @@ def _environment(ws: Workspace, record: Record, req: ReproduceRequest, today: da
     return {"passed_over": passed}, "environment: none of " + ", ".join(names) + " can be had: " + "; ".join(passed)
 
 
-def _local_program(ws: Workspace, record: Record, source: str | None) -> bytes | None:
-    """The program text when it is here (a local --program-source, or a selected run's log in the cache); never
-    fetched."""
+def _local_program(ws: Workspace, record: Record, source: str | None):
+    """The program (a RecordProgram) when it is here: a local --program-source, or a selected run's log in the
+    cache; never fetched."""
     from pipeline.records.program import resolve_program
     from pipeline.records.published import cache_dir
 
     if source and not source.startswith(("http://", "https://")):
-        return resolve_program(record, source).text
+        return resolve_program(record, source)
     if any((cache_dir(record, ws.cache) / log.file).is_file() for log in record.logs if log.program_sha256):
-        return resolve_program(record, None, ws.cache).text
+        return resolve_program(record, None, ws.cache)
     return None
 
 
@@ -151,7 +151,7 @@ def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]
         cut = smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
     except ReproError as exc:
         return None, f"patch: {exc.what}"
-    return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing}, ""
+    return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing, "left": list(cut.left)}, ""
 
 
 def _data(ws: Workspace, record: Record, req: ReproduceRequest) -> tuple[dict, str]:
@@ -192,10 +192,11 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan = ReproducePlan(record.name, req.runs)
     plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
     try:
-        text = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
+        found = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
     except ReproError as exc:
-        text, plan.refusals = None, [f"program: {exc.what}"]
-    plan.program, program_refusal = _program(record, text, req.program_source)
+        found, plan.refusals = None, [f"program: {exc.what}"]
+    text = found.text if found is not None else None
+    plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = _data(ws, record, req)
@@ -222,7 +223,8 @@ def render_plan(plan: ReproducePlan) -> list[str]:
     if plan.patch:
         lines.append(f"  patch       smoke {plan.patch.get('sha256', '')[:12]}" + (f" {plan.patch['note']}"
                                                                                  if plan.patch.get("note") else ""))
-        lines += [f"    {c['field']}: {c['was']} -> {c['now']}  ({c['why']})" for c in plan.patch["changes"]]
+        lines += [f"    cut   {c['field']}: {c['was']} -> {c['now']}  ({c['why']})" for c in plan.patch["changes"]]
+        lines += [f"    left  {c['field']} = {c['expression']}  ({c['why']})" for c in plan.patch.get("left", [])]
     if data.get("dataset") == "generated":
         lines.append("  data        generated on this machine (repro data synth)")
     elif "train" in data:
