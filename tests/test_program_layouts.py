@@ -43,20 +43,21 @@ ERAS = {
     "2025-04-16_Record7": ({"num_iterations": ("6450", "20"), "val_tokens": ("10485760", "524288")}, []),
     "2025-09-23_MuonCustomSizing": ({"num_iterations": ("1640", "20"), "iteration_extension": ("40", "0"),
                                      "val_tokens": ("10485760", "524288"),
-                                     "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, []),
+                                     "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, ["ws_schedule"]),
     "2025-10-24_NorMuon": ({"num_scheduled_iterations": ("2275", "20"), "num_extension_iterations": ("40", "0"),
                             "val_tokens": ("10485760", "524288"), "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},
-                           ["num_iterations"]),
+                           ["num_iterations", "ws_schedule"]),
     "2025-11-29_BatchSizeSchedule": ({"num_scheduled_iterations": ("2120", "20"),
                                       "num_extension_iterations": ("40", "0"), "val_tokens": ("10485760", "524288"),
-                                      "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, ["num_iterations"]),
+                                      "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},
+                                     ["num_iterations", "train_bs_schedule", "ws_schedule"]),
     "2026-01-24_ImprovedLMHead": ({"num_scheduled_iterations": ("1515", "20"),
                                    "num_extension_iterations": ("40", "0"), "val_tokens": ("10485760", "524288"),
-                                   "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, []),
+                                   "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, ["TRAINING_STAGES"]),
     "2026-07-13_PrefixTokenPrediction": ({"num_scheduled_iterations": ("1365", "20"),
                                           "num_extension_iterations": ("10", "0"),
                                           "val_tokens": ("10485760", "524288"),
-                                          "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, []),
+                                          "val_batch_size": ("4 * 64 * 1024 * 8", "524288")}, ["TRAINING_STAGES"]),
 }
 
 
@@ -111,7 +112,7 @@ def test_each_era_is_cut_at_the_fields_its_schedule_is_built_from(name):
     patched = cut.apply(program)
     again = {c["field"]: c["was"] for c in smoke_cut(patched, 20, 524288).listing}  # the patched program, cut again
     assert all(again.get(field) == now for field, (_, now) in changes.items() if field in again)
-    if left:  # the derived total is as written, so it follows the cut fields: 20 + 0
+    if "num_iterations" in left:  # the derived total is as written, so it follows the cut fields: 20 + 0
         assert b"num_iterations: int = num_scheduled_iterations + num_extension_iterations" in patched
         assert "derived from num_extension_iterations, num_scheduled_iterations" in cut.left[0]["why"]
 
@@ -128,3 +129,12 @@ def test_a_log_without_a_program_says_so(tmp_path):
         record.logs[0], file="main.log", sha256=hashlib.sha256(log).hexdigest(), program_sha256="")))
     with pytest.raises(CheckFailed, match="this log holds no program"):
         resolve_program(pinned, str(source))
+
+
+@pytest.mark.parametrize("name, stages", [("2025-11-29_BatchSizeSchedule", "train_bs_schedule"),
+                                          ("2026-01-24_ImprovedLMHead", "TRAINING_STAGES")])
+def test_a_cut_shorter_than_a_schedules_stages_is_refused(name, stages):
+    program = cut_program(_log(name))
+    assert any(x["field"] == stages and "stages" in x["why"] for x in smoke_cut(program, 3).left)
+    with pytest.raises(CheckFailed, match=f"fewer steps than the 3 stages of {stages}"):
+        smoke_cut(program, 2)

@@ -211,7 +211,7 @@ def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None)
 
 
 def _left(fields: dict[str, list[Field]], changes: list[Change]) -> list[dict]:
-    """Class fields built from the cut fields (the 2025-10 total, a schedule's stages): left as written."""
+    """Class fields built from the cut fields (the 2025-10 total): left as written, they follow them."""
     cut = {c.field for c in changes}
     out = []
     for name, hits in fields.items():
@@ -220,6 +220,37 @@ def _left(fields: dict[str, list[Field]], changes: list[Change]) -> list[dict]:
         out.append({"field": name, "expression": hits[0].was,
                     "why": f"derived from {', '.join(sorted(hits[0].uses & cut))}, which the cut sets: left as "
                            "written, it follows them"})
+    return out
+
+
+def _stage_lists(main: bytes) -> list[tuple[str, int]]:
+    """Schedules given in stages rather than steps, with their stage counts: a class field named like
+    `ws_schedule`/`train_bs_schedule` holding a tuple (2025-09 on), and a module-level list of stages with a
+    `duration=` fraction each (2026's TRAINING_STAGES; its last stage, without a duration, is the extension)."""
+    tree = parse_program(main)
+    out = [(name, len(v.elts)) for _, name, v in _assignments(tree)
+           if "schedule" in name and isinstance(v, (ast.Tuple, ast.List))]
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, (ast.List, ast.Tuple)):
+            timed = [e for e in stmt.value.elts if isinstance(e, ast.Call) and any(k.arg == "duration"
+                                                                                 for k in e.keywords)]
+            if timed:
+                out.append((stmt.targets[0].id, len(timed)))
+    return out
+
+
+def _stages_left(main: bytes, steps: int) -> list[dict]:
+    """Each stage schedule, left as written: the program spreads its stages over the (cut) scheduled steps. A cut
+    shorter than the stages would leave a stage without a step: refused, the cut would not be the record's
+    schedule in small."""
+    out = []
+    for name, count in _stage_lists(main):
+        if steps < count:
+            raise CheckFailed(f"--smoke {steps} is fewer steps than the {count} stages of {name}: a stage would "
+                              "get no step", f"give --smoke {count} or more")
+        out.append({"field": name, "expression": f"{count} stages",
+                    "why": "stages, not step counts: left as written, the program spreads them over the cut steps"})
     return out
 
 
@@ -310,7 +341,8 @@ def smoke_cut(program: bytes, steps: int, val_tokens: int | None = None) -> Smok
                          f"give a multiple of {VAL_ALIGN} (e.g. 524288)")
     fields = class_fields(split_program(program)[0].text)
     changes = _changes(fields, steps, val_tokens)
-    cut = SmokeCut(steps, val_tokens, tuple(changes), tuple(_left(fields, changes)))
+    main = split_program(program)[0].text
+    cut = SmokeCut(steps, val_tokens, tuple(changes), tuple(_left(fields, changes) + _stages_left(main, steps)))
     cut.apply(program)  # parsed again and checked now, before anything is paid for
     return cut
 

@@ -82,6 +82,8 @@ def _local_program(ws: Workspace, record: Record, source: str | None):
     from pipeline.records.program import resolve_program
     from pipeline.records.published import cache_dir
 
+    if not any(log.program_sha256 for log in record.logs):
+        return None  # no selected run carries a program: _program below says so
     if source and not source.startswith(("http://", "https://")):
         return resolve_program(record, source)
     if any((cache_dir(record, ws.cache) / log.file).is_file() for log in record.logs if log.program_sha256):
@@ -107,11 +109,12 @@ def _program(record: Record, text: bytes | None, source: str | None) -> tuple[di
 
 def _hub_kernels(text: bytes) -> list[str]:
     """The repositories the program passes to get_kernel as a literal."""
+    from pipeline.records.identity import parse_program
     from pipeline.records.program_files import split_program
 
     found = []
     for file in split_program(text):
-        for node in ast.walk(ast.parse(file.text)):
+        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "get_kernel" and node.args \
                     and isinstance(node.args[0], ast.Constant):
                 found.append(str(node.args[0].value))

@@ -273,8 +273,10 @@ def imports_hub_kernels(program: bytes) -> bool:
     """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
     import ast
 
+    from pipeline.records.identity import parse_program
+
     for file in split_program(program):
-        for node in ast.walk(ast.parse(file.text)):
+        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             if any(name.split(".")[0] == "kernels" for name in names):
