@@ -64,3 +64,14 @@ def test_another_log_of_the_pinned_program_serves_and_a_left_out_run_is_named(of
                         environment_family="unknown", mean_time_source="logs", left_out=(left,))
     with pytest.raises(CheckFailed, match=r"left it out of the record's runs: in prefix-1375/, run on 1 GPU"):
         resolve_program(dataclasses.replace(record, imported=imported), str(tmp_path / "one-gpu.txt"))
+
+
+def test_the_folder_of_the_selected_runs_serves_as_a_program_source(offline, tmp_path):
+    """A table may link the folder of the runs (2026-04-22_MuddFormer links this_pr_v3, where its selected runs
+    lie): given as --program-source, it is searched for the selected runs by name."""
+    record, _, _ = offline
+    record = dataclasses.replace(record, logs=(dataclasses.replace(record.logs[0], file=f"this_pr_v3/{LOG_FILE}"),))
+    runs = tmp_path / "this_pr_v3"
+    runs.mkdir()
+    (runs / LOG_FILE).write_bytes(LOG)
+    assert resolve_program(record, str(runs)).source == str(runs / LOG_FILE)

@@ -23,7 +23,7 @@ says which hash differs and from what.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_bytes
@@ -160,14 +160,14 @@ def _from_bytes(record: Record, data: bytes, source: str) -> RecordProgram:
 
 
 def _from_clone(record: Record, root: Path) -> RecordProgram:
+    """A clone of upstream, the record's folder, or the folder of its selected runs (which a table may link)."""
+    from pipeline.regular_file import read_bounded
+
     up = record.upstream
     folders = [f for f in (up.folder, up.folder_after_rename) if f] + [""]
-    for pinned in record.logs:
-        for folder in folders:
-            path = root / folder / pinned.file
+    for pinned in sorted(record.logs, key=lambda log: not log.program_sha256):  # a log that carries the program first
+        for path in [root / folder / pinned.file for folder in folders] + [root / PurePosixPath(pinned.file).name]:
             if path.is_file():
-                from pipeline.regular_file import read_bounded
-
                 data = read_bounded(path, MAX_LOG_BYTES, "log", "give the record's unmodified log")
                 return _from_log(record, data, pinned, str(path))
     raise InputError(f"none of {record.name}'s logs is in {root}",
