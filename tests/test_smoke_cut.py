@@ -32,7 +32,8 @@ PROGRAMS = {
     NEWEST: FIXTURES / f"record-logs/{NEWEST}/11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt",
 }
 EXPECTED = {  # field -> (was, now) for --smoke 40 --smoke-val-tokens 524288
-    "2024-10-10_Muon": {"num_iterations": ("6200", "40"), "val_tokens": ("10485760", "524288")},
+    "2024-10-10_Muon": {"num_iterations": ("6200", "40"), "warmdown_iters": ("1800", "12"),  # 1800/6200 of 40
+                        "val_tokens": ("10485760", "524288")},
     "2025-09-23_MuonCustomSizing": {"num_iterations": ("1640", "40"), "iteration_extension": ("40", "0"),
                                     "val_tokens": ("10485760", "524288"),
                                     "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},

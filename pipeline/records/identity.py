@@ -69,13 +69,41 @@ def _canonical(tree: ast.AST, out: list[str]) -> None:
             out.append(f"{type(item).__name__}:{item!r}")
 
 
-def parse_program(source: str | bytes) -> ast.Module:
-    """A program's syntax tree. A record's own odd string escapes (a backslash-s in a regex) are its business, not a
-    warning of this tool's; errors still raise."""
+def canonical_text(tree: ast.AST) -> str:
+    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node."""
+    parts: list[str] = []
+    _canonical(tree, parts)
+    return "".join(parts)
+
+
+def _parse(source: str | bytes) -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         return ast.parse(source)
+
+
+def parse_program(source: str | bytes) -> ast.Module:
+    """A program's syntax tree. A record's own odd string escapes (a backslash-s in a regex) are its business, not a
+    warning of this tool's; errors still raise. A program written for Python 3.12 whose f-strings reuse their own
+    quote inside a field (PEP 701) is read through pipeline/records/fstrings.py: the same tree at the same
+    positions, which this 3.11 parser could not build from the text as written."""
+    try:
+        return _parse(source)
+    except SyntaxError as exc:
+        from pipeline.records.fstrings import backport
+
+        try:
+            text = source.decode("utf-8") if isinstance(source, bytes) else source
+        except UnicodeDecodeError:
+            raise exc from None
+        fixed = backport(text)
+        if fixed is None:
+            raise
+        try:
+            return _parse(fixed)
+        except SyntaxError:
+            raise exc from None
 
 
 def fingerprint(source: str | bytes) -> str:
@@ -85,9 +113,7 @@ def fingerprint(source: str | bytes) -> str:
         tree = parse_program(source)
     except (RecursionError, MemoryError):
         raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
-    parts: list[str] = []
-    _canonical(tree, parts)
-    return FINGERPRINT_PREFIX + hashlib.sha256("".join(parts).encode()).hexdigest()
+    return FINGERPRINT_PREFIX + hashlib.sha256(canonical_text(tree).encode()).hexdigest()
 
 
 def program_fingerprint(program: bytes) -> str:

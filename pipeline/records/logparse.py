@@ -27,17 +27,16 @@ never judged.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import io
 import math
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.errors import InputError, os_error
+from pipeline.records.identity import parse_program
 from pipeline.records.nvidia_smi_table import NvidiaSmiTable, find_nvidia_smi_table
 
 SEPARATOR = b"=" * 100
@@ -386,11 +385,9 @@ def _is_program(segment: bytes) -> bool:
     """Python source, not an environment header (which starts `Running ...` and holds nvidia-smi's table)."""
     if segment.lstrip()[:8].lower().startswith(b"running") or not segment.strip():
         return False
-    try:
-        with warnings.catch_warnings():  # a program's own odd escapes are not this reader's concern
-            warnings.simplefilter("ignore")
-            ast.parse(segment)
-    except (SyntaxError, ValueError):
+    try:  # the one parser of programs: a record's 3.12 f-strings are a program too
+        parse_program(segment)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
 

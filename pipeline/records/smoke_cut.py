@@ -1,20 +1,31 @@
 """The smoke cut for any record's program, found in its syntax tree: `repro reproduce --smoke STEPS`.
 
     cut = smoke_cut(program, steps=40, val_tokens=524_288)   # refuses, naming what is missing, before any cost
-    cut.apply(program)                                        # the patched program (every file kept)
-    cut.sha256, cut.listing                                   # the declared patch: its identity and its changes
+    cut.apply(program)                                        # the patched program (every file kept), checked
+    cut.sha256, cut.listing, cut.left                         # the declared patch, and what it left as written
     restore(patched, cut.listing)                             # the record's code again: must have its fingerprint
 
 The programs name their fields differently across the speedrun's history, so each role has the names records
 use, looked up among the class-level assignments of train_gpt.py (the Hyperparameters dataclass):
-  steps        num_iterations (2024-2025) | num_scheduled_iterations (2026)       required
-  extension    iteration_extension (2025) | num_extension_iterations (2026)       cut to 0 where present
+  steps        num_iterations (2024-2025) | num_scheduled_iterations (2025-10 on)   required
+  extension    iteration_extension (2025-09) | num_extension_iterations (2025-10 on) cut to 0 where present
+  phases       warmup_iters, warmdown_iters, cooldown_iters (2024: step counts)     scaled to the cut steps
   validation   val_tokens                                                          required when validation is cut
   val batch    val_batch_size                                                      set to the tokens when larger
   data         train_files | input_bin, val_files | input_val_bin                  an absolute path only (the author's
                                                                                    machine) becomes data/fineweb10B/
-Each change replaces one single-line value expression and declares the expression it replaced (`was`), so the
-judge can put every `was` back and require the record's pinned fingerprint: nothing else differs.
+The eras are told apart by the tree, not by date: from 2025-10 the total is a field DERIVED from the two it
+adds (`num_iterations: int = num_scheduled_iterations + num_extension_iterations`). A derived field is left as
+written, so it follows the fields it is built from; `left` names each such field and why. Schedules built from
+fractions of the steps (cooldown_frac, 2025-11's batch-size stages, 2026's TrainingSchedule) follow the cut
+steps by themselves and are left too.
+
+Each change replaces one value expression at the syntax tree's own position in the program's bytes as read:
+offsets count lines the way Python's tokenizer does (CR, LF and CRLF all end a line), so a lone CR in a
+comment cannot shift them. The patched program is parsed again and must differ from the record's in the
+declared values and nothing else, or the cut is refused (CheckFailed): a cut never corrupts a program. Each
+change declares the expression it replaced (`was`), so the judge can put every `was` back and require the
+record's pinned fingerprint.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from dataclasses import dataclass
 
 from pipeline.errors import CheckFailed, InputError
 from pipeline.hashing import sha256_bytes
-from pipeline.records.identity import parse_program
+from pipeline.records.identity import canonical_text, parse_program
 from pipeline.records.program_files import ProgramFile, join_program, split_program
 
 VERSION = 2  # v1: the line patch of pipeline/records/patch.py (2025-09-23's four lines)
@@ -39,16 +50,21 @@ ROLES = {
     "train_data": ("train_files", "input_bin"),
     "val_data": ("val_files", "input_val_bin"),
 }
+PHASES = ("warmup_iters", "warmdown_iters", "cooldown_iters")  # 2024: parts of the schedule counted in steps
 RECORD_DATA = "data/fineweb10B"
+MAX_FACTOR_BITS = 256  # a batch size past this is no batch size: its product is not worked out
 
 
 @dataclass(frozen=True)
 class Field:
     name: str
     line: int  # 1-based
-    start: int  # byte offsets of the value expression on its line
+    start: int  # byte offsets of the value expression in train_gpt.py's bytes as read
     end: int
     was: str  # the expression's source text
+    value: int | None  # the expression's integer value, when it is a product of integer constants
+    uses: frozenset[str]  # the names the expression reads (a derived field reads other fields)
+    owner: int  # which class body holds it (derived fields are looked for in the steps field's class)
 
 
 @dataclass(frozen=True)
@@ -59,47 +75,115 @@ class Change:
     why: str
 
 
-def class_fields(main: bytes) -> dict[str, list[Field]]:
-    """Every `name[: type] = value` directly in a class body of the program, by name (a list: duplicates show)."""
+def _int_value(node: ast.expr) -> int | None:
+    """A product of integer constants (4 * 64 * 1024 * 8), worked out without running code and without recursion
+    (a hostile expression of thousands of factors), up to MAX_FACTOR_BITS."""
+    product, todo = 1, [node]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, ast.BinOp) and isinstance(item.op, ast.Mult):
+            todo += [item.left, item.right]
+        elif isinstance(item, ast.Constant) and type(item.value) is int:
+            product *= item.value
+            if product.bit_length() > MAX_FACTOR_BITS:
+                return None
+        else:
+            return None
+    return product
+
+
+def _line_starts(main: bytes) -> list[int]:
+    """Byte offset of each line's start, lines ended as Python's tokenizer ends them (CRLF, CR or LF)."""
+    starts, at = [0], 0
+    for line in main.splitlines(keepends=True):  # bytes.splitlines splits at exactly \r\n, \r and \n
+        at += len(line)
+        starts.append(at)
+    return starts
+
+
+def _parse(main: bytes, what: str) -> ast.Module:
     try:
-        tree = parse_program(main)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise CheckFailed(f"train_gpt.py cannot be parsed: {exc}", "use the record's unmodified program") from None
-    lines = main.split(b"\n")
-    found: dict[str, list[Field]] = {}
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        main.decode("utf-8")
+        return parse_program(main)
+    except UnicodeDecodeError:
+        raise CheckFailed(f"{what} is not UTF-8 text", "use the record's unmodified program") from None
+    except (SyntaxError, ValueError) as exc:
+        raise CheckFailed(f"{what} cannot be parsed: {exc}", "use the record's unmodified program") from None
+    except (RecursionError, MemoryError):
+        raise CheckFailed(f"{what} nests too deeply for Python's parser",
+                          "use the record's unmodified program") from None
+
+
+def _statements(tree: ast.Module):
+    """(class index, target name, statement) of every `name[: type] = value` directly in a class body."""
+    for owner, cls in enumerate(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for stmt in cls.body:
             target = stmt.target if isinstance(stmt, ast.AnnAssign) else \
                 stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-            if not isinstance(target, ast.Name) or stmt.value is None:
-                continue
-            v = stmt.value
-            single = v.lineno == v.end_lineno
-            text = lines[v.lineno - 1][v.col_offset:v.end_col_offset].decode("utf-8") if single else ""
-            found.setdefault(target.id, []).append(Field(target.id, v.lineno, v.col_offset,
-                                                         v.end_col_offset if single else -1, text))
+            if isinstance(target, ast.Name) and stmt.value is not None:
+                yield owner, target.id, stmt
+
+
+def _assignments(tree: ast.Module):
+    """(class index, target name, value node) of every class-level assignment."""
+    for owner, name, stmt in _statements(tree):
+        yield owner, name, stmt.value
+
+
+def class_fields(main: bytes, what: str = "train_gpt.py") -> dict[str, list[Field]]:
+    """Every `name[: type] = value` directly in a class body of the program, by name (a list: duplicates show)."""
+    tree = _parse(main, what)
+    starts = _line_starts(main)
+    found: dict[str, list[Field]] = {}
+    for owner, name, v in _assignments(tree):
+        if v.end_lineno is None or v.end_lineno >= len(starts):
+            raise CheckFailed(f"{what}: the positions Python gives {name} lie outside the program's lines",
+                              "use the record's unmodified program")
+        start, end = starts[v.lineno - 1] + v.col_offset, starts[v.end_lineno - 1] + v.end_col_offset
+        uses = frozenset(n.id for n in ast.walk(v) if isinstance(n, ast.Name))
+        found.setdefault(name, []).append(Field(name, v.lineno, start, end, main[start:end].decode("utf-8", "replace"),
+                                                _int_value(v), uses, owner))
     return found
 
 
 def _one(fields: dict[str, list[Field]], role: str) -> Field | None:
     hits = [f for name in ROLES[role] for f in fields.get(name, [])]
+    if role == "steps" and len(hits) > 1:  # from 2025-10: the total is derived from the fields the cut sets
+        scheduled = [f for f in hits if f.name == "num_scheduled_iterations"]
+        derived = [f for f in hits if f.name == "num_iterations" and scheduled and "num_scheduled_iterations" in f.uses
+                   and f.owner == scheduled[0].owner]
+        hits = [f for f in hits if f not in derived]
     if len(hits) > 1:
         raise CheckFailed(f"train_gpt.py assigns its {role} field more than once ({', '.join(f.name for f in hits)})",
                           "this program cannot be cut for a smoke run; run it in full")
-    if hits and hits[0].end < 0:
-        raise CheckFailed(f"train_gpt.py's {hits[0].name} spans several lines", "run this program in full")
     return hits[0] if hits else None
 
 
 def _data_change(field: Field | None) -> Change | None:
     try:
         path = ast.literal_eval(field.was) if field else None
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         return None  # an expression (os.path.join(DATA_PATH, ...)): the working folder's data/fineweb10B serves it
     if not isinstance(path, str) or not path.startswith("/"):
         return None
     return Change(field.name, field.was, repr(f"{RECORD_DATA}/{posixpath.basename(path)}"),
                   "the record reads shards from an absolute path on its author's machine")
+
+
+def _phase_changes(fields: dict[str, list[Field]], steps_field: Field, steps: int) -> list[Change]:
+    """2024's warm-up and warm-down, counted in steps: scaled to the cut, so the schedule keeps its shape."""
+    total = steps_field.value
+    out = []
+    for name in PHASES:
+        hits = fields.get(name, [])
+        if len(hits) != 1 or hits[0].value is None or not total or hits[0].owner != steps_field.owner:
+            continue
+        now = 0 if hits[0].value == 0 else max(1, min(steps, round(hits[0].value * steps / total)))
+        if str(now) != hits[0].was:
+            why = (f"a part of the schedule counted in steps ({hits[0].value} of {total}): scaled to {now} of "
+                   f"{steps}, the schedule keeps its shape")
+            out.append(Change(name, hits[0].was, str(now), why))
+    return out
 
 
 def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None) -> list[Change]:
@@ -115,42 +199,110 @@ def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None)
     if found["extension"] is not None:
         changes.append(Change(found["extension"].name, found["extension"].was, "0",
                               "the extension's steps at the final window belong to the full schedule only"))
+    changes += _phase_changes(fields, found["steps"], steps)
     if val_tokens is not None:
         changes.append(Change("val_tokens", found["val_tokens"].was, str(val_tokens),
                               "the data's validation shard holds fewer tokens than the record's"))
         batch = found["val_batch"]
-        if batch is not None and _value(batch.was) not in (None,) and _value(batch.was) > val_tokens:
+        if batch is not None and batch.value is not None and batch.value > val_tokens:
             changes.append(Change(batch.name, batch.was, str(val_tokens),
                                   "the program asserts val_tokens % val_batch_size == 0: one validation batch"))
     return changes + [c for c in (_data_change(found["train_data"]), _data_change(found["val_data"])) if c]
 
 
-def _value(expression: str) -> int | None:
-    """An integer expression of constants (4 * 64 * 1024 * 8), evaluated without running code."""
-    node = ast.parse(expression, mode="eval").body
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        left, right = _value(ast.unparse(node.left)), _value(ast.unparse(node.right))
-        return left * right if left is not None and right is not None else None
-    return None
+def _left(fields: dict[str, list[Field]], changes: list[Change]) -> list[dict]:
+    """Class fields built from the cut fields (the 2025-10 total): left as written, they follow them."""
+    cut = {c.field for c in changes}
+    out = []
+    for name, hits in fields.items():
+        if name in cut or len(hits) != 1 or not hits[0].uses & cut:
+            continue
+        out.append({"field": name, "expression": hits[0].was,
+                    "why": f"derived from {', '.join(sorted(hits[0].uses & cut))}, which the cut sets: left as "
+                           "written, it follows them"})
+    return out
+
+
+def _stage_lists(main: bytes) -> list[tuple[str, int]]:
+    """Schedules given in stages rather than steps, with their stage counts: a class field named like
+    `ws_schedule`/`train_bs_schedule` holding a tuple (2025-09 on), and a module-level list of stages with a
+    `duration=` fraction each (2026's TRAINING_STAGES; its last stage, without a duration, is the extension)."""
+    tree = parse_program(main)
+    out = [(name, len(v.elts)) for _, name, v in _assignments(tree)
+           if "schedule" in name and isinstance(v, (ast.Tuple, ast.List))]
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, (ast.List, ast.Tuple)):
+            timed = [e for e in stmt.value.elts if isinstance(e, ast.Call) and any(k.arg == "duration"
+                                                                                 for k in e.keywords)]
+            if timed:
+                out.append((stmt.targets[0].id, len(timed)))
+    return out
+
+
+def _stages_left(main: bytes, steps: int) -> list[dict]:
+    """Each stage schedule, left as written: the program spreads its stages over the (cut) scheduled steps. A cut
+    shorter than the stages would leave a stage without a step: refused, the cut would not be the record's
+    schedule in small."""
+    out = []
+    for name, count in _stage_lists(main):
+        if steps < count:
+            raise CheckFailed(f"--smoke {steps} is fewer steps than the {count} stages of {name}: a stage would "
+                              "get no step", f"give --smoke {count} or more")
+        out.append({"field": name, "expression": f"{count} stages",
+                    "why": "stages, not step counts: left as written, the program spreads them over the cut steps"})
+    return out
+
+
+def _shape(tree: ast.Module, names: set[str]) -> str:
+    """The program's canonical text with the named class fields' values blanked: what a cut must not change."""
+    for _, name, stmt in list(_statements(tree)):
+        if name in names:
+            stmt.value = ast.Constant(value="<cut>")
+    return canonical_text(tree)
 
 
 def _rewrite(program: bytes, values: dict[str, str]) -> bytes:
-    """The program with each named class field's value expression replaced (train_gpt.py only)."""
+    """The program with each named class field's value expression replaced (train_gpt.py only), at the positions
+    the syntax tree gives in the bytes as read; then parsed again and checked: the named values are the new
+    expressions and nothing else differs. Anything else is refused."""
     files = split_program(program)
     main = files[0].text
     fields = class_fields(main)
-    lines = main.split(b"\n")
+    spans = []
     for name, expression in values.items():
         hits = fields.get(name, [])
-        if len(hits) != 1 or hits[0].end < 0:
-            raise CheckFailed(f"train_gpt.py assigns {name} {len(hits)} times (one single-line assignment expected)",
+        if len(hits) != 1:
+            raise CheckFailed(f"train_gpt.py assigns {name} {len(hits)} times (one assignment expected)",
                               "the patch does not fit this program")
-        f = hits[0]
-        line = lines[f.line - 1]
-        lines[f.line - 1] = line[:f.start] + expression.encode() + line[f.end:]
-    return join_program((ProgramFile(files[0].name, b"\n".join(lines)), *files[1:]))
+        spans.append((hits[0].start, hits[0].end, expression.encode("utf-8")))
+    patched = main
+    for start, end, new in sorted(spans, reverse=True):
+        patched = patched[:start] + new + patched[end:]
+    _check_rewrite(main, patched, values)
+    return join_program((ProgramFile(files[0].name, patched), *files[1:]))
+
+
+def _check_rewrite(main: bytes, patched: bytes, values: dict[str, str]) -> None:
+    refused = "the smoke cut of train_gpt.py"
+    tree = _parse(patched, f"{refused} (parsed again)")
+    now: dict[str, list[str]] = {}
+    for _, name, value in _assignments(tree):
+        if name in values:
+            now.setdefault(name, []).append(canonical_text(value))
+    for name, expression in values.items():
+        try:
+            wanted = canonical_text(ast.parse(expression, mode="eval").body)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise CheckFailed(f"{refused}: {name}'s new value {expression[:80]!r} is not an expression",
+                              "declare each change as a Python expression") from None
+        if now.get(name) != [wanted]:
+            raise CheckFailed(f"{refused} did not set {name} to {expression[:80]} (the positions do not fit the "
+                              "program as read)", "this program cannot be cut for a smoke run; run it in full")
+    names = set(values)
+    if _shape(_parse(main, "train_gpt.py"), names) != _shape(tree, names):
+        raise CheckFailed(f"{refused} changed more than the declared fields ({', '.join(sorted(names))})",
+                          "this program cannot be cut for a smoke run; run it in full")
 
 
 @dataclass(frozen=True)
@@ -158,6 +310,7 @@ class SmokeCut:
     steps: int
     val_tokens: int | None
     changes: tuple[Change, ...]
+    left: tuple[dict, ...] = ()  # fields built from the cut ones, left as written: {field, expression, why}
 
     @property
     def listing(self) -> list[dict]:
@@ -186,7 +339,12 @@ def smoke_cut(program: bytes, steps: int, val_tokens: int | None = None) -> Smok
     if val_tokens is not None and (val_tokens < 1 or val_tokens % VAL_ALIGN):
         raise InputError(f"validation tokens {val_tokens} is not a positive multiple of {VAL_ALIGN}",
                          f"give a multiple of {VAL_ALIGN} (e.g. 524288)")
-    return SmokeCut(steps, val_tokens, tuple(_changes(class_fields(split_program(program)[0].text), steps, val_tokens)))
+    fields = class_fields(split_program(program)[0].text)
+    changes = _changes(fields, steps, val_tokens)
+    main = split_program(program)[0].text
+    cut = SmokeCut(steps, val_tokens, tuple(changes), tuple(_left(fields, changes) + _stages_left(main, steps)))
+    cut.apply(program)  # parsed again and checked now, before anything is paid for
+    return cut
 
 
 def restore(patched: bytes, listing: list[dict]) -> bytes:

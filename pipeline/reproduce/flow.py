@@ -167,7 +167,7 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     ws, record = registry.workspace, registry.record(req.record)
-    refuse_before_cost(record, req)
+    refuse_before_cost(record, req, ws.cache)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):
@@ -189,7 +189,7 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
                                str(flow.state.path), str(flow.report_html) if flow.report_html else None)
 
 
-def refuse_before_cost(record: Record, req: ReproduceRequest) -> None:
+def refuse_before_cost(record: Record, req: ReproduceRequest, cache: Path | None = None) -> None:
     """What can be known wrong before any stage runs: no shard count to fetch, a program that cannot be cut."""
     if req.synth is None and req.dataset is None and record.dataset.train_shards < 1:
         raise InputError(f"{record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs "
@@ -199,4 +199,4 @@ def refuse_before_cost(record: Record, req: ReproduceRequest) -> None:
         from pipeline.records.program import resolve_program
         from pipeline.records.smoke_cut import smoke_cut
 
-        smoke_cut(resolve_program(record, req.program_source).text, req.smoke_steps, req.smoke_val_tokens)
+        smoke_cut(resolve_program(record, req.program_source, cache).text, req.smoke_steps, req.smoke_val_tokens)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from pathlib import Path
 
 from pipeline.errors import ReproError
 from pipeline.records.model import Record, load_record
@@ -77,16 +76,18 @@ def _environment(ws: Workspace, record: Record, req: ReproduceRequest, today: da
     return {"passed_over": passed}, "environment: none of " + ", ".join(names) + " can be had: " + "; ".join(passed)
 
 
-def _local_program(ws: Workspace, record: Record, source: str | None) -> bytes | None:
-    """The program text when it is here (a local --program-source, or a log in the cache); never fetched."""
+def _local_program(ws: Workspace, record: Record, source: str | None):
+    """The program (a RecordProgram) when it is here: a local --program-source, or a selected run's log in the
+    cache; never fetched."""
     from pipeline.records.program import resolve_program
     from pipeline.records.published import cache_dir
 
-    candidates = [source] if source and not source.startswith(("http://", "https://")) else []
-    candidates += [str(cache_dir(record, ws.cache) / log.file) for log in record.logs if log.program_sha256]
-    for candidate in candidates:
-        if Path(candidate).expanduser().exists():
-            return resolve_program(record, candidate).text
+    if not any(log.program_sha256 for log in record.logs):
+        return None  # no selected run carries a program: _program below says so
+    if source and not source.startswith(("http://", "https://")):
+        return resolve_program(record, source)
+    if any((cache_dir(record, ws.cache) / log.file).is_file() for log in record.logs if log.program_sha256):
+        return resolve_program(record, None, ws.cache)
     return None
 
 
@@ -108,11 +109,12 @@ def _program(record: Record, text: bytes | None, source: str | None) -> tuple[di
 
 def _hub_kernels(text: bytes) -> list[str]:
     """The repositories the program passes to get_kernel as a literal."""
+    from pipeline.records.identity import parse_program
     from pipeline.records.program_files import split_program
 
     found = []
     for file in split_program(text):
-        for node in ast.walk(ast.parse(file.text)):
+        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "get_kernel" and node.args \
                     and isinstance(node.args[0], ast.Constant):
                 found.append(str(node.args[0].value))
@@ -152,7 +154,7 @@ def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]
         cut = smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
     except ReproError as exc:
         return None, f"patch: {exc.what}"
-    return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing}, ""
+    return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing, "left": list(cut.left)}, ""
 
 
 def _data(ws: Workspace, record: Record, req: ReproduceRequest) -> tuple[dict, str]:
@@ -193,10 +195,11 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan = ReproducePlan(record.name, req.runs)
     plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
     try:
-        text = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
+        found = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
     except ReproError as exc:
-        text, plan.refusals = None, [f"program: {exc.what}"]
-    plan.program, program_refusal = _program(record, text, req.program_source)
+        found, plan.refusals = None, [f"program: {exc.what}"]
+    text = found.text if found is not None else None
+    plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = _data(ws, record, req)
@@ -223,7 +226,8 @@ def render_plan(plan: ReproducePlan) -> list[str]:
     if plan.patch:
         lines.append(f"  patch       smoke {plan.patch.get('sha256', '')[:12]}" + (f" {plan.patch['note']}"
                                                                                  if plan.patch.get("note") else ""))
-        lines += [f"    {c['field']}: {c['was']} -> {c['now']}  ({c['why']})" for c in plan.patch["changes"]]
+        lines += [f"    cut   {c['field']}: {c['was']} -> {c['now']}  ({c['why']})" for c in plan.patch["changes"]]
+        lines += [f"    left  {c['field']} = {c['expression']}  ({c['why']})" for c in plan.patch.get("left", [])]
     if data.get("dataset") == "generated":
         lines.append("  data        generated on this machine (repro data synth)")
     elif "train" in data:

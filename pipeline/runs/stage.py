@@ -273,8 +273,10 @@ def imports_hub_kernels(program: bytes) -> bool:
     """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
     import ast
 
+    from pipeline.records.identity import parse_program
+
     for file in split_program(program):
-        for node in ast.walk(ast.parse(file.text)):
+        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             if any(name.split(".")[0] == "kernels" for name in names):
@@ -360,7 +362,7 @@ def _checked(req: TrainRequest) -> TrainRequest:
 def _program(req: TrainRequest) -> Program:
     """The program the run trains with: the record's (smoke-cut when asked) or the native trainer."""
     if req.trainer == "record":
-        found = resolve_program(req.record, req.program_source)
+        found = resolve_program(req.record, req.program_source, req.ws.cache)  # the cache of fetch-logs, offline
         program = Program(found.sha256, found.fingerprint, found.source, found.text)
         if req.smoke_steps is not None:
             program = _smoke_program(program, req.smoke_steps, req.smoke_val_tokens)
