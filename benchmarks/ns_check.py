@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repo root for train/
 
 from benchmarks.timing import time_ms  # noqa: E402
+from train.newton_schulz import NORM_EPS, NS_COEFFS, orthogonalize_torch  # noqa: E402
 from train.ns_triton import AVAILABLE, orthogonalize, sym_product  # noqa: E402
 
 
@@ -27,8 +28,6 @@ class SelfCheck:
 
 def selfcheck(time_it: bool = True) -> SelfCheck:
     """Check the kernels against torch on this GPU; raises AssertionError when they disagree."""
-    from train.newton_schulz import orthogonalize_torch
-
     if not (AVAILABLE and torch.cuda.is_available()):
         raise RuntimeError("ns_triton.selfcheck needs CUDA and Triton: run it on a GPU machine")
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -48,11 +47,11 @@ def selfcheck(time_it: bool = True) -> SelfCheck:
     compiled = torch.compile(orthogonalize, dynamic=False)  # what newton_schulz uses on CUDA by default
     for shape in [(8, 768, 768), (2, 768, 3072), (40, 768, 768), (22, 768, 3072), (10, 6, 12), (1, 1, 12)]:
         G = torch.randn(shape, device="cuda", generator=gen)
-        fast, slow = orthogonalize(G), orthogonalize_torch(G)
+        fast, slow = orthogonalize(G, 5, NS_COEFFS, NORM_EPS), orthogonalize_torch(G)
         ns_diff = max(ns_diff, ((fast.float() - slow.float()).norm() / slow.float().norm()).item())
         if time_it:
-            ms[str(shape)] = dict(triton=time_ms(lambda G=G: orthogonalize(G)),
-                                  triton_compiled=time_ms(lambda G=G: compiled(G)),
+            ms[str(shape)] = dict(triton=time_ms(lambda G=G: orthogonalize(G, 5, NS_COEFFS, NORM_EPS)),
+                                  triton_compiled=time_ms(lambda G=G: compiled(G, 5, NS_COEFFS, NORM_EPS)),
                                   torch=time_ms(lambda G=G: orthogonalize_torch(G)))
     # both paths are bf16 approximations of the same map; tests measure <= 0.077 from the exact map
     assert ns_diff < 0.1, f"Triton NS differs from torch NS by {ns_diff:.3f}"

@@ -73,16 +73,15 @@ def sym_product(X: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0, a
     return out
 
 
-def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
-    """newton_schulz.orthogonalize_torch's iteration. G: (..., rows, cols) on CUDA -> bf16, same shape."""
-    from train.newton_schulz import NORM_EPS, NS_COEFFS
-
-    a, b, c = NS_COEFFS
+def orthogonalize(G: Tensor, steps: int, coeffs: tuple[float, float, float], norm_eps: float) -> Tensor:
+    """newton_schulz.orthogonalize_torch's iteration. G: (..., rows, cols) on CUDA -> bf16, same shape.
+    coeffs (a, b, c) and norm_eps are newton_schulz's, passed in: this module imports nothing of train/."""
+    a, b, c = coeffs
     tall = G.size(-2) > G.size(-1)
     X = G.bfloat16().reshape(-1, *G.shape[-2:])  # (B, rows, cols)
     if tall:
         X = X.mT
-    X = (X / (X.norm(dim=(-2, -1), keepdim=True) + NORM_EPS)).contiguous()  # (B, m, n), m <= n
+    X = (X / (X.norm(dim=(-2, -1), keepdim=True) + norm_eps)).contiguous()  # (B, m, n), m <= n
     A = X.new_empty(X.shape[0], X.shape[1], X.shape[1])  # (B, m, m)
     B = torch.empty_like(A)  # (B, m, m)
     Y = torch.empty_like(X)  # (B, m, n)
