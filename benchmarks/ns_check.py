@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file
 
 from benchmarks.timing import time_ms  # noqa: E402
 from train.newton_schulz import NORM_EPS, NS_COEFFS, orthogonalize_torch  # noqa: E402
-from train.ns_triton import AVAILABLE, orthogonalize, sym_product  # noqa: E402
+from train.ns_triton import AVAILABLE, orthogonalizer, sym_product  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -44,14 +44,15 @@ def selfcheck(time_it: bool = True) -> SelfCheck:
     assert worst < 1e-2, f"Triton symmetric products are {worst:.2e} away from fp32 torch"
 
     ns_diff, ms = 0.0, {}
+    orthogonalize = orthogonalizer(NS_COEFFS, NORM_EPS)
     compiled = torch.compile(orthogonalize, dynamic=False)  # what newton_schulz uses on CUDA by default
     for shape in [(8, 768, 768), (2, 768, 3072), (40, 768, 768), (22, 768, 3072), (10, 6, 12), (1, 1, 12)]:
         G = torch.randn(shape, device="cuda", generator=gen)
-        fast, slow = orthogonalize(G, 5, NS_COEFFS, NORM_EPS), orthogonalize_torch(G)
+        fast, slow = orthogonalize(G), orthogonalize_torch(G)
         ns_diff = max(ns_diff, ((fast.float() - slow.float()).norm() / slow.float().norm()).item())
         if time_it:
-            ms[str(shape)] = dict(triton=time_ms(lambda G=G: orthogonalize(G, 5, NS_COEFFS, NORM_EPS)),
-                                  triton_compiled=time_ms(lambda G=G: compiled(G, 5, NS_COEFFS, NORM_EPS)),
+            ms[str(shape)] = dict(triton=time_ms(lambda G=G: orthogonalize(G)),
+                                  triton_compiled=time_ms(lambda G=G: compiled(G)),
                                   torch=time_ms(lambda G=G: orthogonalize_torch(G)))
     # both paths are bf16 approximations of the same map; tests measure <= 0.077 from the exact map
     assert ns_diff < 0.1, f"Triton NS differs from torch NS by {ns_diff:.3f}"

@@ -75,7 +75,7 @@ def _triton_impl(compiled: bool):
             _triton_impls[key] = None
         else:
             # compiling removes most launch overhead (train/BENCHMARKS.md)
-            fn = ns_triton.orthogonalize
+            fn = ns_triton.orthogonalizer(NS_COEFFS, NORM_EPS)
             _triton_impls[key] = torch.compile(fn, dynamic=False) if compiled else fn
     return _triton_impls[key]
 
@@ -89,7 +89,7 @@ def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
     if G.is_cuda and _backend != "torch":
         impl = _triton_impl(compiled=_backend == "auto")
         if impl is not None:
-            return impl(G, steps, NS_COEFFS, NORM_EPS)
+            return impl(G, steps)
         if _backend == "triton":
             raise RuntimeError("Newton-Schulz backend 'triton' was asked for but Triton does not import "
                                "here; install triton or call set_backend('auto')")
