@@ -36,26 +36,39 @@
 # ws1 19.8 min with the variant (docs/device-runs/2026-11-30-h200x2-ws1-kernels), the record's cold compile 8.1 min.
 # device_diff cold at world size 2 after a ws1 phase did not finish in 270 s: give it its own lease's start.
 #
-# Phase `one` (issue 29, one H200, every number in one session, ~29 min; ONE_BUDGET_S, default 1740 s: a smaller
-# budget skips the record's startup options first, then the last runs of wave 2):
-#   wave 1, nothing timed (the GPU shared; the record's cold compile, ~10 min, sets its length): device_diff.py at
-#      world size 1 with train/'s defaults; the record's program and native, 80-step schedule, from fresh seeds
-#      ONE_SEED and ONE_SEED+1 (default 101, 102: seeds 1-3 made every earlier comparison), their losses for
-#      parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with the
-#      world-size-8 Muon patch (benchmarks/record_program.py MUON_SPLIT: below 8 ranks, the program whose math
-#      train/ does). The first run of each saves torch.compiler's cache artifacts (benchmarks/compile_artifacts);
-#   wave 2, the GPU alone: record and native alternating, 3 runs each, seeds ONE_SEED+2 .. +4, 80 steps: speed by
-#      window phase, startup on warm caches (launch to the first timed step), and 3 + 3 more final losses (5 + 5);
-#   startup options, short runs (6 steps) per program: the saved artifacts loaded into empty caches (a new node),
-#      and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches (what the AOTAutograd cache buys beside Inductor's):
-#      native's in wave 1 after its runs (the record's compile loads the CPU then), the record's last, in the
-#      budget left;
-#   summaries: one-parity/ (all 5 + 5 runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
+# Phase `one` (issues 29 and 41, one H200, every number in one lease): its time budget is planned by
+# benchmarks/session_plan.py (the lease's limits, the measured run times, the rule every item is gated by), and
+#   DRY_RUN=1 bash benchmarks/device_session.sh RESULTS one     prints that plan and exits (no GPU, nothing copied)
+# The session refuses to start when the plan's required part does not fit (exit 3). ONE_BUDGET_S (default the
+# plan's budget: one lease less the machine's start and the collection) is the session's clock; ONE_WARM=1 says
+# the compile caches are carried (no cold compile: the plan then holds the startup options too).
+#   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
+#      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seeds
+#      ONE_SEED and ONE_SEED+1 (default 101, 102), their losses for parity (sidebyside --shared-gpu keeps their
+#      step times out of the speed table). The record runs with the world-size-8 Muon patch
+#      (benchmarks/record_program.py MUON_SPLIT). The first run of each saves torch.compiler's cache artifacts
+#      (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world size 1 beside them;
+#   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
+#      3 + 3 more final losses (5 + 5). Each pair starts only when the plan's need for a whole pair is left, so a
+#      cut drops a pair, never one side of it; sidebyside's --need-s keeps any single run from starting short;
+#   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
+#      wave 2's warm startups, their baseline, were measured), each only when its pair fits: torch.compiler's saved
+#      artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches;
+#   summaries: one-parity/ (all runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
 # Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one]}
 shift
 PHASES=${*:-ws2 ws1}
+PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
+WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
+ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget)}
+if [ "${DRY_RUN:-0}" = 1 ]; then  # the plan of phase one and its budget; nothing else
+  "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}"; exit $?
+fi
+if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > /dev/null; then
+  echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s: DRY_RUN=1 shows the plan" >&2; exit 3
+fi
 STEPS=${STEPS:-40}
 PRIME_STEPS=${PRIME_STEPS:-6}  # the warm-up compiles every window size; a priming run need not train long
 # the programs after record and native: native with options changed (sidebyside --variant), space-separated,
@@ -69,6 +82,7 @@ mkdir -p "$R"
 SRC=$(pwd)
 SNAP=/tmp/ds-repo  # a private copy: later device calls re-sync the working tree under this script's feet
 rm -rf "$SNAP" && mkdir -p "$SNAP" && cp -r "$SRC"/. "$SNAP"/ && cd "$SNAP"
+PLAN=(python3 "$SNAP/benchmarks/session_plan.py")  # the snapshot's, like every other tool below
 DATA=$SNAP/.devcarry/docs-v1
 export PYTHONUNBUFFERED=1
 note() { echo "$(date -u +%H:%M:%S) $*" >> "$R/progress.txt"; }
@@ -164,38 +178,53 @@ wave1_record() {  # record runs 1 and 2 of phase one; run 2 once run 1's compile
   note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1"), $(startup_of "$R/one-w1-record-2")"
 }
 
-wave1_native() {
+wave1_native() {  # the loss kernels' GPU check first (its result sets native's options), then native's two runs
+  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/xent_check.py > "$R/xent-check.txt" 2>&1 \
+    || { ONE_NATIVES=(--native-set fused_loss=false); note "one: xent check FAILED: native without fused_loss"; }
+  local v; : > "$R/one-natives.txt"  # wave 2 and the options run what wave 1 ran (this is a background subshell)
+  for v in "${ONE_NATIVES[@]}"; do echo "$v" >> "$R/one-natives.txt"; done
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" --budget-s "$(left_s)" \
     --out "$R/one-w1-native-1" > "$R/one-w1-native-1.txt" 2>&1
   sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu "${ONE_NATIVES[@]}" \
     --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
   note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1"), $(startup_of "$R/one-w1-native-2")"
-  # while the record still compiles (its CPU load is on these startups too, as on native run 2's): the options
-  startup_option native artifacts 150 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-native/inductor" \
-    TRITON_CACHE_DIR="$SNAP/cache-fresh-native/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-native.bin"
-  startup_option native no-aot-cache 120 TORCHINDUCTOR_AUTOGRAD_CACHE=0
 }
 
-startup_option() {  # program, name, seconds it needs, env assignments...: one short run to time its startup
-  local who=$1 name=$2 need=$3; shift 3
-  if [ "$(left_s)" -lt "$need" ]; then note "one: startup $name $who not run ($(left_s) s left)"; return; fi
+fits() {  # session_plan.py's gate: an item of this kind (pair, option-NAME) started now can finish
+  local verdict; verdict=$("${PLAN[@]}" fits "$1" --left-s "$(left_s)"); local ok=$?
+  note "one: $verdict"; return $ok
+}
+
+startup_option() {  # program, name, env assignments...: one short run to time its startup
+  local who=$1 name=$2; shift 2
   env "$@" "${SBS[@]}" --only "$who" --world-sizes 1 --steps 6 "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" \
     --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" > "$R/one-startup-$name-$who.txt" 2>&1
   note "one: startup $name: $(startup_of "$R/one-startup-$name-$who")"
 }
 
+option_pair() {  # name, then per program the same option: fresh caches where it loads artifacts
+  local name=$1 who
+  fits "option-$name" || return 0
+  for who in record native; do
+    case $name in
+      artifacts) startup_option "$who" artifacts TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-$who/inductor" \
+        TRITON_CACHE_DIR="$SNAP/cache-fresh-$who/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-$who.bin" ;;
+      no-aot-cache) startup_option "$who" no-aot-cache TORCHINDUCTOR_AUTOGRAD_CACHE=0 ;;
+    esac
+  done
+}
+
 one_gpu() {
-  ONE_END=$(( SECONDS + ${ONE_BUDGET_S:-1740} ))
+  ONE_END=$ONE_BUDGET_S  # on the script's clock (SECONDS counts from its start, as the plan's clock does)
   ONE_STEPS=${ONE_STEPS:-80}; ONE_SEED=${ONE_SEED:-101}
   ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
-  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/xent_check.py > "$R/xent-check.txt" 2>&1 \
-    || { ONE_NATIVES=(--native-set fused_loss=false); note "one: xent check FAILED: native without fused_loss"; }
-  note "one: wave 1 (shared GPU), seeds $ONE_SEED, $((ONE_SEED + 1)); natives ${ONE_NATIVES[*]:-default}"
-  local diff=""  # ONE_DIFF=0: the default's GPU differential already passed in an earlier lease (its CPU load
-  if [ "${ONE_DIFF:-1}" = 1 ]; then  # would lengthen the record's cold compile)
+  "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > "$R/plan.txt"
+  note "one: wave 1 (shared GPU), seeds $ONE_SEED, $((ONE_SEED + 1)); budget $ONE_BUDGET_S s (plan.txt)"
+  local diff=""
+  if [ "${ONE_DIFF:-0}" = 1 ]; then  # not in the plan: its CPU load lengthens the record's cold compile
     ( diff_run 1 0 "$R/diff1" > "$R/diff1.txt" 2>&1; note "one: diff1 (defaults) device_diff exit $?" ) &
     diff=$!
   fi
@@ -203,15 +232,20 @@ one_gpu() {
   local native=$!
   wave1_record
   wait $diff "$native"
+  mapfile -t ONE_NATIVES < "$R/one-natives.txt"
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
-  sbs --world-sizes 1 --steps "$ONE_STEPS" --repeat 3 --seed $((ONE_SEED + 2)) "${ONE_NATIVES[@]}" \
-    --budget-s $(( $(left_s) - 30 )) --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
+  local i needs=(--need-s "record=$("${PLAN[@]}" need record)" --need-s "native=$("${PLAN[@]}" need native)")
+  for i in 1 2 3; do
+    fits pair || break
+    sbs --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1 + i)) "${ONE_NATIVES[@]}" "${needs[@]}" \
+      --budget-s "$(left_s)" --out "$R/one-wave2-$i" > "$R/one-wave2-$i.txt" 2>&1
+  done
+  sbs --summarize "$R"/one-wave2-? --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
-  startup_option record artifacts 200 TORCHINDUCTOR_CACHE_DIR="$SNAP/cache-fresh-record/inductor" \
-    TRITON_CACHE_DIR="$SNAP/cache-fresh-record/triton" REPRO_COMPILE_ARTIFACTS_LOAD="$R/artifacts-record.bin"
-  startup_option record no-aot-cache 160 TORCHINDUCTOR_AUTOGRAD_CACHE=0
+  option_pair artifacts
+  option_pair no-aot-cache
   sbs --summarize "$R"/one-w1-record-1 "$R"/one-w1-record-2 "$R"/one-w1-native-1 "$R"/one-w1-native-2 \
-    "$R/one-wave2" --out "$R/one-parity" > "$R/one-parity.txt" 2>&1
+    "$R"/one-wave2-? --out "$R/one-parity" > "$R/one-parity.txt" 2>&1
   grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
   note "one: done, $(left_s) s of the budget left"
 }

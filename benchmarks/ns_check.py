@@ -15,7 +15,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repo root for train/
 
 from benchmarks.timing import time_ms  # noqa: E402
-from train.ns_triton import AVAILABLE, orthogonalize, sym_product  # noqa: E402
+from train.newton_schulz import NORM_EPS, NS_COEFFS, orthogonalize_torch  # noqa: E402
+from train.ns_triton import AVAILABLE, orthogonalizer, sym_product  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,6 @@ class SelfCheck:
 
 def selfcheck(time_it: bool = True) -> SelfCheck:
     """Check the kernels against torch on this GPU; raises AssertionError when they disagree."""
-    from train.newton_schulz import orthogonalize_torch
-
     if not (AVAILABLE and torch.cuda.is_available()):
         raise RuntimeError("ns_triton.selfcheck needs CUDA and Triton: run it on a GPU machine")
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -45,6 +44,7 @@ def selfcheck(time_it: bool = True) -> SelfCheck:
     assert worst < 1e-2, f"Triton symmetric products are {worst:.2e} away from fp32 torch"
 
     ns_diff, ms = 0.0, {}
+    orthogonalize = orthogonalizer(NS_COEFFS, NORM_EPS)
     compiled = torch.compile(orthogonalize, dynamic=False)  # what newton_schulz uses on CUDA by default
     for shape in [(8, 768, 768), (2, 768, 3072), (40, 768, 768), (22, 768, 3072), (10, 6, 12), (1, 1, 12)]:
         G = torch.randn(shape, device="cuda", generator=gen)

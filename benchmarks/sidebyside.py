@@ -359,6 +359,18 @@ def table(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _needs(ap: argparse.ArgumentParser, given: list[str]) -> dict[str, float]:
+    """--need-s PROGRAM=S values -> {program: seconds}."""
+    out = {}
+    for item in given:
+        who, _, seconds = item.partition("=")
+        try:
+            out[who] = float(seconds)
+        except ValueError:
+            ap.error(f"--need-s {item}: expected PROGRAM=SECONDS, e.g. --need-s record=171")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM stops the running program too (device_session.sh stops a priming run that way): without this the
     # program, in its own session, would outlive this process and share the GPU with the next timed run
@@ -391,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native-set", action="append", default=[], metavar="KEY=VALUE",
                     help="an extra train/ config override for the native runs (repeatable)")
     ap.add_argument("--budget-s", type=float, default=570, help="stop starting runs after this many seconds")
+    ap.add_argument("--need-s", action="append", default=[], metavar="PROGRAM=S",
+                    help="no run of PROGRAM (record, native, native-NAME) starts with less than S seconds of the "
+                         "budget left (its slowest measured run with a margin; default 60); repeatable")
     ap.add_argument("--shared-gpu", action="store_true",
                     help="these runs share the GPU with other work: losses and startups kept, step times left out "
                          "of the speed table")
@@ -401,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summarize", type=Path, nargs="+", metavar="OUT", help="merge earlier --out folders, print")
     ap.add_argument("--matmul", action="store_true", help=argparse.SUPPRESS)  # the child that measures the rate
     a = ap.parse_args(argv)
+    needs = _needs(ap, a.need_s)
     started = time.perf_counter()
     if a.matmul:
         print(json.dumps(measure_matmul()))
@@ -492,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.dry_run:
                 continue
             left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
-            if left < 60:
+            if left < needs.get(who, 60.0):
                 pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
                 continue
             before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()

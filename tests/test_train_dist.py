@@ -135,3 +135,48 @@ def test_training_at_world_1_2_4_ends_with_the_same_parameters(corpus, world1, w
         for name, ref in base.items():
             bound = 1e-1 if name in muon_names else 2e-2
             assert rel(params[name], ref) < bound, (world, name, rel(params[name], ref))
+
+
+# ---- an unseeded run: every rank starts from rank 0's weights -----------------------------------------------------
+
+def _unseeded_worker(rank: int, world: int, port: int, corpus, out: str) -> None:
+    """One rank of an unseeded 2-step tiny run (`train`, as `python -m train` calls it): the parameters the first
+    forward pass sees are saved per rank; rank 0's metrics say the seed it drew."""
+    from train.model import GPT
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    env = init_distributed()
+    first: dict = {}
+
+    def hook(module, args):
+        if isinstance(module, GPT) and not first:
+            first.update({k: v.detach().clone() for k, v in module.state_dict().items()})
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    cfg = apply_overrides(fp32_tiny(corpus), ["seed=none"])
+    train(cfg, None, Path(out) / "metrics.jsonl" if rank == 0 else None, env=env, console=False)
+    handle.remove()
+    torch.save(first, Path(out) / f"start-{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_an_unseeded_run_starts_every_rank_from_rank_0s_weights(corpus, tmp_path):
+    """Without a seed each process draws its own (train/loop.py set_up), so the ranks would start from different
+    weights unless rank 0's are broadcast: two gloo ranks must meet the first forward pass with rank 0's, i.e.
+    the weights of rank 0's logged seed."""
+    import json
+
+    mp.spawn(_unseeded_worker, args=(2, free_port(), corpus, str(tmp_path)), nprocs=2, join=True)
+    starts = [torch.load(tmp_path / f"start-{rank}.pt") for rank in range(2)]
+    config = next(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+                  if json.loads(line).get("event") == "config")
+    assert config["config"]["seed"] is None and config["world_size"] == 2
+    torch.manual_seed(config["init_seed"])
+    rank0 = GPT(fp32_tiny(corpus), attention_backend="dense", fp8=False, world_size=2).state_dict()
+    assert set(starts[0]) == set(starts[1]) == set(rank0)
+    differ = [(rank, name) for name, value in rank0.items() for rank in range(2)
+              if not torch.equal(starts[rank][name], value)]
+    assert differ == [], "these ranks start these parameters from other weights than rank 0's seed gives"

@@ -215,3 +215,57 @@ def test_the_untimed_warm_up_leaves_model_yarn_and_optimizers_as_they_started(sh
     assert model.yarn.attn_scale == 0.1
     assert all(torch.equal(a, b) for a, b in zip(tables, (model.yarn.cos, model.yarn.sin, model.yarn.angular_freq)))
     assert run.adam is not adam and run.muon is not muon and not run.adam.state and not run.muon.state
+
+
+# ---- the data the timed run trains on: the record's loader from its start, as after the record's warm-up ----------
+
+def training_inputs_of_a_run(cfg) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(inputs, targets) of every training forward of one real train.loop.train run (CPU, world size 1), in order:
+    the warm-up's and then the timed run's. Read by a forward pre-hook of torch's on every GPT module."""
+    from train.loop import DistEnv, train
+    from train.model import GPT
+
+    seen = []
+
+    def hook(module, args):
+        if isinstance(module, GPT) and module.training:
+            seen.append((args[0].clone(), args[1].clone()))
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the trainer does on CPU: small ops, shared cores
+    try:
+        train(cfg, None, None, env=DistEnv(0, 0, 1, torch.device("cpu")), console=False)
+    finally:
+        handle.remove()
+        torch.set_num_threads(threads)
+    return seen
+
+
+def record_micro_batches(rec, cfg, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The first n micro-batches of the record's own train loader, made as its program makes it (twice: before its
+    warm-up and again before its timed loop, `train_loader = distributed_data_generator(...)`)."""
+    rec.device = torch.device("cpu")
+    loader = rec.distributed_data_generator(cfg.train_files, cfg.train_batch_tokens, cfg.train_max_seq_len,
+                                            grad_accum_steps=cfg.grad_accum(1))
+    return [next(loader)[:2] for _ in range(n)]
+
+
+def test_the_timed_run_trains_on_the_records_loader_from_its_start_after_the_warm_up(rec, shards):
+    """The record's program trains its warm-up steps, then makes its train loader again: the timed run starts the
+    data over. A timed run that continued the warm-up's loader trains another model (an audit measured val loss
+    7.2092 against 7.3788); the schedule comparison above runs the timed loop alone and cannot see it. Here a whole
+    run (warm-up 3 micro-steps, then 2 steps of 8) must feed the record's first batches to both."""
+    warm, steps = 3, 2
+    cfg = native_config(["--preset", "record"], shards, dict(SIZES, warmup_steps=warm, scheduled_steps=steps,
+                                                             extension_steps=0, seed=0, val_tokens=512))
+    grad_accum = cfg.grad_accum(1)
+    seen = training_inputs_of_a_run(cfg)
+    assert len(seen) == warm + steps * grad_accum
+    want = record_micro_batches(rec, cfg, steps * grad_accum)
+    assert not torch.equal(want[0][0], want[warm][0])  # the loader moves on: a continued one would differ
+    for i, ((inputs, targets), (rec_inputs, rec_targets)) in enumerate(zip(seen[:warm], want)):
+        assert torch.equal(inputs, rec_inputs) and torch.equal(targets, rec_targets), f"warm-up micro-step {i}"
+    for i, ((inputs, targets), (rec_inputs, rec_targets)) in enumerate(zip(seen[warm:], want)):
+        assert torch.equal(inputs, rec_inputs.to(inputs.dtype)) and torch.equal(targets, rec_targets), \
+            f"timed micro-step {i} (step {i // grad_accum}) is not the record's micro-batch {i}"

@@ -75,3 +75,30 @@ def test_a_file_outside_the_list_is_not_part_of_the_identity(tmp_path):
     shutil.copytree(TRAIN, copy)
     (copy / "aaa_experiment.py").write_text("SPEED = 'unmeasured'\n")
     assert native_program_text(copy) == program_text(copy) == program_text()
+
+
+def _circles() -> list[list[str]]:
+    """Import circles among train/'s files (imports anywhere in a file, lazy ones too), each as a path a -> ... -> a."""
+    graph = {name: sorted(train_imports(TRAIN / name) - {"__init__.py"}) for name in FILES}
+    found, done = [], set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            found.append(path[path.index(name):] + [name])
+            return
+        if name in done:
+            return
+        for target in graph[name]:
+            visit(target, path + [name])
+        done.add(name)
+
+    for name in FILES:
+        visit(name, [])
+    return found
+
+
+def test_no_train_file_imports_back_into_its_importer():
+    """newton_schulz.py once imported ns_triton.py, which imported its coefficients back (issue 40): the
+    coefficients are passed in now, and no circle of imports may come back anywhere in train/."""
+    assert _circles() == []
+    assert train_imports(TRAIN / "ns_triton.py") == set()

@@ -65,15 +65,12 @@ class TrainConfig:
     bf16: bool = True  # embeddings and linear layers in bf16 (the record); false keeps the model in fp32 (tests)
     compile: bool = True
     attention: str = "auto"  # auto | fa3 | flex | dense
-    # optional kernels (train/kernels.py swaps them in). fused_loss: the loss and its gradient in the forward
-    # pass (train/loss.py), on CUDA by train/xent_triton.py's kernels:
-    # 33.0 ms per step less than without them at world size 1 on an H200 (5.0 %), 100 GPU differential checks
-    # passed (train/BENCHMARKS.md)
+    # optional kernels (train/kernels.py swaps them in; what each was measured to buy: train/BENCHMARKS.md,
+    # "The options' measurements"). fused_loss: the loss and its gradient in the forward pass (train/loss.py), on
+    # CUDA by train/xent_triton.py's kernels
     fused_loss: bool = True
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
-    # gradient, in place of a copy that reads it back. On an H200, 2026-12-01: the loss path 5.14 against 6.71 ms
-    # per micro-step; end to end 613.3 and 610.1 against 619.5 ms/step at world size 1; peak memory +2.3 GiB
-    # (both FP8 gradients live until the backward pass). train/BENCHMARKS.md
+    # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
@@ -157,8 +154,8 @@ class TrainConfig:
 
 PRESETS: dict[str, dict] = {
     "record": {},
-    # CPU presets keep fp32: CPUs without native bf16 (AVX2-only AMD EPYC) run bf16 matmuls ~12x slower. They
-    # leave fused_loss off: without the GPU kernels, eager, it is slower (808 against 630 ms/step, tiny).
+    # CPU presets keep fp32: CPUs without native bf16 (AVX2-only AMD EPYC) run bf16 matmuls far slower. They
+    # leave fused_loss off: without the GPU kernels, eager, it is slower (train/BENCHMARKS.md).
     # CPU tests: 6 layers of width 64, 4 slots of 128 tokens, windows in 8-token blocks, 10 steps.
     "tiny": dict(num_layers=6, model_dim=64, num_heads=2, train_batch_tokens=512, batch_slots=4,
                  train_max_seq_len=128, val_batch_tokens=512, val_tokens=1024, scheduled_steps=8,

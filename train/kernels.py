@@ -46,9 +46,8 @@ class Kernels:
 
 
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
-# train/xent_triton.py's two Triton passes: 33.0 ms per step less at world size 1 on an H200 (5.0 %).
-# fused_loss_transpose (with fused_loss): the second pass also writes dW's transposed FP8 gradient, 6-9 ms per
-# step more (ignored off CUDA or without FP8).
+# train/xent_triton.py's two Triton passes. fused_loss_transpose (with fused_loss): the second pass also writes
+# dW's transposed FP8 gradient (ignored off CUDA or without FP8). Their measurements: train/BENCHMARKS.md.
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
     "fused_loss": lambda k, cfg: dataclasses.replace(
         k, train_loss=fused_loss_transposed if cfg.fused_loss_transpose else fused_loss),

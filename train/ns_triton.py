@@ -10,6 +10,8 @@ baddbmm. `newton_schulz.orthogonalize` picks this path for CUDA tensors when Tri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -73,22 +75,27 @@ def sym_product(X: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0, a
     return out
 
 
-def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
-    """newton_schulz.orthogonalize_torch's iteration. G: (..., rows, cols) on CUDA -> bf16, same shape."""
-    from train.newton_schulz import NORM_EPS, NS_COEFFS
+def orthogonalizer(coeffs: tuple[float, float, float], norm_eps: float) -> Callable[[Tensor, int], Tensor]:
+    """newton_schulz.orthogonalize_torch's iteration with newton_schulz's coefficients (a, b, c) and norm_eps,
+    passed in: this module imports nothing of train/. They are closure constants, as module globals would be, so
+    torch.compile bakes them into the graph rather than taking them as inputs."""
+    a, b, c = coeffs
 
-    a, b, c = NS_COEFFS
-    tall = G.size(-2) > G.size(-1)
-    X = G.bfloat16().reshape(-1, *G.shape[-2:])  # (B, rows, cols)
-    if tall:
-        X = X.mT
-    X = (X / (X.norm(dim=(-2, -1), keepdim=True) + NORM_EPS)).contiguous()  # (B, m, n), m <= n
-    A = X.new_empty(X.shape[0], X.shape[1], X.shape[1])  # (B, m, m)
-    B = torch.empty_like(A)  # (B, m, m)
-    Y = torch.empty_like(X)  # (B, m, n)
-    for _ in range(steps):
-        sym_product(X, A)  # A = X Xᵀ
-        sym_product(A, B, alpha=c, beta=b, add_x=True)  # B = cA² + bA (A is symmetric: A² = A Aᵀ)
-        torch.baddbmm(X, B, X, beta=a, alpha=1.0, out=Y)  # Y = aX + BX
-        X, Y = Y, X
-    return (X.mT if tall else X).reshape(G.shape)
+    def orthogonalize(G: Tensor, steps: int = 5) -> Tensor:
+        """G: (..., rows, cols) on CUDA -> bf16, same shape."""
+        tall = G.size(-2) > G.size(-1)
+        X = G.bfloat16().reshape(-1, *G.shape[-2:])  # (B, rows, cols)
+        if tall:
+            X = X.mT
+        X = (X / (X.norm(dim=(-2, -1), keepdim=True) + norm_eps)).contiguous()  # (B, m, n), m <= n
+        A = X.new_empty(X.shape[0], X.shape[1], X.shape[1])  # (B, m, m)
+        B = torch.empty_like(A)  # (B, m, m)
+        Y = torch.empty_like(X)  # (B, m, n)
+        for _ in range(steps):
+            sym_product(X, A)  # A = X Xᵀ
+            sym_product(A, B, alpha=c, beta=b, add_x=True)  # B = cA² + bA (A is symmetric: A² = A Aᵀ)
+            torch.baddbmm(X, B, X, beta=a, alpha=1.0, out=Y)  # Y = aX + BX
+            X, Y = Y, X
+        return (X.mT if tall else X).reshape(G.shape)
+
+    return orthogonalize
