@@ -392,8 +392,7 @@ def _readme(folder: Path) -> str:
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
                    repository: str = DEFAULT_REPOSITORY, environments: list[EnvironmentPin] | None = None,
                    dry_run: bool = False, shard_tokens: int | None = None) -> ImportResult:
-    """`shard_tokens`: the tokens of one shard of the records' dataset (DEFAULT_DATASET), from the registry's
-    dataset manifest; each record's dataset.derived counts its program's shards at that size."""
+    """`shard_tokens`: one shard's tokens in the records' dataset: dataset.derived counts shards of that size."""
     clone = Path(clone)
     readme = clone / "README.md"
     if not readme.is_file():
