@@ -179,7 +179,8 @@ def plan_data(ws: Workspace, record: Record, req: ReproduceRequest, text: bytes 
            "source": req.data_source, "folder": str(req.data_dir or ws.data / manifest.name),
            "count_from": "--dataset" if req.dataset else "dataset.train_shards" if record.dataset.train_shards
            else "dataset.derived",
-           "derivation": need.derivation if need else derived.derivation if derived else ""}
+           "derivation": derived.derivation if derived and not req.dataset else "",
+           "reads": need.derivation if need else ""}  # what this run's steps read (a smoke cut's, or the record's)
     short = shortfall(need, train, manifest.name, manifest.format.tokens_per_shard)
     return out, f"data: {short}; give more shards (dataset.train_shards)" if short else ""
 
@@ -241,6 +242,7 @@ def render_plan(plan: ReproducePlan) -> list[str]:
                      f"{data['source']} into {data['folder']}")
         lines.append(f"    count     from {data['count_from']}"
                      + (f": {data['derivation']}" if data["derivation"] else ""))
+        lines += [f"    reads     {data['reads']}"] if data["reads"] and data["reads"] != data["derivation"] else []
     where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else "CPU"
     lines.append(f"  cost        {cost['runs']} run(s) on {where}, about "
                  f"{cost['train_s_per_run']} s of training each ({cost['basis']})")
