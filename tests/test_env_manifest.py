@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def test_record_environment_is_the_records():
     record = load_record(RECORD)
     env = load_environment(WS, record.environment)
     assert env.name == "record-2025-09" and env.record == RECORD
-    # FA3 comes from the record manifest, never a second copy that could drift
+    # FA3's pin is the environment's own (it loads without any record manifest), the build the record names
     assert env.flash_attention == record.software.flash_attention
     assert env.flash_attention.commit == "92207199ac70fa2a20c43f319862c7a8a8d452dd"
     assert env.expected == {"python": "3.10.12", "torch": "2.9.0.dev20250726+cu126", "triton": "3.4.0",
@@ -112,7 +113,8 @@ def _copy_manifest(tmp_path: Path, edit) -> Path:
     (lambda t: t.replace("-ubuntu22.04@sha256:4cf7f8137bdeeb099b1f2de126e505aa1f01b6e4471d13faf93727a9bf83d539",
                          "-ubuntu22.04"), "bases.runtime", "not pinned"),
     (lambda t: t.replace("components: [python,", "components: [pyton,"), "components[0]", "pyton"),
-    (lambda t: t.replace("flash_attention: record", "flash_attention: latest"), "flash_attention", "latest"),
+    (lambda t: re.sub(r"flash_attention:\n(  .*\n)+", "flash_attention: record\n", t), "flash_attention",
+     "not a pin"),
     (lambda t: t.replace('glibc: "2.35"', "glibc: new"), "platform.glibc", "new"),
     (lambda t: t.replace("dockerfile: docker/Dockerfile", "dockerfile: docker/Nope"), "dockerfile", "is not a file of"),
     (lambda t: t + "torch_version: 2.9\n", "torch_version", "not a known field"),
@@ -123,3 +125,17 @@ def test_bad_manifest_names_file_field_and_fix(tmp_path, edit, field, words):
         load_environment_file(path, WS)
     assert err.value.field == field and words in err.value.what and err.value.fix
     assert str(path) in str(err.value)
+
+
+def test_every_environment_loads_in_a_registry_without_record_manifests(tmp_path):
+    """A fresh `repro records import` writes its own record manifests (or none yet): no environment may need one."""
+    shutil.copytree(REPO_ROOT / "manifests" / "environments", tmp_path / "environments")
+    (tmp_path / "records").mkdir()
+    ws = Workspace.resolve(root=REPO_ROOT, registry=tmp_path)
+    loaded = {name: load_environment(ws, name) for name in environment_names(ws)}
+    assert {"record-2025-09", "pypi-torch-2.8", "pypi-torch-2.10"} <= set(loaded)
+    assert loaded["pypi-torch-2.8"].flash_attention.commit == "92207199ac70fa2a20c43f319862c7a8a8d452dd"
+    assert loaded["record-2025-09"].flash_attention == loaded["pypi-torch-2.8"].flash_attention
+    for env in loaded.values():
+        lock = load_lock(env)
+        assert lock.manifest_sha256 == env.manifest_sha256, f"{env.name}: manifest edited without its lock"

@@ -48,7 +48,8 @@ def test_no_two_records_needing_one_environment_get_two_locks():
 
 
 @pytest.mark.parametrize("name, environment", [("2026-07-17_FP8DownProjection", "pypi-torch-2.10"),
-                                               ("2024-10-10_Muon", "pypi-torch-2.4")])
+                                               ("2024-10-10_Muon", "pypi-torch-2.4"),
+                                               ("2024-11-06_ShortcutsTweaks", "pypi-torch-2.5")])
 def test_a_stable_release_in_the_log_gets_its_exact_lock_from_pypi(name, environment):
     record = load_record(name, RECORDS)
     choice = environment_by_rule(_torch(record), name, record.date, registry_environments(ENVIRONMENTS), today=LATER)

@@ -122,14 +122,17 @@ def test_hand_written_fields_and_comments_are_kept(tmp_path):
     reg = registry(tmp_path, with_hand_written=True)
     original = (reg / "records" / "2025-09-23_MuonCustomSizing.yaml").read_text()
     result = do_import(reg)
-    # the trimmed fixture programs are not the record's: their fingerprint is regenerated with the logs
-    assert set(result["changes"]["2025-09-23_MuonCustomSizing"]) == {"logs", "imported", "program.fingerprint"}
+    # the trimmed fixture programs are not the record's: their fingerprint is regenerated with the logs, and so is
+    # the shard count derived from them (dataset.derived); the author's dataset.train_shards stays
+    assert set(result["changes"]["2025-09-23_MuonCustomSizing"]) == {"logs", "imported", "program.fingerprint",
+                                                                      "dataset.derived"}
     text = (reg / "records" / "2025-09-23_MuonCustomSizing.yaml").read_text()
     rules_block = original[original.index("rules:"):]
     assert rules_block in text  # the author's rules, comments and layout, byte for byte
     r = load_record_file(reg / "records" / "2025-09-23_MuonCustomSizing.yaml")
     assert r.upstream.commit == "7d7952d2fb63307d54541e37dddd22d1a924b34a"  # the author's pin stays
     assert r.rules.loss_evidence == "parent" and r.published.ml_validation == "parent"
+    assert r.dataset.train_shards == 9 == r.dataset.shards_to_fetch and r.dataset.derived is not None
     assert {log.fingerprint for log in r.logs} == {r.program.fingerprint}
     # an author edits a generated manifest: the next import keeps the edit and reports nothing changed
     path = reg / "records" / "2024-10-10_Muon.yaml"

@@ -63,8 +63,8 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
             # pinned: the record's own PyTorch build, obtainable, with its wheel's sha256 in the lock
             "environment_pinned": choice.kind == "exact" and torch_hashed,
             # pinned: the registry has the dataset's manifest and the record says how many shards it reads
-            # (an imported record's shard count is unknown until someone writes it into dataset:)
-            "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file() and r.dataset.train_shards > 0}
+            # (its author's dataset.train_shards, else the count the importer derived from its program)
+            "data_pinned": (ws.datasets_dir / f"{r.dataset.name}.yaml").is_file() and r.dataset.shards_to_fetch > 0}
 
 
 @records.command("list")
@@ -130,7 +130,7 @@ def show(registry, name, wheelhouse, as_json):
     click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
                f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
     click.echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
-    click.echo(f"  data       {r.dataset.name}: {r.dataset.train_shards} train + {r.dataset.val_shards} val shards")
+    click.echo(f"  data       {r.dataset.name}: {r.dataset.shards_to_fetch} train + {r.dataset.val_shards} val shards")
     click.echo(f"  environment {r.environment or '(none)'} (the manifest's" +
                ("" if env_exists or not r.environment else "; not in this registry") + ")")
     if choice.environment:
@@ -177,7 +177,8 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
 
     target = ws.with_registry(into.resolve()) if into else ws
     result = import_records(clone, target.records_dir, track=track, commit=commit,
-                            environments=registry_environments(target.environments_dir), dry_run=dry_run)
+                            environments=registry_environments(target.environments_dir), dry_run=dry_run,
+                            shard_tokens=dataset_shard_tokens(target))
     if as_json:
         emit_json(result.to_dict())
         return
@@ -209,6 +210,16 @@ def plot(registry, out_dir):
             if r.track.startswith("track_1")]
     path = plot_history(rows, out_dir)
     click.echo(f"wrote {path}")
+
+
+def dataset_shard_tokens(ws) -> int | None:
+    """One shard's tokens of the dataset imported records read, when the registry has its manifest."""
+    from pipeline.data.manifest import load_dataset
+    from pipeline.records.importer import DEFAULT_DATASET
+
+    if not (ws.datasets_dir / f"{DEFAULT_DATASET['name']}.yaml").is_file():
+        return None
+    return load_dataset(DEFAULT_DATASET["name"], ws.registry).format.tokens_per_shard
 
 
 @records.command("fetch-logs")

@@ -639,7 +639,7 @@ def plan(dataset: str | None, record: Record | None, train_shards: int | None, v
     rec_dataset, rec_train, rec_val = None, None, None
     if record is not None:
         ref = record.dataset
-        rec_dataset, rec_train, rec_val = ref.name, ref.train_shards, ref.val_shards
+        rec_dataset, rec_train, rec_val = ref.name, ref.shards_to_fetch, ref.val_shards
     elif dataset is None:
         raise InputError("neither a dataset nor a record to take one from", "give --dataset NAME or --record NAME")
     dataset = dataset or rec_dataset

@@ -5,8 +5,10 @@
 
 An environment says what to pin: the base images (by digest), the exact Python, the top-level
 pip requirements (the lock holds the resolved closure with URLs and sha256), the Dockerfile that
-builds it, the FA3 pin (taken from the record manifest, never copied) and which components
-`repro env verify` reads inside the image. An environment that is not the record's own (a
+builds it, the FA3 pin and which components `repro env verify` reads inside the image. An environment depends on
+no record manifest: it loads in a registry that a fresh `repro records import` wrote, whatever that holds. Its
+`record` names the record it was made for; that record's software pins, when the registry holds it, add the
+`software.differs` deviations. An environment that is not the record's own (a
 fallback) carries a `deviation` text and every use of it is reported as a deviation.
 """
 
@@ -16,11 +18,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import InputError
+from pipeline.errors import InputError, ReproError
 from pipeline.findings import Finding, differences
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
-from pipeline.records.model import FlashAttentionPin, Software, load_record
+from pipeline.records.model import FlashAttentionPin, Software, flash_attention_pin, load_record
 from pipeline.workspace import Workspace
 
 SCHEMA_VERSION = 1
@@ -121,6 +123,29 @@ def _bases(f: Fields) -> dict:
     return bases
 
 
+def _served_record(record: str, ws: Workspace):
+    """The record this environment was made for, when the registry holds a readable manifest of it; an
+    environment never depends on it (a fresh import may lack it, or write it differently)."""
+    if not record or not (ws.records_dir / f"{record}.yaml").is_file():
+        return None
+    try:
+        return load_record(record, ws.records_dir)
+    except ReproError:
+        return None
+
+
+def _flash_attention(top: Fields) -> FlashAttentionPin | None:
+    """The FA3 build this environment compiles: its own pin, written here (never taken from a record manifest)."""
+    value = top.data.get("flash_attention")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise top.fail("flash_attention", f"is {value!r}, not a pin",
+                       "write the FA3 pin here (repository, branch, commit, cutlass_commit, subdirectory, build_env): "
+                       "an environment depends on no record manifest")
+    return flash_attention_pin(top.sub("flash_attention"))
+
+
 def load_environment_file(path: Path, ws: Workspace) -> Environment:
     top = Fields(load_yaml(path), path)
     check_schema_version(top, SCHEMA_VERSION)
@@ -137,21 +162,9 @@ def load_environment_file(path: Path, ws: Workspace) -> Environment:
         raise top.fail("dockerfile", f"{dockerfile} is not a file of {ws.docker_dir}",
                        "write docker/<file> naming one of the tool's Dockerfiles")
     record = top.opt("record", str, "")
-    served = load_record(record, ws.records_dir) if record else None
+    served = _served_record(record, ws)
     record_software = served.software if served else None
-    fa_source = top.opt("flash_attention", str, "")
-    if fa_source not in ("", "record"):
-        raise top.fail("flash_attention", f"is {fa_source!r}",
-                       "write `flash_attention: record` (the pin lives in the record manifest) or leave it out")
-    flash_attention = None
-    if fa_source == "record":
-        if not record:
-            raise top.fail("flash_attention", "takes the pin from the record but no record is named",
-                           "add `record: <record name>`")
-        flash_attention = record_software.flash_attention
-        if flash_attention is None:
-            raise top.fail("flash_attention", f"record {record} pins no flash_attention",
-                           "add software.flash_attention to the record or drop it here")
+    flash_attention = _flash_attention(top)
     components = top.list_of("components", str)
     for i, component in enumerate(components):
         if component not in COMPONENTS:

@@ -84,7 +84,7 @@ def check_disk_data(facts: HostFacts, record: Record, runtime: str) -> Check:
     if disk is None:
         return Check("disk_data", "warn", f"free space unknown ({facts.missing_reason('disk:data') or 'not read'})",
                      "a fetch may run out of space")
-    shards = record.dataset.train_shards + record.dataset.val_shards
+    shards = record.dataset.shards_to_fetch + record.dataset.val_shards
     need = max(0, shards * SHARD_BYTES - (disk.present_bytes or 0))
     if disk.free_bytes < need:
         return Check("disk_data", "fail", f"{_gb(disk.free_bytes)} free at {disk.path}; {shards} shards need "

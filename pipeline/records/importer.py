@@ -55,6 +55,7 @@ GENERATED = {
     "hardware": ("gpu_model", "gpu_count", "driver", "cuda_driver"),
     "software": ("python", "torch", "torch_cuda", "triton"),
     "program": ("fingerprint",),
+    "dataset": ("derived",),  # the shards the program reads, worked out again from its hyperparameters
 }
 
 DEFAULT_RULES = {
@@ -151,6 +152,7 @@ class RowImport:
     commit: str
     repository: str
     licence: str
+    data_need: dict = field(default_factory=dict)  # dataset.derived (pipeline/records/data_need.py)
 
 
 def _published(facts: list[LogFacts], claimed_s: float | None, quoted: dict) -> dict:
@@ -214,7 +216,7 @@ def _generated(x: RowImport, environments: list[EnvironmentPin], warnings: list[
                      "torch_cuda": most_common(f.torch_cuda for f in facts) or "",
                      "triton": most_common(f.triton for f in facts) or ""},
         "environment": choice.environment,
-        "dataset": dict(DEFAULT_DATASET),
+        "dataset": {**DEFAULT_DATASET, "derived": x.data_need},
         "rules": _rules(x, gpu_model, torch),
         "imported": {"commit": x.commit, "row": row.number, "claimed_time": row.claimed_time,
                      "claimed_time_s": row.claimed_time_s, "linked_log": row.log_link,
@@ -389,7 +391,8 @@ def _readme(folder: Path) -> str:
 
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
                    repository: str = DEFAULT_REPOSITORY, environments: list[EnvironmentPin] | None = None,
-                   dry_run: bool = False) -> ImportResult:
+                   dry_run: bool = False, shard_tokens: int | None = None) -> ImportResult:
+    """`shard_tokens`: one shard's tokens in the records' dataset: dataset.derived counts shards of that size."""
     clone = Path(clone)
     readme = clone / "README.md"
     if not readme.is_file():
@@ -440,11 +443,39 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         try:
             selection = select_runs(inp)
             proposal = _propose(row, previous_row, selection, inp.readme, terms)
+            need = derived_data(folder, selection, terms.gpu_count, shard_tokens)
             _import_one(records_dir, RowImport(row, name, previous, selection, proposal, terms, sha, repository,
-                                               licence), environments or [], result, dry_run)
+                                               licence, data_need=need), environments or [], result, dry_run)
         except ReproError as exc:
             result.skipped_rows.append(f"row {row.number} ({name}): not imported: {exc.what}")
     return result
+
+
+def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_tokens: int | None) -> dict:
+    """dataset.derived: the shards the first selected run's program reads, from its own hyperparameters, at the
+    shard size of the record's dataset (`shard_tokens`, its manifest's format.tokens_per_shard); when they cannot
+    be worked out, train_shards 0 and the reason."""
+    from pipeline.records.data_need import DataNeed, data_need
+    from pipeline.records.logfacts import MAX_LOG_BYTES
+    from pipeline.records.logparse import parse_text
+
+    run = next((r for r in selection.runs if r.facts.program_sha256), None)
+    gpus = most_common(r.facts.gpu_count for r in selection.runs) or track_gpus
+    try:
+        if run is None:
+            raise InputError("none of its runs' logs carries the program", "")
+        if not shard_tokens:
+            raise InputError(f"the registry's dataset {DEFAULT_DATASET['name']} fixes no tokens_per_shard", "")
+        with open(folder / run.rel, "rb") as f:
+            program = parse_text(f.read(MAX_LOG_BYTES), run.rel).program
+        if program is None:
+            raise InputError(f"{run.rel} carries no program text", "")
+        return data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()
+    except (ReproError, OSError) as exc:
+        why = getattr(exc, "what", None) or str(exc)
+        return DataNeed(train_shards=0, val_shards=1, steps=0, train_tokens=0, tokens_per_step=0,
+                        val_tokens=DEFAULT_DATASET["val_tokens"], margin=0.0,
+                        derivation=f"not derived: {why}").to_dict()
 
 
 def _propose(row: TableRow, previous_row: TableRow | None, selection: Selection, readme: str,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pipeline.errors import InputError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
+from pipeline.records.data_need import DataNeed
 
 SCHEMA_VERSION = 1
 # rules.version -> the loss evidence kinds it knows (pipeline/records/eras.py says what each means)
@@ -164,11 +165,20 @@ class Software:
 
 @dataclass(frozen=True)
 class DatasetRef:
+    """The data a record reads. train_shards is the author's pin (0: none); `derived` is what the importer worked
+    out from the program's own hyperparameters (pipeline/records/data_need.py), rewritten by every import."""
+
     name: str
     train_shards: int
     val_shards: int
     val_tokens: int
     tokens_per_step: int
+    derived: DataNeed | None = None
+
+    @property
+    def shards_to_fetch(self) -> int:
+        """The author's pin when written, else the count derived from the program; 0 when neither says."""
+        return self.train_shards or (self.derived.train_shards if self.derived else 0)
 
 
 @dataclass(frozen=True)
@@ -304,27 +314,40 @@ def _hardware(f: Fields) -> Hardware:
                     cpu_model=f.opt("cpu_model", str, ""))
 
 
+def flash_attention_pin(g: Fields) -> FlashAttentionPin:
+    """An FA3 pin (a record's software.flash_attention, or an environment manifest's own flash_attention)."""
+    g.only("repository", "branch", "commit", "cutlass_commit", "subdirectory", "build_env")
+    env = g.opt("build_env", dict, {})
+    return FlashAttentionPin(repository=g.req("repository", str), branch=g.req("branch", str),
+                             commit=g.req("commit", str), cutlass_commit=g.req("cutlass_commit", str),
+                             subdirectory=g.req("subdirectory", str),
+                             build_env={str(k): str(v) for k, v in env.items()})
+
+
 def _software(f: Fields) -> Software:
     f.only("python", "torch", "torch_cuda", "triton", "flash_attention")
-    fa = None
-    if f.data.get("flash_attention") is not None:
-        g = f.sub("flash_attention")
-        g.only("repository", "branch", "commit", "cutlass_commit", "subdirectory", "build_env")
-        env = g.opt("build_env", dict, {})
-        fa = FlashAttentionPin(repository=g.req("repository", str), branch=g.req("branch", str),
-                               commit=g.req("commit", str), cutlass_commit=g.req("cutlass_commit", str),
-                               subdirectory=g.req("subdirectory", str),
-                               build_env={str(k): str(v) for k, v in env.items()})
+    fa = flash_attention_pin(f.sub("flash_attention")) if f.data.get("flash_attention") is not None else None
     return Software(
         python=f.opt("python", str, ""), torch=f.opt("torch", str, ""),
         torch_cuda=f.opt("torch_cuda", str, ""), triton=f.opt("triton", str, ""), flash_attention=fa)
 
 
+def _derived(f: Fields) -> DataNeed:
+    f.only("train_shards", "val_shards", "steps", "train_tokens", "tokens_per_step", "val_tokens", "margin",
+           "derivation")
+    return DataNeed(train_shards=f.req("train_shards", int), val_shards=f.req("val_shards", int),
+                    steps=f.req("steps", int), train_tokens=f.req("train_tokens", int),
+                    tokens_per_step=f.req("tokens_per_step", int), val_tokens=f.req("val_tokens", int),
+                    margin=f.req("margin", float), derivation=f.req("derivation", str))
+
+
 def _dataset(f: Fields) -> DatasetRef:
-    f.only("name", "train_shards", "val_shards", "val_tokens", "tokens_per_step")
+    f.only("name", "train_shards", "val_shards", "val_tokens", "tokens_per_step", "derived")
+    derived = f.sub("derived", required=False)
     return DatasetRef(name=f.req("name", str), train_shards=f.req("train_shards", int),
                       val_shards=f.req("val_shards", int), val_tokens=f.req("val_tokens", int),
-                      tokens_per_step=f.req("tokens_per_step", int))
+                      tokens_per_step=f.req("tokens_per_step", int),
+                      derived=_derived(derived) if derived.data else None)
 
 
 def _rules(f: Fields) -> Rules:

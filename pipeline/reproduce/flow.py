@@ -167,7 +167,7 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     ws, record = registry.workspace, registry.record(req.record)
-    refuse_before_cost(record, req, ws.cache)
+    refuse_before_cost(ws, record, req)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):
@@ -189,14 +189,19 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
                                str(flow.state.path), str(flow.report_html) if flow.report_html else None)
 
 
-def refuse_before_cost(record: Record, req: ReproduceRequest, cache: Path | None = None) -> None:
-    """What can be known wrong before any stage runs: no shard count to fetch, a program that cannot be cut."""
-    if req.synth is None and req.dataset is None and record.dataset.train_shards < 1:
-        raise InputError(f"{record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs "
-                         "do not say how many shards its program reads)",
-                         f"write it in {record.path} (e.g. from the upstream README of its commit), or give --dataset")
+def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> None:
+    """What can be known wrong before any stage runs: no shard count to fetch, too few shards for the program's
+    steps, a program that cannot be cut."""
+    from pipeline.reproduce.plan import local_program, plan_data
+
+    found = local_program(ws, record, req.program_source) if req.trainer == "record" else None
+    text = found.text if found is not None else None
     if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
         from pipeline.records.program import resolve_program
         from pipeline.records.smoke_cut import smoke_cut
 
-        smoke_cut(resolve_program(record, req.program_source, cache).text, req.smoke_steps, req.smoke_val_tokens)
+        text = resolve_program(record, req.program_source, ws.cache).text
+        smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
+    _, refusal = plan_data(ws, record, req, text)
+    if refusal:
+        raise InputError(refusal, f"write dataset.train_shards in {record.path}, or give --dataset NAME")

@@ -76,7 +76,7 @@ def _environment(ws: Workspace, record: Record, req: ReproduceRequest, today: da
     return {"passed_over": passed}, "environment: none of " + ", ".join(names) + " can be had: " + "; ".join(passed)
 
 
-def _local_program(ws: Workspace, record: Record, source: str | None):
+def local_program(ws: Workspace, record: Record, source: str | None):
     """The program (a RecordProgram) when it is here: a local --program-source, or a selected run's log in the
     cache; never fetched."""
     from pipeline.records.program import resolve_program
@@ -157,23 +157,34 @@ def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]
     return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing, "left": list(cut.left)}, ""
 
 
-def _data(ws: Workspace, record: Record, req: ReproduceRequest) -> tuple[dict, str]:
+def plan_data(ws: Workspace, record: Record, req: ReproduceRequest, text: bytes | None) -> tuple[dict, str]:
+    """The shards to fetch: --dataset's, else the record's pin, else the count derived from its program
+    (pipeline/records/data_need.py); refused when they hold fewer tokens than the program's steps read."""
     from pipeline.data.fetch import plan as data_plan
+    from pipeline.records.data_need import record_need, shortfall
 
     if req.synth is not None:
         return {"dataset": "generated", "shards": [], "source": "repro data synth"}, ""
-    if req.dataset is None and record.dataset.train_shards < 1:
+    derived = record.dataset.derived
+    if req.dataset is None and record.dataset.shards_to_fetch < 1:
+        why = derived.derivation if derived else "the manifest has no dataset.derived (imported before it existed)"
         return {"dataset": record.dataset.name}, (
-            f"data: {record.name} pins no train shard count (dataset.train_shards is 0: its table row and logs do "
-            "not say how many shards its program reads); write it in the manifest, or give --dataset for a smoke run")
+            f"data: {record.name} pins no train shard count and none could be derived from its program ({why}); "
+            "write dataset.train_shards in the manifest, or give --dataset for a smoke run")
     try:
-        manifest, names = data_plan(req.dataset, None if req.dataset else record, None, None,
-                                    registry=ws.registry)
+        manifest, names = data_plan(req.dataset, None if req.dataset else record, None, None, registry=ws.registry)
+        need = record_need(record, text, req.smoke_steps, manifest.format.tokens_per_shard)
     except ReproError as exc:
         return {}, f"data: {exc.what}"
-    return {"dataset": manifest.name, "shards": names, "train": sum("_train_" in n for n in names),
-            "val": sum("_val_" in n for n in names), "source": req.data_source,
-            "folder": str(req.data_dir or ws.data / manifest.name)}, ""
+    train = sum("_train_" in n for n in names)
+    out = {"dataset": manifest.name, "shards": names, "train": train, "val": sum("_val_" in n for n in names),
+           "source": req.data_source, "folder": str(req.data_dir or ws.data / manifest.name),
+           "count_from": "--dataset" if req.dataset else "dataset.train_shards" if record.dataset.train_shards
+           else "dataset.derived",
+           "derivation": derived.derivation if derived and not req.dataset else "",
+           "reads": need.derivation if need else ""}  # what this run's steps read (a smoke cut's, or the record's)
+    short = shortfall(need, train, manifest.name, manifest.format.tokens_per_shard)
+    return out, f"data: {short}; give more shards (dataset.train_shards)" if short else ""
 
 
 def _cost(record: Record, req: ReproduceRequest) -> dict:
@@ -195,14 +206,14 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan = ReproducePlan(record.name, req.runs)
     plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
     try:
-        found = _local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
+        found = local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
     except ReproError as exc:
         found, plan.refusals = None, [f"program: {exc.what}"]
     text = found.text if found is not None else None
     plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
-    plan.data, data_refusal = _data(ws, record, req)
+    plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req)
     plan.refusals += [r for r in (env_refusal, program_refusal, *stand_in_refusals, patch_refusal, data_refusal) if r]
     return plan
@@ -233,6 +244,9 @@ def render_plan(plan: ReproducePlan) -> list[str]:
     elif "train" in data:
         lines.append(f"  data        {data['dataset']}: {data['train']} train + {data['val']} val shard(s) from "
                      f"{data['source']} into {data['folder']}")
+        lines.append(f"    count     from {data['count_from']}"
+                     + (f": {data['derivation']}" if data["derivation"] else ""))
+        lines += [f"    reads     {data['reads']}"] if data["reads"] and data["reads"] != data["derivation"] else []
     where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else "CPU"
     lines.append(f"  cost        {cost['runs']} run(s) on {where}, about "
                  f"{cost['train_s_per_run']} s of training each ({cost['basis']})")
