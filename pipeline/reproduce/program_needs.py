@@ -1,0 +1,63 @@
+"""What a record's program needs of the node's software beyond its pins, said by `--plan` before anything is paid.
+
+    needs = program_needs(files, text)    # ["FP8 matmuls: ...", "Triton kernels: ..."], [] when nothing to say
+
+- FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
+  its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
+- Triton kernels: manifests/triton-kernels.yaml (benchmarks/triton_kernels_check.py) says, for each program
+  file by its sha256, which Triton compiles its kernels, with Python floats typed fp32 (Triton's launcher,
+  torch <= 2.10's inductor) and fp64 (torch >= 2.11's inductor). A failure is named with its kernel and error,
+  and so is the torch line it means (docs/triton-kernels.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.errors import ReproError
+from pipeline.yamlio import load_mapping
+
+DATA_NAME = "triton-kernels.yaml"
+TYPED_BY = {"fp32": "as Triton's launcher and torch <= 2.10's inductor type them (fp32)",
+            "fp64": "as torch >= 2.11's inductor types them (fp64)"}
+
+
+def _data() -> dict:
+    from pipeline.workspace import shipped
+
+    try:
+        path = Path(shipped("manifests")) / DATA_NAME
+        return load_mapping(path, "data", DATA_NAME).get("files") or {} if path.is_file() else {}
+    except ReproError:
+        return {}
+
+
+def _triton_lines(files: list[dict]) -> list[str]:
+    data, lines = _data(), []
+    for pin in files:
+        entry = data.get(pin.get("sha256"))
+        if not isinstance(entry, dict):
+            continue
+        floats = sorted({f"{x['kernel']}({', '.join(x['floats'])})" for x in entry.get("launches", []) if x["floats"]})
+        for version, by_type in (entry.get("results") or {}).items():
+            for float_type, result in by_type.items():
+                if result["failed"]:
+                    first = result["failed"][0]
+                    lines.append(f"Triton {version} does not compile {pin['name']}'s {first['kernel']} with its "
+                                 f"Python floats {TYPED_BY[float_type]}: {first['error']}")
+        if floats and any(r["failed"] for by in (entry.get("results") or {}).values() for r in by.values()):
+            lines.append(f"{pin['name']} passes Python floats to " + ", ".join(floats) + ": run it on torch <= 2.10 "
+                         "(or torch >= 2.11 with torch._inductor.config._use_fp64_for_unbacked_floats = False)")
+    return lines
+
+
+def program_needs(files: list[dict], text: bytes | None) -> list[str]:
+    """The plan's `needs` lines from the pinned files (always here) and the program text (when it is)."""
+    from pipeline.preflight.fp8 import fp8_uses
+
+    lines = _triton_lines(files)
+    uses = fp8_uses(text) if text is not None else ()
+    if uses:
+        lines.append(f"FP8 matmuls ({', '.join(uses[:3])}{', ...' if len(uses) > 3 else ''}): the node's torch and "
+                     "cuBLAS must do them; asked on the node before the run (preflight fp8_matmul)")
+    return lines
