@@ -84,3 +84,15 @@ def test_the_committed_results_hold_the_two_failed_records(name):
     results = entries[0]["results"]["3.6.0"]
     assert results["fp32"]["failed"] == []
     assert any("Loop-carried variable" in f["error"] for f in results["fp64"]["failed"])
+
+
+def test_an_environment_is_refused_by_its_torch_and_triton(monkeypatch):
+    files = [{"name": "triton_kernels.py", "sha256": "cd" * 32}]
+    data = {"cd" * 32: {"launches": [], "results": {"3.6.0": {
+        "fp32": {"compiled": 1, "failed": []}, "fp64": {"compiled": 0, "failed": [{"kernel": "k", "error": "E!"}]}}}}}
+    monkeypatch.setattr(program_needs, "_data", lambda: data)
+    assert program_needs.triton_refusal(files, "3.6.0", "2.10.0+cu128") is None
+    assert program_needs.triton_refusal(files, "3.6.0", "2.10.0.dev20251210+cu126") is None
+    assert program_needs.triton_refusal(files, "3.6.0", "2.11.0+cu130") == \
+        "Triton 3.6.0 under torch 2.11.0+cu130 does not compile triton_kernels.py's k: E!"
+    assert program_needs.triton_refusal(files, "3.4.0", "2.12.0") is None  # no result: nothing said

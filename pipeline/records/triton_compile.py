@@ -8,9 +8,10 @@ Each launch (pipeline/records/triton_launches.py) is compiled with the types its
 floats typed each of FLOAT_TYPES: "fp32" as Triton's own launcher and torch <= 2.10's inductor type them, "fp64" as
 torch >= 2.11's inductor does (docs/triton-kernels.md: the cause of the 2026-02-10 and 2026-04-08 smoke failures).
 The program's files are written to a temporary folder and the file defining each kernel is imported. The main
-program trains when imported, so of it only its kernels are: a module of its imports (each one that fails is
-left out), its top-level names bound to literals (`tl.constexpr(4)`, a kernel's globals), its @triton.jit
-functions and its other top-level functions (an autotune's configs; each guarded), as train_gpt_kernels.py.
+program trains when imported, so of it only its definitions are (main_kernels): its imports and top-level
+assignments, each one that fails left out, its @triton.jit functions and its other functions (an autotune's
+configs), as train_gpt_kernels.py. Another file whose import fails on this CPU (2026-07-17 builds a CUDA kernel
+with nvrtc at import) is imported the same way.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ out = []
 for launch in json.load(sys.stdin):
     result = {k: launch[k] for k in ("kernel", "file", "line", "float_type")}
     try:
-        fn = getattr(importlib.import_module(launch["module"]), launch["kernel"])
+        try:
+            module = importlib.import_module(launch["module"])
+        except Exception:  # its top level needs a GPU (an nvrtc build): its definitions only
+            module = importlib.import_module(launch["definitions"])
+        fn = getattr(module, launch["kernel"])
         constexprs = launch["constexprs"]
         if hasattr(fn, "configs"):  # an Autotuner: its first config gives the constexprs the launch leaves out
             first = fn.configs[0].kwargs
@@ -69,6 +74,7 @@ print("REPRO-TRITON " + json.dumps({"triton": triton.__version__, "results": out
 
 
 MAIN_KERNELS = "train_gpt_kernels"
+DEFINITIONS = "_definitions"  # beside each other file, its definitions only: imported when the file itself fails
 
 
 def _literal(node: ast.expr) -> bool:
@@ -79,27 +85,32 @@ def _literal(node: ast.expr) -> bool:
         return False
 
 
+def _guarded(source: str) -> str:
+    return "try:\n" + "\n".join("    " + line for line in source.splitlines()) + "\nexcept Exception:\n    pass"
+
+
 def main_kernels(text: bytes) -> str:
-    """The main program's kernels as a module that does not train: imports (each guarded), literal top-level
-    assignments and the @triton.jit functions, in source order."""
+    """A program file's kernels as a module that runs nothing of its own: imports, top-level assignments (each
+    guarded: a literal always binds, a training object fails and is left out), the @triton.jit functions and the
+    other functions (guarded), in source order."""
     keep = []
     for node in ast.parse(text).body:
         source = ast.unparse(node)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            keep.append("try:\n    " + source + "\nexcept Exception:\n    pass")
-        elif isinstance(node, ast.Assign) and _literal(node.value):
-            keep.append(source)
+            keep.append(_guarded(source))
+        elif isinstance(node, ast.Assign):
+            keep.append(source if _literal(node.value) else _guarded(source))
         elif isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
             keep.append(source)
-        elif isinstance(node, ast.FunctionDef):  # a helper a decorator may call (autotune's configs); guarded
-            keep.append("try:\n" + "\n".join("    " + line for line in source.splitlines())
-                        + "\nexcept Exception:\n    pass")
+        elif isinstance(node, ast.FunctionDef):  # a helper a decorator may call (autotune's configs)
+            keep.append(_guarded(source))
     return "\n\n".join(keep) + "\n"
 
 
 def _payload(launches: tuple[KernelLaunch, ...], float_types: tuple[str, ...]) -> list[dict]:
     return [{"kernel": launch.kernel, "file": launch.file, "line": launch.line, "constexprs": launch.constexprs,
              "module": MAIN_KERNELS if launch.file == MAIN else launch.file[:-3], "float_type": float_type,
+             "definitions": MAIN_KERNELS if launch.file == MAIN else launch.file[:-3] + DEFINITIONS,
              "signature": {k: float_type if v == FLOAT else v for k, v in launch.signature.items()}}
             for launch in launches if launch.skipped is None for float_type in float_types]
 
@@ -115,6 +126,7 @@ def compile_launches(python: str, program: bytes, launches: tuple[KernelLaunch, 
                 (Path(folder) / f"{MAIN_KERNELS}.py").write_text(main_kernels(file.text))
             else:
                 (Path(folder) / file.name).write_bytes(file.text)
+                (Path(folder) / f"{file.name[:-3]}{DEFINITIONS}.py").write_text(main_kernels(file.text))
         argv = [python, "-c", SNIPPET, folder, json.dumps(TARGET)]
         try:
             done = subprocess.run(argv, input=json.dumps(_payload(launches, float_types)), capture_output=True,

@@ -1,6 +1,7 @@
 """What a record's program needs of the node's software beyond its pins, said by `--plan` before anything is paid.
 
     needs = program_needs(files, text)    # ["FP8 matmuls: ...", "Triton kernels: ..."], [] when nothing to say
+    why = triton_refusal(files, "3.6.0", "2.11.0+cu130")   # an environment that cannot compile them, or None
 
 - FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
   its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
@@ -27,7 +28,7 @@ def _data() -> dict:
 
     try:
         path = Path(shipped("manifests")) / DATA_NAME
-        return load_mapping(path, "data", DATA_NAME).get("files") or {} if path.is_file() else {}
+        return load_mapping(path, "manifest", DATA_NAME).get("files") or {} if path.is_file() else {}
     except ReproError:
         return {}
 
@@ -61,3 +62,27 @@ def program_needs(files: list[dict], text: bytes | None) -> list[str]:
         lines.append(f"FP8 matmuls ({', '.join(uses[:3])}{', ...' if len(uses) > 3 else ''}): the node's torch and "
                      "cuBLAS must do them; asked on the node before the run (preflight fp8_matmul)")
     return lines
+
+
+def float_type_of(torch: str) -> str:
+    """How the inductor of `torch` ("2.11.0+cu130", "2.10.0.dev20251210") types a Python float launched into a
+    user Triton kernel: fp64 from 2.11 on, fp32 before."""
+    parts = torch.split("+")[0].split(".")
+    major_minor = (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[0].isdigit() and parts[1].isdigit() \
+        else (0, 0)
+    return "fp64" if major_minor >= (2, 11) else "fp32"
+
+
+def triton_refusal(files: list[dict], triton: str, torch: str) -> str | None:
+    """Why an environment of this Triton and torch cannot compile the program's kernels, by the committed results;
+    None when they compile or no result says (for the environment rule: pipeline/records/environment_choice.py)."""
+    float_type, data = float_type_of(torch), _data()
+    for pin in files:
+        entry = data.get(pin.get("sha256"))
+        result = ((entry or {}).get("results") or {}).get(triton, {}).get(float_type) if isinstance(entry, dict) \
+            else None
+        if result and result["failed"]:
+            first = result["failed"][0]
+            return (f"Triton {triton} under torch {torch} does not compile {pin['name']}'s {first['kernel']}: "
+                    f"{first['error']}")
+    return None
