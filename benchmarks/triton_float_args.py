@@ -83,8 +83,9 @@ def run_case(name: str, fn, args, compiled: bool, fp64_floats: bool | None) -> d
             torch.cuda.synchronize()
         result = {"case": name, "ok": True, "finite": bool(torch.isfinite(out).all())}
     except Exception as exc:  # the compile error is the finding
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        result = {"case": name, "ok": False, "error": lines[-1][:400] if lines else type(exc).__name__}
+        # the compile's own error line (dynamo appends a hint after it)
+        lines = [line.strip() for line in str(exc).splitlines() if "Error" in line and "TORCHDYNAMO" not in line]
+        result = {"case": name, "ok": False, "error": lines[-1][:400] if lines else f"{type(exc).__name__}: {exc}"}
     result["seconds"] = round(time.monotonic() - started, 1)
     print(f"{name:<22} {'PASS' if result['ok'] else 'FAIL'} {result['seconds']:>6} s  {result.get('error', '')}",
           flush=True)
