@@ -16,6 +16,7 @@ Takes 20 to 60 s per record for two Tritons on 2 shared cores (63 records hold k
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         entry = _entry(record, program, tritons)
         for sha256 in entry.pop("files").values():
-            entries[sha256] = entry
+            entries[sha256] = copy.deepcopy(entry)  # written out in full: the registry's YAML takes no aliases
         print(f"{record.name}: " + "; ".join(f"{v} {t} {r['compiled']} ok {len(r['failed'])} failed"
                                             for v, by in entry["results"].items() for t, r in by.items())
               + f" ({time.monotonic() - started:.0f} s)", flush=True)

@@ -43,8 +43,9 @@ def test_the_main_program_gives_only_its_definitions():
     text = b"import os\nimport not_a_module\nSIZE = 4\nX = compute()\ndef helper():\n    return 1\n" \
            b"train()\n"
     module = main_kernels(text)
-    assert "train()" not in module and "compute()" not in module and "SIZE = 4" in module
+    assert "train()" not in module and "\nSIZE = 4\n" in module  # a statement never runs; a literal binds
     assert "try:\n    import not_a_module\nexcept Exception:\n    pass" in module
+    assert "try:\n    X = compute()\nexcept Exception:\n    pass" in module
     compile(module, "train_gpt_kernels.py", "exec")
 
 
@@ -63,14 +64,15 @@ def test_fp64_floats_break_the_loop_carried_max_and_fp32_floats_compile():
 
 def test_plan_names_the_triton_failure_and_the_fp8_matmuls(monkeypatch):
     files = [{"name": "triton_kernels.py", "sha256": "ab" * 32}]
-    data = {"ab" * 32: {"launches": [{"kernel": "k", "floats": ["A", "B"]}],
-                        "results": {"3.6.0": {"fp32": {"compiled": 1, "failed": []},
-                                              "fp64": {"compiled": 0, "failed": [{"kernel": "k", "error": "E!"}]}}}}}
+    fails = {"fp32": {"compiled": 2, "failed": []},
+             "fp64": {"compiled": 1, "failed": [{"kernel": "k", "file": "triton_kernels.py", "error": "E!"}]}}
+    data = {"ab" * 32: {"launches": [{"kernel": "k", "floats": ["A", "B"]}, {"kernel": "ok", "floats": ["x"]}],
+                        "results": {"3.6.0": fails, "3.4.0": fails}}}
     monkeypatch.setattr(program_needs, "_data", lambda: data)
     lines = program_needs.program_needs(files, PROGRAM)
-    assert lines[0] == ("Triton 3.6.0 does not compile triton_kernels.py's k with its Python floats as torch >= "
-                        "2.11's inductor types them (fp64): E!")
-    assert "k(A, B): run it on torch <= 2.10" in lines[1]
+    assert lines[0] == ("Triton 3.6.0, 3.4.0 does not compile triton_kernels.py's k with its Python floats as "
+                        "torch >= 2.11's inductor types them (fp64): E!")
+    assert "passes Python floats to k(A, B): run it on torch <= 2.10" in lines[1]  # not `ok`, which compiles
     assert lines[2].startswith("FP8 matmuls (train_gpt.py:11 torch._scaled_mm, train_gpt.py:9 torch.float8_e4m3fn, "
                                "train_gpt.py:10 torch.float8_e4m3fn): the node's torch and cuBLAS must do them")
     assert program_needs.program_needs([], b"x = 1\n") == []

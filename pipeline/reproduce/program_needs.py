@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.errors import ReproError
 from pipeline.yamlio import load_mapping
 
 DATA_NAME = "triton-kernels.yaml"
@@ -24,29 +23,33 @@ TYPED_BY = {"fp32": "as Triton's launcher and torch <= 2.10's inductor type them
 
 
 def _data() -> dict:
+    """The committed results by file sha256; none when the file is absent (a broken one is an error)."""
     from pipeline.workspace import shipped
 
-    try:
-        path = Path(shipped("manifests")) / DATA_NAME
-        return load_mapping(path, "manifest", DATA_NAME).get("files") or {} if path.is_file() else {}
-    except ReproError:
-        return {}
+    path = Path(shipped("manifests")) / DATA_NAME
+    return load_mapping(path, "manifest", DATA_NAME).get("files") or {} if path.is_file() else {}
 
 
 def _triton_lines(files: list[dict]) -> list[str]:
+    """One line per kernel and float typing that some Triton does not compile (the versions, the first's error),
+    then the line of what to run it on."""
     data, lines = _data(), []
     for pin in files:
         entry = data.get(pin.get("sha256"))
         if not isinstance(entry, dict):
             continue
-        floats = sorted({f"{x['kernel']}({', '.join(x['floats'])})" for x in entry.get("launches", []) if x["floats"]})
+        failing: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for version, by_type in (entry.get("results") or {}).items():
             for float_type, result in by_type.items():
-                if result["failed"]:
-                    first = result["failed"][0]
-                    lines.append(f"Triton {version} does not compile {pin['name']}'s {first['kernel']} with its "
-                                 f"Python floats {TYPED_BY[float_type]}: {first['error']}")
-        if floats and any(r["failed"] for by in (entry.get("results") or {}).values() for r in by.values()):
+                for failed in result["failed"]:
+                    failing.setdefault((failed["kernel"], float_type), []).append((version, failed["error"]))
+        for (kernel, float_type), found in failing.items():
+            versions = ", ".join(version for version, _ in found)
+            lines.append(f"Triton {versions} does not compile {pin['name']}'s {kernel} with its Python floats "
+                         f"{TYPED_BY[float_type]}: {found[0][1]}")
+        floats = sorted({f"{x['kernel']}({', '.join(x['floats'])})" for x in entry.get("launches", [])
+                         if x["floats"] and (x["kernel"], "fp64") in failing})
+        if floats:
             lines.append(f"{pin['name']} passes Python floats to " + ", ".join(floats) + ": run it on torch <= 2.10 "
                          "(or torch >= 2.11 with torch._inductor.config._use_fp64_for_unbacked_floats = False)")
     return lines
