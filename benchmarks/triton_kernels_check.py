@@ -67,12 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--registry", type=Path, required=True, help="a registry (records/ of `repro records import`)")
     ap.add_argument("--upstream", type=Path, required=True, help="upstream's files at the imported commit")
     ap.add_argument("--triton", action="append", default=[], help="VERSION=DIR (DIR empty: this Python's Triton)")
+    ap.add_argument("--record", action="append", default=[], help="only these records (default: every one)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     tritons = [tuple(t.split("=", 1)) for t in args.triton] or [("", "")]
     entries = {}
     # newest first, and the file rewritten after each record: a sweep cut short keeps what it did
     for path in sorted((args.registry / "records").glob("*.yaml"), reverse=True):
+        if args.record and path.stem not in args.record:
+            continue
         record = load_record(path.stem, args.registry / "records")
         program = _program(record, args.upstream)
         if program is None or b"triton.jit" not in program:

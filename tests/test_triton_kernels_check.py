@@ -41,11 +41,12 @@ def test_launch_types_are_read_from_the_source():
 
 def test_the_main_program_gives_only_its_definitions():
     text = b"import os\nimport not_a_module\nSIZE = 4\nX = compute()\ndef helper():\n    return 1\n" \
-           b"train()\n"
+           b"train()\nopts[0].flag = False\n"
     module = main_kernels(text)
     assert "train()" not in module and "\nSIZE = 4\n" in module  # a statement never runs; a literal binds
     assert "try:\n    import not_a_module\nexcept Exception:\n    pass" in module
     assert "try:\n    X = compute()\nexcept Exception:\n    pass" in module
+    assert "try:\n    opts[0].flag = False\nexcept Exception:\n    pass" in module  # a literal, but not to a name
     compile(module, "train_gpt_kernels.py", "exec")
 
 

@@ -98,8 +98,9 @@ def main_kernels(text: bytes) -> str:
         source = ast.unparse(node)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             keep.append(_guarded(source))
-        elif isinstance(node, ast.Assign):
-            keep.append(source if _literal(node.value) else _guarded(source))
+        elif isinstance(node, ast.Assign):  # only a name bound to a literal is sure to bind
+            plain = all(isinstance(t, ast.Name) for t in node.targets) and _literal(node.value)
+            keep.append(source if plain else _guarded(source))
         elif isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
             keep.append(source)
         elif isinstance(node, ast.FunctionDef):  # a helper a decorator may call (autotune's configs)
