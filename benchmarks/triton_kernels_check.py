@@ -46,7 +46,7 @@ def _program(record, upstream: Path) -> bytes | None:
 def _entry(record, program: bytes, tritons: list[tuple[str, str]]) -> dict:
     launches = kernel_launches(program)
     files = {f.name: f.sha256 for f in split_program(program) if b"triton.jit" in f.text}
-    entry = {"record": record.name, "files": files, "torch": record.software.torch or "",
+    entry = {"records": [record.name], "files": files,
              "launches": [{"kernel": x.kernel, "file": x.file, "line": x.line, "floats": list(x.floats),
                            **({"skipped": x.skipped} if x.skipped else {}),
                            **({"assumed_fp32_pointers": list(x.assumed)} if x.assumed else {})} for x in launches],
@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         entry = _entry(record, program, tritons)
         for sha256 in entry.pop("files").values():
-            entries[sha256] = copy.deepcopy(entry)  # written out in full: the registry's YAML takes no aliases
+            # a file several records share is one entry naming them all (its results are the file's)
+            records = entries[sha256]["records"] + entry["records"] if sha256 in entries else entry["records"]
+            entries[sha256] = copy.deepcopy(entry) | {"records": sorted(records)}  # no YAML aliases
         print(f"{record.name}: " + "; ".join(f"{v} {t} {r['compiled']} ok {len(r['failed'])} failed"
                                             for v, by in entry["results"].items() for t, r in by.items())
               + f" ({time.monotonic() - started:.0f} s)", flush=True)
