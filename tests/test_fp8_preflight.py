@@ -35,6 +35,13 @@ def test_fp8_is_found_in_the_syntax_tree_not_the_text():
     assert fp8_uses(NO_FP8) == ()
 
 
+def test_a_file_this_python_cannot_parse_is_read_as_text():
+    text = b'import torch\ny = torch._scaled_mm(a, b)\nprint(f"{"a"}")\n'  # PEP 701: 3.12 only
+    if sys.version_info >= (3, 12):
+        pytest.skip("this Python parses PEP 701 f-strings")
+    assert fp8_uses(text) == ("train_gpt.py:2 torch._scaled_mm",)
+
+
 def test_a_program_without_fp8_is_not_probed():
     check = check_fp8_matmul("/nonexistent/python", NO_FP8)  # never started: nothing to ask
     assert (check.status, check.reason) == ("skip", "the program does no FP8 matmul")

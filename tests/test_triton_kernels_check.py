@@ -99,3 +99,13 @@ def test_an_environment_is_refused_by_its_torch_and_triton(monkeypatch):
     assert program_needs.triton_refusal(files, "3.6.0", "2.11.0+cu130") == \
         "Triton 3.6.0 under torch 2.11.0+cu130 does not compile triton_kernels.py's k: E!"
     assert program_needs.triton_refusal(files, "3.4.0", "2.12.0") is None  # no result: nothing said
+
+
+def test_a_file_this_python_cannot_parse_is_named_not_guessed():
+    text = b'import triton\n@triton.jit\ndef k(x):\n    pass\nprint(f"{"a"}")\n'  # PEP 701: 3.12 only
+    program = join_program((ProgramFile("train_gpt.py", b"x = 1\n"), ProgramFile("triton_kernels.py", text)))
+    if sys.version_info >= (3, 12):
+        pytest.skip("this Python parses PEP 701 f-strings")
+    (launch,) = kernel_launches(program)
+    assert launch.skipped.startswith("triton_kernels.py is not parsed by this Python")
+    assert main_kernels(text) == ""

@@ -221,7 +221,14 @@ def _launch(call: ast.Call, name: str, kernel: _Kernel, bound: dict[str, ast.exp
 
 def kernel_launches(program: bytes) -> tuple[KernelLaunch, ...]:
     """Every launch `kernel[grid](...)` of a @triton.jit kernel of any of the program's files, in file order."""
-    trees = [(f.name, ast.parse(f.text)) for f in split_program(program)]
+    trees, unread = [], []
+    for file in split_program(program):
+        try:
+            trees.append((file.name, ast.parse(file.text)))
+        except SyntaxError as exc:  # a 3.12-only file (PEP 701 f-strings) under this 3.11: named, not guessed
+            if b"triton.jit" in file.text:
+                unread.append(KernelLaunch(file=file.name, kernel="*", line=exc.lineno or 0,
+                                           skipped=f"{file.name} is not parsed by this Python: {exc.msg}"))
     kernels: dict[str, _Kernel] = {}
     for name, tree in trees:
         kernels.update(_kernels(tree, name))
@@ -236,4 +243,4 @@ def kernel_launches(program: bytes) -> tuple[KernelLaunch, ...]:
                     seen.add(id(node))
                     kernel = kernels[node.func.value.id]
                     out.append(_launch(node, node.func.value.id, kernel, _bindings(scope, node.lineno)))
-    return tuple(out)
+    return tuple(out + unread)
