@@ -30,6 +30,7 @@ class ReproducePlan:
     environment: dict = field(default_factory=dict)
     program: dict = field(default_factory=dict)
     stand_ins: list[dict] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)  # of the node's software: FP8, Triton (program_needs.py)
     patch: dict | None = None
     data: dict = field(default_factory=dict)
     cost: dict = field(default_factory=dict)
@@ -212,6 +213,10 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     text = found.text if found is not None else None
     plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
+    if record.program.trainer != "native":
+        from pipeline.reproduce.program_needs import program_needs
+
+        plan.needs = program_needs(plan.program.get("files", []), text)
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req)
@@ -234,6 +239,7 @@ def render_plan(plan: ReproducePlan) -> list[str]:
     elif prog:
         lines.append("  program     the native trainer (train/)")
     lines += [f"  stand-in    {s['name']}: {s['why']}" for s in plan.stand_ins]
+    lines += [f"  needs       {need}" for need in plan.needs]
     if plan.patch:
         lines.append(f"  patch       smoke {plan.patch.get('sha256', '')[:12]}" + (f" {plan.patch['note']}"
                                                                                  if plan.patch.get("note") else ""))

@@ -24,7 +24,7 @@ from pathlib import Path
 from pipeline.atomic import write_bytes, write_json, write_jsonl
 from pipeline.clock import utc_now
 from pipeline.env.venv import VenvIdentity
-from pipeline.errors import InputError, MissingDependency
+from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.findings import differences
 from pipeline.hashing import sha256_bytes
 from pipeline.probe import RuntimeProbe
@@ -464,6 +464,24 @@ def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
                                                        "error": f"{type(exc).__name__}: {exc}"})
 
 
+def _fp8_preflight(plan: TrainPlan, tee: Tee) -> None:
+    """A record program that does FP8 matmuls asks the training Python for one of the same layout first
+    (pipeline/preflight/fp8.py), so a torch/cuBLAS that cannot do them stops the run before its compile."""
+    if plan.request.trainer == "record" and plan.host_environment is not None and plan.program.text:
+        fp8_gate(plan.host_environment.probe.executable or "python3", plan.program.text, tee)
+
+
+def fp8_gate(python: str, program: bytes, tee: Tee) -> None:
+    """The FP8 check's answer on the run's output; a refusal raised as CheckFailed, naming the cause."""
+    from pipeline.preflight.fp8 import check_fp8_matmul
+
+    check = check_fp8_matmul(python, program)
+    if check.reason != "the program does no FP8 matmul":
+        tee.note(f"preflight {check.name}: {check.status}: {check.reason}")
+    if check.status == "fail":
+        raise CheckFailed(f"preflight {check.name}: {check.reason}", check.timing_impact)
+
+
 def metrics_from_log(log_path: Path) -> list[dict]:
     """metrics.jsonl rows (the native trainer's "step" and "val" events) from a record-format log."""
     log = parse_log(log_path)
@@ -515,6 +533,7 @@ def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
             run.write_meta(plan.meta())
             _write_preflight(plan, run)
             _prepare_workdir(plan)
+            _fp8_preflight(plan, tee)
             outcome = _start(plan, tee)
             exit_code = outcome.exit_code
             status = "aborted" if outcome.aborted else "succeeded" if exit_code == 0 else "failed"

@@ -1,0 +1,95 @@
+"""Whether the node's torch and cuBLAS do the FP8 matmul a record's program does, asked before the run.
+
+    uses = fp8_uses(program)                    # ("train_gpt.py:78 torch._scaled_mm", ...), () when none
+    check = check_fp8_matmul(python, program)   # a preflight Check: skip (no FP8, no GPU), pass, or fail with why
+
+2026-07-17_FP8DownProjection failed on an H200 under torch 2.11.0+cu130 at its first FP8 matmul, after the
+build, the download and a 331 s compile: `CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul ... m 768
+n 16384 k 3072`. The program's own torch (2.10.0+cu128) could not be installed there. That is known in
+seconds: the same call (`torch._scaled_mm` of an e4m3 row-major A by an e4m3 column-major B, bf16 out, fp32
+scalar scales, fast accumulation: the program's mm_t_op) at the same m, n and k. It runs in the
+Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a `float8_*` dtype).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+
+from pipeline.preflight.facts import Check
+from pipeline.records.program_files import split_program
+
+NAME = "fp8_matmul"
+ROWS, INNER, COLS = 16384, 3072, 768  # m k n: the failing call's (48 MiB of FP8 operands, milliseconds)
+MARKER = "REPRO-FP8 "
+SNIPPET = r"""
+import json, sys
+import torch
+out = {"torch": torch.__version__, "cuda": torch.version.cuda}
+if not torch.cuda.is_available():
+    out["skip"] = "torch %s sees no CUDA GPU" % torch.__version__
+else:
+    m, k, n = (int(v) for v in sys.argv[1:4])
+    try:
+        x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        w = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        y = torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
+                             use_fast_accum=True)
+        torch.cuda.synchronize()
+        out["ok"] = list(y.shape)
+        out["device"] = torch.cuda.get_device_name(0)
+    except Exception as exc:
+        out["error"] = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:400]
+print("REPRO-FP8 " + json.dumps(out))
+"""
+
+
+def fp8_uses(program: bytes) -> tuple[str, ...]:
+    """Where the program's files use FP8, from their syntax trees: `file:line what`, the matmuls first."""
+    found = []
+    for file in split_program(program):
+        try:
+            tree = ast.parse(file.text)
+        except SyntaxError:  # a 3.12-only file under this 3.11: its lines that name FP8, read as text
+            found += [(file.name, n, "torch._scaled_mm" if b"_scaled_mm" in line else "float8 (text)")
+                      for n, line in enumerate(file.text.splitlines(), 1) if b"_scaled_mm" in line
+                      or b"float8_" in line]
+            continue
+        for node in ast.walk(tree):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+            if name == "_scaled_mm" or name.startswith("float8_"):
+                found.append((file.name, node.lineno, f"torch.{name}"))
+    ordered = sorted(set(found), key=lambda use: (use[2] != "torch._scaled_mm", use))
+    return tuple(f"{file}:{line} {what}" for file, line, what in ordered)
+
+
+def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
+    torch = f"torch {data.get('torch')} (CUDA {data.get('cuda')})"
+    if "skip" in data:
+        return Check(NAME, "skip", f"the program does FP8 matmuls ({uses[0]}), but {data['skip']}: not asked",
+                     "unknown")
+    if "error" in data:
+        return Check(NAME, "fail", f"{torch} cannot do the program's FP8 matmul (torch._scaled_mm e4m3 x e4m3 "
+                     f"-> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}",
+                     "the run would fail at its first FP8 matmul: use the record's own torch/CUDA build "
+                     f"({uses[0]} needs it)")
+    return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul", "none")
+
+
+def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300) -> Check:
+    """The probe, in the Python that trains; skipped without running anything when the program uses no FP8."""
+    uses = fp8_uses(program)
+    if not uses:
+        return Check(NAME, "skip", "the program does no FP8 matmul", "none")
+    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(NAME, "fail", f"{python} did not answer the FP8 probe: {exc}", "unknown")
+    line = next((x for x in done.stdout.splitlines() if x.startswith(MARKER)), None)
+    if line is None:
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:400]
+        return Check(NAME, "fail", f"{python} did not run the FP8 probe: {why}", "unknown")
+    return _verdict(json.loads(line[len(MARKER):]), uses)

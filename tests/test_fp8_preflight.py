@@ -1,0 +1,84 @@
+"""Issue 35: the FP8 matmul preflight (pipeline/preflight/fp8.py): found from the program's syntax tree, asked of
+the Python that trains, a refusal stops the run before the trainer starts.
+
+No CUDA here: the probe's own answer is "skip" with the reason (torch sees no GPU); the refusal path runs with a
+real interpreter that cannot do the matmul (a fresh venv without torch) and through run_train's hook.
+"""
+
+from __future__ import annotations
+
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import CheckFailed
+from pipeline.preflight.fp8 import _verdict, check_fp8_matmul, fp8_uses
+from pipeline.records.program_files import ProgramFile, join_program
+from tests.paths import FIXTURES
+
+PROGRAM = join_program(tuple(ProgramFile(name, (FIXTURES / "triton_program" / name).read_bytes())
+                             for name in ("train_gpt.py", "triton_kernels.py")))
+NO_FP8 = b"import torch\n\ndef f(x):\n    return x @ x.T  # float8 only in a comment\n"
+
+
+@pytest.fixture(scope="module")
+def python_without_torch(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("no-torch")
+    venv.create(folder, with_pip=False)
+    return str(folder / "bin" / "python")
+
+
+def test_fp8_is_found_in_the_syntax_tree_not_the_text():
+    assert fp8_uses(PROGRAM)[0] == "train_gpt.py:11 torch._scaled_mm"
+    assert fp8_uses(NO_FP8) == ()
+
+
+def test_a_file_this_python_cannot_parse_is_read_as_text():
+    text = b'import torch\ny = torch._scaled_mm(a, b)\nprint(f"{"a"}")\n'  # PEP 701: 3.12 only
+    if sys.version_info >= (3, 12):
+        pytest.skip("this Python parses PEP 701 f-strings")
+    assert fp8_uses(text) == ("train_gpt.py:2 torch._scaled_mm",)
+
+
+def test_a_program_without_fp8_is_not_probed():
+    check = check_fp8_matmul("/nonexistent/python", NO_FP8)  # never started: nothing to ask
+    assert (check.status, check.reason) == ("skip", "the program does no FP8 matmul")
+
+
+def test_without_a_gpu_the_probe_skips_with_its_reason():
+    pytest.importorskip("torch")
+    check = check_fp8_matmul(sys.executable, PROGRAM)
+    import torch
+
+    if torch.cuda.is_available():
+        assert check.status in ("pass", "fail"), check
+    else:
+        assert check.status == "skip" and "sees no CUDA GPU" in check.reason, check
+
+
+def test_a_python_that_cannot_do_the_matmul_is_refused(python_without_torch):
+    check = check_fp8_matmul(python_without_torch, PROGRAM)
+    assert check.status == "fail"
+    assert "No module named 'torch'" in check.reason
+
+
+def test_cublas_refusal_is_named_with_the_layout():
+    data = {"torch": "2.11.0+cu130", "cuda": "13.0", "error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED"}
+    check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
+    assert check.status == "fail"
+    assert check.reason == ("torch 2.11.0+cu130 (CUDA 13.0) cannot do the program's FP8 matmul (torch._scaled_mm "
+                            "e4m3 x e4m3 -> bf16, 16384x3072 by 3072x768): RuntimeError: CUDA error: "
+                            "CUBLAS_STATUS_NOT_SUPPORTED")
+
+
+def test_the_run_stops_before_the_trainer_starts(tmp_path, python_without_torch):
+    from pipeline.runs.launch import Tee
+    from pipeline.runs.stage import fp8_gate
+
+    with Tee(tmp_path / "stdout.txt", open(tmp_path / "terminal", "wb")) as tee:
+        fp8_gate(python_without_torch, NO_FP8, tee)  # nothing asked, nothing said
+        with pytest.raises(CheckFailed, match="preflight fp8_matmul: .*No module named 'torch'"):
+            fp8_gate(python_without_torch, PROGRAM, tee)
+    assert Path(tmp_path / "stdout.txt").read_text().startswith("[repro] preflight fp8_matmul: fail: ")
