@@ -306,14 +306,16 @@ def test_each_era_gets_its_rule_and_says_why():
         "single-run": RuleInput("2024-11-06", False, [3.2791], ""),
         "own": RuleInput("2025-09-03", False, many, ""),
         "quoted": RuleInput("2025-01-13", False, [3.277], "significance: accs = [3.27, 3.275, 3.276]\np=0.004"),
-        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], ""),
+        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], "",
+                            description="perform mlp and attn reduce scatter in shared call"),
+        "one-run": RuleInput("2025-02-08", False, [2.9182], "", target=2.92, description="Added standard weight decay"),
         "baseline": RuleInput("2024-05-28", False, [2.9282], "", first_baseline=True),
     }
     for evidence, inp in cases.items():
         proposal = propose_rule(inp)
-        assert proposal.evidence == evidence and proposal.why, (evidence, proposal)
-    assert propose_rule(cases["quoted"]).quoted == {"source": "README.md", "p_value": 0.004, "n": 3,
-                                                    "losses": [3.27, 3.275, 3.276]}
+        assert proposal.evidence == evidence and proposal.why and not proposal.flags, (evidence, proposal)
+    assert propose_rule(cases["quoted"]).quoted == {"source": "README.md", "p_value": 0.004, "forms": ["p="], "n": 3,
+                                                    "losses": [3.27, 3.275, 3.276], "mean": 3.273667, "sd": 0.003215}
 
 
 def test_verify_reads_what_the_importer_read(registry):
