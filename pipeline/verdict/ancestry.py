@@ -4,10 +4,10 @@
     evidence.record, evidence.losses, evidence.source, evidence.via
 
 A re-timing (`retiming`) runs the same record again, so its evidence is the re-timed record's: the walk goes
-back through re-timing rows (and on, when the re-timed record is systems-only). A systems-only record (`parent`) inherits its ancestors' ML evidence (README
-rule 2 waives the t-test for it): the walk goes back through systems-only and re-timing rows to the last
-record with evidence of its own. The evidence is that record's quoted losses when its README lists them,
-else its published runs' losses.
+back through re-timing rows (and on, when the re-timed record is systems-only). A systems-only record
+(`parent`) inherits its ancestors' ML evidence (README rule 2 waives the t-test for it): the walk goes back
+through systems-only and re-timing rows to the last record with evidence of its own. The evidence is that
+record's quoted losses when its README lists them, else its published runs' losses.
 """
 
 from __future__ import annotations
