@@ -7,8 +7,8 @@
 Record folders hold more than the record's runs: baselines re-run for comparison (`baseline/`,
 `baseline_pr299/`), earlier versions (`this_pr_v1/` beside the submitted `this_pr_v3/`), single-GPU
 development runs (`single_gpu_baseline.txt`, `prefix-1375/` beside `prefix-1375-8x/`), ablations with other
-step counts, the parent record's log, truncated or duplicated logs. The rules below come from what upstream
-writes, not from a list of folder names:
+step counts, the parent record's log or runs of its program, truncated or duplicated logs. The rules below
+come from what upstream writes, not from a list of folder names:
 1. The submission's folder. The manifest editor's choice (`selection.folder`) wins; else the folder of the
    log the records table links; else, when the table links a folder without logs of its own, the subfolder
    its README names beside the word "submit", else the one subfolder that is not a baseline, else the
@@ -16,7 +16,8 @@ writes, not from a list of folder names:
 2. The hardware. The track is run on 8 GPUs (the README's task statement). When the linked folder ran on
    another GPU count, a sibling folder holding the same schedule on the track's GPU count is the record's.
 3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
-   log (the previous row links it), repeats another log's bytes, never printed its final validation, has
+   log (the previous row links it), runs the previous record's program where the README reports runs of the
+   previous record or a baseline beside its own, repeats another log's bytes, never printed its final validation, has
    numbers that cannot be trusted, or ran another step count than the linked log (an ablation).
    Before 2024-12-04 a record was one run: the linked log.
 4. A log behind a symbolic link is never read: it may be another record's file.
@@ -35,6 +36,9 @@ from pipeline.records.logfacts import LOG_SUFFIXES, LogFacts, LogUnreadable, rea
 MAX_DEPTH = 4  # record folders nest versions one or two levels deep
 BASELINE = re.compile(r"baseline", re.I)
 SUBMITTED = re.compile(r"submi(?:t|tted|ssion)", re.I)
+# How a README speaks of runs of the code it started from, timed beside its own ("Previous record (timed on same
+# machine):", "the prior record", "timed it against the unmodified code", "I ran the baseline").
+EARLIER_CODE = ("previous record", "prior record", "unmodified code", "baseline")
 VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
 
 
@@ -47,6 +51,7 @@ class FolderInput:
     track_gpus: int  # the GPU count the track is run on
     parent_log_names: frozenset[str]  # file names the previous row links (its log, copied here)
     editor_folder: str | None = None  # the manifest editor's `selection.folder`
+    parent_programs: frozenset[str] = frozenset()  # the previous record's runs' program sha256s and fingerprints
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ class Run:
 class LeftOut:
     file: str  # path below the record folder
     reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
-    #              other-version | other-experiment | symlink | unreadable
+    #              other-version | other-experiment | symlink | unreadable | previous-record
     detail: str = ""
     sha256: str = ""
 
@@ -179,6 +184,19 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
                    run.facts.sha256)
 
 
+def _earlier_code(run: Run, inp: FolderInput) -> LeftOut | None:
+    """A log of the previous record's program, in a folder whose README reports runs of the earlier code beside
+    its own: those runs, whatever their file name (a record's own runs never run its parent's program)."""
+    f = run.facts
+    if not ({f.program_sha256, f.fingerprint} & inp.parent_programs) or not f.program_sha256:
+        return None
+    said = next((p for p in EARLIER_CODE if p in inp.readme.lower()), None)
+    if said is None:
+        return None
+    return LeftOut(run.rel, "previous-record", f"runs the previous record's program, and the README reports runs "
+                                               f"of it (\"{said}\") beside its own", f.sha256)
+
+
 def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str]) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
@@ -186,7 +204,7 @@ def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dic
                                                   f"{inp.track_gpus}", f.sha256)
     if BASELINE.search(name):
         return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
-    if (parent := _parent_log(run, inp)) is not None:
+    if (parent := _parent_log(run, inp) or _earlier_code(run, inp)) is not None:
         return parent
     if f.sha256 in seen:
         return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
