@@ -331,6 +331,8 @@ def test_renamed_folders_are_found_by_the_linked_file_and_cells_keep_their_place
     log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
     (track / "2025-01-03_Renamed_Later").mkdir(parents=True)
     shutil.copy(log, track / "2025-01-03_Renamed_Later" / log.name)
+    (track / "2025-01-04_NextRecord").mkdir(parents=True)  # carries its parent's log: not a rename of row 1's
+    shutil.copy(log, track / "2025-01-04_NextRecord" / log.name)
     rows = [f"1 | 3.0 minutes | Renamed | 01/03/25 | [log](records/track_1_short/2025-01-03_Renamed/{log.name}) | @a",
             "2 | 2.9 minutes | No link | 01/04/25 | none | @b"]
     (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"

@@ -368,14 +368,17 @@ def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str, str]:
 def _renamed(clone: Path, row: TableRow) -> TableRow:
     """A row whose linked folder upstream renamed later: the folder of its track holding the linked file's name
     (track 2's rows 9 and 10 link `2025-08-28_NewValemb/036_….txt`, now in `2025-08-28_Medium_NewValemb/`). Only
-    a file link is followed, and only when exactly one folder holds that name."""
+    a file link is followed, and only when exactly one folder of the same date holds that name."""
     if not row.track_folder or Path(row.log_link).suffix not in (".txt", ".log"):
         return row
     track = clone / row.track_folder
     if (clone / row.track_folder / row.record_name).exists() or not track.is_dir() or track.is_symlink():
         return row
-    file_name = Path(row.log_link).name
-    found = [d for d in sorted(track.iterdir()) if d.is_dir() and not d.is_symlink() and (d / file_name).is_file()]
+    file_name, dated = Path(row.log_link).name, row.record_name[:10]
+    # a rename keeps the folder's date; another record's folder holding a copy of this row's log (a record often
+    # carries its parent's log) is not a rename
+    found = [d for d in sorted(track.iterdir()) if d.name.startswith(dated) and d.is_dir() and not d.is_symlink()
+             and (d / file_name).is_file()]
     if len(found) != 1:
         return row
     return dataclasses.replace(row, log_link=f"{row.track_folder}/{found[0].name}/{file_name}")
