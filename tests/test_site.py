@@ -36,14 +36,14 @@ PLAN = PlanRow("demo-cpu-synth", True, "CPU only")
 
 
 def cells(html: str, name: str) -> list[str]:
-    row = re.search(rf'<tr><td>[^<]*</td><td>[^<]*</td><td><a href="records/{re.escape(name)}\.html">.*?</tr>', html)
+    row = re.search(rf'<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td><a href="records/{re.escape(name)}\.html">.*?</tr>', html)
     return re.findall(r"<td>(.*?)</td>", row.group(0))
 
 
 def test_index_in_upstream_order_with_verdict_rule_environment_and_plan():
     files = build_site(site_records(), [CHECK], [PLAN], LIBRARY)
     index = files["index.html"]
-    names = re.findall(r'<tr><td>[^<]*</td><td>[^<]*</td><td><a href="records/([^"]+)\.html">', index)
+    names = re.findall(r'<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td><a href="records/([^"]+)\.html">', index)
     assert "2025-09-23_<wbr>MuonCustomSizing" in index  # long names wrap between their words
     assert names == [s.record.name for s in upstream_order(site_records())]
     assert names[0] == "2024-06-06_AdamW" and names.index(MUON) == names.index("2025-09-21_DropAttn") + 1

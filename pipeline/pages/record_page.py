@@ -3,7 +3,7 @@ parent, its environment, and a link to its upstream folder at the pinned commit.
 
 from __future__ import annotations
 
-from pipeline.pages.page import badge, data_block, esc, fmt, page, table
+from pipeline.pages.page import badge, data_block, esc, fmt, page, table, words
 from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
 from pipeline.records.eras import UPSTREAM_WORDS
 
@@ -12,8 +12,8 @@ def environment_cell(s: SiteRecord) -> str:
     if not s.environment:
         return '<span class="badge bad">none</span>'
     kind = "exact" if s.environment_exact else f"deviation: {s.environment_kind}"
-    return f'<code>{esc(s.environment)}</code> <span class="badge {"ok" if s.environment_exact else "warn"}">' \
-           f"{esc(kind)}</span>"
+    tone = "ok" if s.environment_exact else "warn"
+    return f'<code class="nowrap">{esc(s.environment)}</code> <span class="badge {tone}">{words(kind)}</span>'
 
 
 def plan_cell(plan: PlanRow | None, short: bool = False) -> str:
@@ -22,7 +22,7 @@ def plan_cell(plan: PlanRow | None, short: bool = False) -> str:
         return '<span class="badge none">not planned</span>'
     reason = plan.reason if not short or len(plan.reason) <= SHORT else plan.reason[:SHORT - 1].rstrip() + "…"
     return f'<span class="badge {"ok" if plan.runnable else "bad"}">{"yes" if plan.runnable else "no"}</span> ' \
-           f'<span class="note" title="{esc(plan.reason)}">{esc(reason)}</span>'
+           f'<span class="note" title="{esc(plan.reason)}">{words(reason)}</span>'
 
 
 SHORT = 70

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.atomic import write_text
-from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, name_html, page, plotly_library, table
+from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, name_html, page, plotly_library, table, words
 from pipeline.pages.record_page import environment_cell, plan_cell, record_page
 from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
 from pipeline.records.eras import UPSTREAM_WORDS
@@ -76,7 +76,7 @@ def measured_time_cell(check: CheckRow | None) -> str:
         return '<span class="note" title="its logs were not checked">not checked</span>'
     if check.time_s is None:
         why = "no log" if check.verdict == "no-logs" else "the logs print no train time"
-        return f'<span class="note" title="{esc(why)}">{esc(why)}</span>'
+        return f'<span class="note" title="{esc(why)}">{words(why)}</span>'
     return fmt(check.time_s, ".2f")
 
 
@@ -96,10 +96,10 @@ def _index(records: list[SiteRecord], checks: dict[str, CheckRow], plans: dict[s
         track = r.track.split("_")[1] if r.track.startswith("track_") else r.track
         link = f'<a href="{esc(page_of(r.name))}">{name_html(r.name)}</a>'
         rule = check.rule if check and check.rule else ""
-        words = UPSTREAM_WORDS.get(rule, ("", ""))[0]
-        rows.append([esc(f"{track}·{number}"), esc(r.date), link, fmt(claimed, ".1f"),
+        stated = UPSTREAM_WORDS.get(rule, ("", ""))[0]
+        rows.append([f'<span class="nowrap">{esc(f"{track}·{number}")}</span>', words(r.date), link, fmt(claimed, ".1f"),
                      measured_time_cell(check), badge(check.verdict if check else None),
-                     f'<span title="{esc(words)}">{esc(rule or "—")}</span>', environment_cell(s),
+                     f'<span title="{esc(stated)}">{words(rule or "—")}</span>', environment_cell(s),
                      plan_cell(plans.get(r.name), short=True), _parent_cell(r.parent, names)])
     body = ("<h1>NanoGPT speedrun records: what reproduces</h1>"
             f'<p class="note">{len(records)} records of this registry, in upstream\'s order. The verdict is each '
