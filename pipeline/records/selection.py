@@ -39,6 +39,7 @@ SUBMITTED = re.compile(r"submi(?:t|tted|ssion)", re.I)
 # How a README speaks of runs of the code it started from, timed beside its own ("Previous record (timed on same
 # machine):", "the prior record", "timed it against the unmodified code", "I ran the baseline").
 EARLIER_CODE = ("previous record", "prior record", "unmodified code", "baseline")
+QUOTE_REACH = 300  # characters after such a phrase in which a run's train time counts as quoted
 VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
 
 
@@ -184,27 +185,44 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
                    run.facts.sha256)
 
 
-def _earlier_code(run: Run, inp: FolderInput) -> LeftOut | None:
-    """A log of the previous record's program, in a folder whose README reports runs of the earlier code beside
-    its own: those runs, whatever their file name (a record's own runs never run its parent's program)."""
+def _earlier_code(run: Run, inp: FolderInput, own_program: str | None) -> LeftOut | None:
+    """A run of the code the record started from, timed beside its own, in a folder whose README speaks of the
+    previous record, a baseline or the unmodified code: a log running the previous record's program, or one
+    not running the linked log's program whose train time the README quotes right after those words (`times =
+    [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
     f = run.facts
-    if not ({f.program_sha256, f.fingerprint} & inp.parent_programs) or not f.program_sha256:
+    text = inp.readme.lower()
+    said = next((p for p in EARLIER_CODE if p in text), None)
+    if said is None or not f.program_sha256:
         return None
-    said = next((p for p in EARLIER_CODE if p in inp.readme.lower()), None)
-    if said is None:
+    parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
+    quoted = f.program_sha256 != own_program and f.train_time_ms is not None and any(
+        stamp in text[at:at + QUOTE_REACH] for at in _places(text, said)
+        for stamp in (str(f.train_time_ms), f"{f.train_time_ms / 1000:.3f}"))
+    if not (parents or quoted):
         return None
-    return LeftOut(run.rel, "previous-record", f"runs the previous record's program, and the README reports runs "
-                                               f"of it (\"{said}\") beside its own", f.sha256)
+    how = "runs the previous record's program" if parents else "its train time is quoted there"
+    return LeftOut(run.rel, "previous-record", f"the README reports runs of the earlier code (\"{said}\") beside its "
+                                               f"own; this log {how}", f.sha256)
 
 
-def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str]) -> LeftOut | None:
+def _places(text: str, phrase: str) -> list[int]:
+    out, at = [], text.find(phrase)
+    while at >= 0 and len(out) < 50:
+        out.append(at)
+        at = text.find(phrase, at + 1)
+    return out
+
+
+def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str],
+                 own_program: str | None = None) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
         return LeftOut(run.rel, "other-hardware", f"ran on {f.gpu_count} GPU(s); the track is run on "
                                                   f"{inp.track_gpus}", f.sha256)
     if BASELINE.search(name):
         return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
-    if (parent := _parent_log(run, inp) or _earlier_code(run, inp)) is not None:
+    if (parent := _parent_log(run, inp) or _earlier_code(run, inp, own_program)) is not None:
         return parent
     if f.sha256 in seen:
         return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
@@ -259,7 +277,7 @@ def select_runs(inp: FolderInput) -> Selection:
             why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
                                                    f"one run: the table links {linked}", run.facts.sha256)
         else:
-            why = _why_not_run(run, inp, linked_steps, seen)
+            why = _why_not_run(run, inp, linked_steps, seen, linked_run.facts.program_sha256 if linked_run else None)
         if why is None:
             runs.append(run)
             seen[run.facts.sha256] = run.rel
