@@ -35,22 +35,25 @@ CHECK = CheckRow(MUON, "reproduced-with-deviations", "v1 parent", ("b067b4ac-72a
 PLAN = PlanRow("demo-cpu-synth", True, "CPU only")
 
 
+LEAD = r"<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td>"  # a row's "#" and date cells
+
+
 def cells(html: str, name: str) -> list[str]:
-    row = re.search(rf'<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td><a href="records/{re.escape(name)}\.html">.*?</tr>', html)
+    row = re.search(rf'{LEAD}<a href="records/{re.escape(name)}\.html">.*?</tr>', html)
     return re.findall(r"<td>(.*?)</td>", row.group(0))
 
 
 def test_index_in_upstream_order_with_verdict_rule_environment_and_plan():
     files = build_site(site_records(), [CHECK], [PLAN], LIBRARY)
     index = files["index.html"]
-    names = re.findall(r'<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td><a href="records/([^"]+)\.html">', index)
+    names = re.findall(LEAD + r'<a href="records/([^"]+)\.html">', index)
     assert "2025-09-23_<wbr>MuonCustomSizing" in index  # long names wrap between their words
     assert names == [s.record.name for s in upstream_order(site_records())]
     assert names[0] == "2024-06-06_AdamW" and names.index(MUON) == names.index("2025-09-21_DropAttn") + 1
     muon = cells(index, MUON)
     assert "149.7" in muon[3] and muon[4] == "149.69"  # measured by the check, not the claim
     assert ">reproduced-with-deviations<" in muon[5] and ">v1 parent<" in muon[6]
-    assert "deviation: stable-stand-in" in muon[7] and ">not planned<" in muon[8]
+    assert "deviation: <span class=\"nowrap\">stable-stand-in</span>" in muon[7] and ">not planned<" in muon[8]
     assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_<wbr>DropAttn</a>'  # parent's page
     demo = cells(index, "demo-cpu-synth")
     assert ">not checked<" in demo[4] and ">not checked<" in demo[5] and ">exact<" in demo[7]
