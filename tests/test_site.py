@@ -47,14 +47,14 @@ def test_index_in_upstream_order_with_verdict_rule_environment_and_plan():
     files = build_site(site_records(), [CHECK], [PLAN], LIBRARY)
     index = files["index.html"]
     names = re.findall(LEAD + r'<a href="records/([^"]+)\.html">', index)
-    assert "2025-09-23_<wbr>MuonCustomSizing" in index  # long names wrap between their words
+    assert "2025-09-23_<wbr>Muon<wbr>Custom<wbr>Sizing" in index  # long names wrap between their words
     assert names == [s.record.name for s in upstream_order(site_records())]
     assert names[0] == "2024-06-06_AdamW" and names.index(MUON) == names.index("2025-09-21_DropAttn") + 1
     muon = cells(index, MUON)
     assert "149.7" in muon[3] and muon[4] == "149.69"  # measured by the check, not the claim
     assert ">reproduced-with-deviations<" in muon[5] and ">v1 parent<" in muon[6]
     assert "deviation: <span class=\"nowrap\">stable-stand-in</span>" in muon[7] and ">not planned<" in muon[8]
-    assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_<wbr>DropAttn</a>'  # parent's page
+    assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_<wbr>Drop<wbr>Attn</a>'  # parent's page
     demo = cells(index, "demo-cpu-synth")
     assert ">not checked<" in demo[4] and ">not checked<" in demo[5] and ">exact<" in demo[7]
     assert ">yes<" in demo[8] and "CPU only" in demo[8]

@@ -22,10 +22,10 @@ from pipeline.hashing import sha256_bytes
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1b1f24;background:#fafafa}
-main{max-width:1240px;margin:0 auto;padding:18px 12px 60px}
+main{max-width:1264px;margin:0 auto;padding:18px 8px 60px}
 h1{font-size:1.6em;margin:.3em 0}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.4em 0;background:#fff;font-size:.93em}
-th,td{border:1px solid #d8dbe0;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:normal}
+table{border-collapse:collapse;margin:.4em 0;background:#fff;font-size:.88em}
+th,td{border:1px solid #d8dbe0;padding:3px 5px;text-align:left;vertical-align:top;overflow-wrap:normal}
 th{background:#f0f2f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em}
 td code.hash{overflow-wrap:anywhere}td .badge{white-space:normal}.nowrap{white-space:nowrap}
@@ -46,9 +46,10 @@ def esc(value) -> str:
 
 
 def name_html(name: str) -> str:
-    """A record's name, escaped, with a break opportunity after each `_` (and a `-` before a word): a long name
-    wraps between its words, never inside one nor inside its date."""
-    return re.sub(r"(_|-(?=[A-Za-z]))", r"\1<wbr>", esc(name))
+    """A record's name, escaped, with a break opportunity after each `_` (and a `-` before a word) and between the
+    words of a CamelCase part (`Mixed<wbr>Precision`): a long name wraps between its words, never inside one nor
+    inside its date."""
+    return re.sub(r"(_|-(?=[A-Za-z])|[a-z](?=[A-Z]))", r"\1<wbr>", esc(name))
 
 
 def words(text) -> str:
