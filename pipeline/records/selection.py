@@ -185,18 +185,18 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
                    run.facts.sha256)
 
 
-def _earlier_code(run: Run, inp: FolderInput, own_program: str | None) -> LeftOut | None:
+def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> LeftOut | None:
     """A run of the code the record started from, timed beside its own, in a folder whose README speaks of the
     previous record, a baseline or the unmodified code: a log running the previous record's program, or one
-    not running the linked log's program whose train time the README quotes right after those words (`times =
-    [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
+    not running the linked log's program (bytes or fingerprint) whose train time the README quotes right after
+    those words (`times = [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
     f = run.facts
     text = inp.readme.lower()
     said = next((p for p in EARLIER_CODE if p in text), None)
     if said is None or not f.program_sha256:
         return None
     parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
-    quoted = f.program_sha256 != own_program and f.train_time_ms is not None and any(
+    quoted = not ({f.program_sha256, f.fingerprint} & own_program) and f.train_time_ms is not None and any(
         stamp in text[at:at + QUOTE_REACH] for at in _places(text, said)
         for stamp in (str(f.train_time_ms), f"{f.train_time_ms / 1000:.3f}"))
     if not (parents or quoted):
@@ -215,7 +215,7 @@ def _places(text: str, phrase: str) -> list[int]:
 
 
 def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str],
-                 own_program: str | None = None) -> LeftOut | None:
+                 own_program: frozenset[str] = frozenset()) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
         return LeftOut(run.rel, "other-hardware", f"ran on {f.gpu_count} GPU(s); the track is run on "
@@ -272,12 +272,15 @@ def select_runs(inp: FolderInput) -> Selection:
     linked_steps = (linked_run.facts.scheduled_steps if linked_run and not moved
                     else _steps([r.facts for r in candidates if not BASELINE.search(r.rel)]))
     runs, seen = [], {}
+    # the linked log's program, by bytes and by code fingerprint (runs differing only in comments are one program)
+    own = frozenset(x for x in (linked_run.facts.program_sha256, linked_run.facts.fingerprint) if x) \
+        if linked_run else frozenset()
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
             why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
                                                    f"one run: the table links {linked}", run.facts.sha256)
         else:
-            why = _why_not_run(run, inp, linked_steps, seen, linked_run.facts.program_sha256 if linked_run else None)
+            why = _why_not_run(run, inp, linked_steps, seen, own)
         if why is None:
             runs.append(run)
             seen[run.facts.sha256] = run.rel
