@@ -94,7 +94,7 @@ def test_single_run_era_takes_the_linked_log_and_names_the_parent_s(registry):
     assert [log.file for log in r.logs] == ["dd7304a6-cc43-4d5e-adb8-c070111464a1.txt"]
     assert left(r, "parent-log") == ["d6b50d71-f419-4d26-bb39-a60d55ae7a04.txt"]  # the README's "Old record"
     assert len(left(r, "other-experiment")) == 5
-    assert r.rules.loss_evidence == "single-run" and r.rules.version == 2
+    assert r.rules.loss_evidence == "single-run" and r.rules.version == 3
 
 
 def test_a_folder_link_takes_every_log_of_the_folder(registry):
@@ -190,7 +190,7 @@ def test_symlinked_logs_and_control_characters_are_not_trusted(tmp_path):
     r = load_record("2026-07-17_FP8DownProjection", reg / "records")
     assert left(r, "symlink") == ["this_pr/borrowed.txt"]
     assert "borrowed.txt" not in {log.file for log in r.logs}
-    assert r.title == "FP8 down[31m projection"  # no RLO, no escape byte
+    assert r.title == "FP8 down projection"  # no RLO, no escape sequence (nor what followed its ESC)
     # the row before it has no log: the record's parent is left empty, and said
     assert r.parent == ""
 
