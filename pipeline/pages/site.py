@@ -97,7 +97,8 @@ def _index(records: list[SiteRecord], checks: dict[str, CheckRow], plans: dict[s
         link = f'<a href="{esc(page_of(r.name))}">{name_html(r.name)}</a>'
         rule = check.rule if check and check.rule else ""
         stated = UPSTREAM_WORDS.get(rule, ("", ""))[0]
-        rows.append([f'<span class="nowrap">{esc(f"{track}·{number}")}</span>', words(r.date), link, fmt(claimed, ".1f"),
+        position = f'<span class="nowrap">{esc(f"{track}·{number}")}</span>'
+        rows.append([position, words(r.date), link, fmt(claimed, ".1f"),
                      measured_time_cell(check), badge(check.verdict if check else None),
                      f'<span title="{esc(stated)}">{words(rule or "—")}</span>', environment_cell(s),
                      plan_cell(plans.get(r.name), short=True), _parent_cell(r.parent, names)])
