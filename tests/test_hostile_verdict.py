@@ -265,9 +265,9 @@ def test_zero_or_negative_times_non_finite_target_and_negative_tolerance_are_ref
 
 def test_an_unknown_rules_version_is_refused_with_a_fix(tmp_path, registry):
     path = registry / "records" / f"{RECORD}.yaml"
-    path.write_text(path.read_text().replace("  version: 1\n", "  version: 3\n", 1))
+    path.write_text(path.read_text().replace("  version: 1\n", "  version: 9\n", 1))
     done = repro("--registry", registry, "verify", "--record", RECORD, write_log(tmp_path, "a.txt"))
-    clean_failure(done, 3, "rules.version 3 is not one this tool judges by", "fix: upgrade repro")
+    clean_failure(done, 3, "rules.version 9 is not one this tool judges by", "fix: upgrade repro")
 
 
 # ---- Memory blow-ups: "A 1 GiB log also killed `repro verify`: the parser holds everything in memory." -----

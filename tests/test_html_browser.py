@@ -89,3 +89,42 @@ def test_site_in_the_browser_every_index_link_resolves(chrome, tmp_path):
         assert_drawn(page, 1)
         assert page.title.endswith(": speedrun record")
         assert (tmp_path / "site" / "index.html").as_uri() in page.links  # and back to the index
+
+
+# Every word of the index table's text on one line: a word whose boxes sit on two lines was broken inside it.
+# Record names are several text nodes (a <wbr> after each `_`), so a break there is between words.
+SPLIT_WORDS_JS = """
+var out = [], walker = document.createTreeWalker(document.querySelector('table'), NodeFilter.SHOW_TEXT), node;
+while ((node = walker.nextNode())) {
+  var re = /\\S+/g, m;
+  while ((m = re.exec(node.data))) {
+    var range = document.createRange();
+    range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+    var tops = new Set(Array.from(range.getClientRects()).filter(function (r) { return r.width > 0; })
+                       .map(function (r) { return Math.round(r.top); }));
+    if (tops.size > 1) out.push(m[0]);
+  }
+}
+return out;"""
+FITS_JS = ("var t = document.querySelector('table');"
+           "return [t.getBoundingClientRect().right, document.documentElement.clientWidth];")
+TRACES_JS = ("return document.getElementById('chart-history').data"
+             ".map(function (t) { return [t.name, t.x.length]; });")
+
+
+def test_site_index_reads_at_1280_px_and_charts_both_tracks(chrome, tmp_path):
+    result = repro("records", "site", "--out", tmp_path / "site")
+    assert result.returncode == 0, result.stderr
+    chrome.driver.set_window_size(1280, 900)
+    index = chrome.open(tmp_path / "site" / "index.html")
+    assert_drawn(index, 1)
+    right, width = chrome.driver.execute_script(FITS_JS)
+    assert right <= width, (right, width)  # the table fits the window: nothing to scroll sideways
+    assert chrome.driver.execute_script(SPLIT_WORDS_JS) == []
+    traces = dict(chrome.driver.execute_script(TRACES_JS))
+    assert traces["track 1 (GPT-2 small, 3.28): claimed time"] > 10
+    assert traces["track 2 (GPT-2 medium, 2.92): claimed time"] >= 2
+    page = chrome.open(tmp_path / "site" / "records" / "2025-07-13_UpgradeTorch190.html")
+    assert_drawn(page, 1)
+    words = chrome.driver.find_element("css selector", "blockquote.upstream").text
+    assert words.startswith("For submissions which improve speed by optimizing the systems performance")

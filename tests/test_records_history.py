@@ -94,7 +94,7 @@ def test_single_run_era_takes_the_linked_log_and_names_the_parent_s(registry):
     assert [log.file for log in r.logs] == ["dd7304a6-cc43-4d5e-adb8-c070111464a1.txt"]
     assert left(r, "parent-log") == ["d6b50d71-f419-4d26-bb39-a60d55ae7a04.txt"]  # the README's "Old record"
     assert len(left(r, "other-experiment")) == 5
-    assert r.rules.loss_evidence == "single-run" and r.rules.version == 2
+    assert r.rules.loss_evidence == "single-run" and r.rules.version == 3
 
 
 def test_a_folder_link_takes_every_log_of_the_folder(registry):
@@ -190,7 +190,7 @@ def test_symlinked_logs_and_control_characters_are_not_trusted(tmp_path):
     r = load_record("2026-07-17_FP8DownProjection", reg / "records")
     assert left(r, "symlink") == ["this_pr/borrowed.txt"]
     assert "borrowed.txt" not in {log.file for log in r.logs}
-    assert r.title == "FP8 down[31m projection"  # no RLO, no escape byte
+    assert r.title == "FP8 down projection"  # no RLO, no escape sequence (nor what followed its ESC)
     # the row before it has no log: the record's parent is left empty, and said
     assert r.parent == ""
 
@@ -306,14 +306,16 @@ def test_each_era_gets_its_rule_and_says_why():
         "single-run": RuleInput("2024-11-06", False, [3.2791], ""),
         "own": RuleInput("2025-09-03", False, many, ""),
         "quoted": RuleInput("2025-01-13", False, [3.277], "significance: accs = [3.27, 3.275, 3.276]\np=0.004"),
-        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], ""),
+        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], "",
+                            description="perform mlp and attn reduce scatter in shared call"),
+        "one-run": RuleInput("2025-02-08", False, [2.9182], "", target=2.92, description="Added standard weight decay"),
         "baseline": RuleInput("2024-05-28", False, [2.9282], "", first_baseline=True),
     }
     for evidence, inp in cases.items():
         proposal = propose_rule(inp)
-        assert proposal.evidence == evidence and proposal.why, (evidence, proposal)
-    assert propose_rule(cases["quoted"]).quoted == {"source": "README.md", "p_value": 0.004, "n": 3,
-                                                    "losses": [3.27, 3.275, 3.276]}
+        assert proposal.evidence == evidence and proposal.why and not proposal.flags, (evidence, proposal)
+    assert propose_rule(cases["quoted"]).quoted == {"source": "README.md", "p_value": 0.004, "forms": ["p="], "n": 3,
+                                                    "losses": [3.27, 3.275, 3.276], "mean": 3.273667, "sd": 0.003215}
 
 
 def test_verify_reads_what_the_importer_read(registry):

@@ -89,8 +89,8 @@ def test_manifest_pins_logs_programs_and_headers(tmp_path):
     assert r.imported.environment_family == "torch-2.9-nightly"
     assert r.environment == "record-2025-09"  # the exact nightly's environment
     assert r.published.losses == (3.2792, 3.2792, 3.2801, 3.2799)
-    # the previous row (DropAttn) is not in the sample: no dangling parent
-    assert r.parent == ""
+    # the previous row (DropAttn) is not in the sample: named all the same (the table says it), judged once held
+    assert r.parent == "2025-09-21_DropAttn"
 
 
 def test_old_logs_parse_what_they_have(tmp_path):
@@ -138,12 +138,26 @@ def test_hand_written_fields_and_comments_are_kept(tmp_path):
     path = reg / "records" / "2024-10-10_Muon.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["rules"]["loss_evidence"] = "parent"
+    doc["parent"] = "2024-06-06_AdamW"  # the previous row (#3) links no log: the import derives no parent
     doc["notes"] = "checked by hand"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    # an edit the manifest does not mark is derived again (a stale parent from an earlier import, say) ...
     again = do_import(reg)
-    assert "2024-10-10_Muon" in again["unchanged"]
-    kept = load_record_file(path)
-    assert kept.rules.loss_evidence == "parent" and kept.notes == "checked by hand"
+    assert again["changes"]["2024-10-10_Muon"] == ["parent", "rules.loss_evidence"]
+    assert "2024-10-10_Muon" not in again["kept_edits"]
+    refreshed = load_record_file(path)
+    assert refreshed.rules.loss_evidence == "single-run" and refreshed.parent == ""
+    assert refreshed.notes == "checked by hand"  # nothing derives notes: kept
+    # ... and one marked `edited:` is kept, and the summary lists it
+    doc = yaml.safe_load(path.read_text())
+    doc["rules"]["loss_evidence"] = "parent"
+    doc["edited"] = ["rules"]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    again = do_import(reg)
+    assert "2024-10-10_Muon" in again["unchanged"] and again["kept_edits"]["2024-10-10_Muon"] == ["rules"]
+    assert load_record_file(path).rules.loss_evidence == "parent"
+    code, out = run("--registry", str(reg), "records", "import", str(SAMPLE), "--commit", COMMIT)
+    assert "kept edit: 2024-10-10_Muon: rules" in out
 
 
 def _edge_clone(tmp_path: Path) -> Path:
@@ -310,3 +324,48 @@ def test_environment_choice_rules():
     assert unknown.environment == "stable-2.4" and "2.3, the stable release current on 2024-06-06" in unknown.reason
     assert environment_by_rule("", "r", "2020-01-01", envs).kind == "none"
     assert environment_by_rule("2.9.0+cu126", "r", "2025-10-20", []).kind == "none"
+
+
+def test_renamed_folders_are_found_by_the_linked_file_and_cells_keep_their_places(tmp_path):
+    """Upstream renamed track 2's `2025-08-28_NewValemb/` to `2025-08-28_Medium_NewValemb/` after its table
+    linked it: the folder holding the linked file's name is the record's."""
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+    (track / "2025-01-03_Renamed_Later").mkdir(parents=True)
+    shutil.copy(log, track / "2025-01-03_Renamed_Later" / log.name)
+    (track / "2025-01-04_NextRecord").mkdir(parents=True)  # carries its parent's log: not a rename of row 1's
+    shutil.copy(log, track / "2025-01-04_NextRecord" / log.name)
+    rows = [f"1 | 3.0 minutes | Renamed | 01/03/25 | [log](records/track_1_short/2025-01-03_Renamed/{log.name}) | @a",
+            "2 | 2.9 minutes | No link | 01/04/25 | none | @b"]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    result = do_import(registry(tmp_path), clone)
+    assert result["written"] == ["2025-01-03_Renamed_Later"]
+    assert result["skipped_rows"] == ["row 2 (dated 2025-01-04, claimed 2.9 minutes, 'No link'): no log link in "
+                                      "the table"]
+
+
+def test_runs_of_the_previous_record_s_program_are_left_out_when_the_readme_reports_them(tmp_path):
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+    own_log = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))[0]
+    (track / "2025-01-01_Parent").mkdir(parents=True)
+    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
+    child = track / "2025-01-02_Child"
+    child.mkdir()
+    shutil.copy(own_log, child / "mine.txt")
+    shutil.copy(parent_log, child / "0a1b2c.txt")  # the previous record re-timed beside the new one
+    (child / "README.md").write_text("My runs.\n\nPrevious record (timed on same machine):\n\ntimes = [1.0]\n")
+    t = "records/track_1_short"
+    rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
+            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/mine.txt) | @b"]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    reg = registry(tmp_path)
+    result = do_import(reg, clone)
+    assert result["written"] == ["2025-01-01_Parent", "2025-01-02_Child"], result
+    r = load_record("2025-01-02_Child", reg / "records")
+    assert [log.file for log in r.logs] == ["mine.txt"]
+    assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("0a1b2c.txt", "previous-record")]

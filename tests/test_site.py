@@ -4,6 +4,7 @@ tests/test_html_browser.py loads the written site in a real Chromium."""
 
 from __future__ import annotations
 
+import html
 import json
 import posixpath
 import re
@@ -34,23 +35,29 @@ CHECK = CheckRow(MUON, "reproduced-with-deviations", "v1 parent", ("b067b4ac-72a
 PLAN = PlanRow("demo-cpu-synth", True, "CPU only")
 
 
+LEAD = r"<tr><td>(?:(?!</td>).)*</td><td>(?:(?!</td>).)*</td><td>"  # a row's "#" and date cells
+
+
 def cells(html: str, name: str) -> list[str]:
-    row = re.search(rf'<tr><td>[^<]*</td><td>[^<]*</td><td><a href="records/{re.escape(name)}\.html">.*?</tr>', html)
+    row = re.search(rf'{LEAD}<a href="records/{re.escape(name)}\.html">.*?</tr>', html)
     return re.findall(r"<td>(.*?)</td>", row.group(0))
 
 
 def test_index_in_upstream_order_with_verdict_rule_environment_and_plan():
     files = build_site(site_records(), [CHECK], [PLAN], LIBRARY)
     index = files["index.html"]
-    names = re.findall(r'<tr><td>[^<]*</td><td>[^<]*</td><td><a href="records/([^"]+)\.html">', index)
+    names = re.findall(LEAD + r'<a href="records/([^"]+)\.html">', index)
+    assert "2025-09-23_<wbr>Muon<wbr>Custom<wbr>Sizing" in index  # long names wrap between their words
     assert names == [s.record.name for s in upstream_order(site_records())]
     assert names[0] == "2024-06-06_AdamW" and names.index(MUON) == names.index("2025-09-21_DropAttn") + 1
     muon = cells(index, MUON)
-    assert "149.7" in muon[3] and ">reproduced-with-deviations<" in muon[5] and muon[6] == "v1 parent"
-    assert "deviation: stable-stand-in" in muon[7] and ">not planned<" in muon[8]
-    assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_DropAttn</a>'  # its parent's page
+    assert "149.7" in muon[3] and muon[4] == "149.69"  # measured by the check, not the claim
+    assert ">reproduced-with-deviations<" in muon[5] and ">v1 parent<" in muon[6]
+    assert "deviation: <span class=\"nowrap\">stable-stand-in</span>" in muon[7] and ">not planned<" in muon[8]
+    assert muon[9] == '<a href="records/2025-09-21_DropAttn.html">2025-09-21_<wbr>Drop<wbr>Attn</a>'  # parent's page
     demo = cells(index, "demo-cpu-synth")
-    assert ">not checked<" in demo[5] and ">exact<" in demo[7] and ">yes<" in demo[8] and "CPU only" in demo[8]
+    assert ">not checked<" in demo[4] and ">not checked<" in demo[5] and ">exact<" in demo[7]
+    assert ">yes<" in demo[8] and "CPU only" in demo[8]
     assert files["assets/plotly.min.js"] == LIBRARY.script and '<script src="assets/plotly.min.js">' in index
 
 
@@ -66,11 +73,13 @@ def test_every_link_of_the_site_names_a_file_of_the_site():
             assert not target.startswith("..") and target in files, (path, href)
 
 
-def test_time_chart_marks_the_re_timing():
+def test_time_chart_draws_both_tracks_and_marks_the_re_timing():
     index = build_site(site_records(), [], [], LIBRARY)["index.html"]
     figure = json.loads(re.search(r'id="chart-history-data">(.*?)</script>', index).group(1))
-    claimed, retimed = figure["data"]
-    assert "demo-cpu-synth" not in " ".join(claimed["text"])  # track 1 only
+    track1, track2, retimed = figure["data"]
+    assert track1["name"].startswith("track 1") and track2["name"].startswith("track 2")
+    assert "2025-01-18" in " ".join(track2["text"]) and "2025-01-18" not in " ".join(track1["text"])
+    assert "demo-cpu-synth" not in " ".join(track1["text"] + track2["text"])  # the tracks' records only
     assert retimed["x"] == ["2025-09-23"] and retimed["y"] == [150.3843]
     assert retimed["text"] == [f"2025-09-21_DropAttn re-timed for {MUON}"]
 
@@ -81,8 +90,9 @@ def test_record_page_runs_left_out_parent_and_upstream():
     assert ('href="https://github.com/KellerJordan/modded-nanogpt/tree/7d7952d2fb63307d54541e37dddd22d1a924b34a/'
             'records/092325_MuonCustomSizing"') in page
     assert "printed no &lt;final&gt; loss" in page  # left out, with its reason, escaped
-    assert '<tr class="deviation"><td><code>f99932ed-4bd6-41dc-99e9-831ebe5cd0e9.txt</code></td><td>left out' in page
-    assert "<td><code>b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt</code></td><td>judged</td>" in page
+    assert ('<tr class="deviation"><td><code class="hash">f99932ed-4bd6-41dc-99e9-831ebe5cd0e9.txt</code></td>'
+            '<td>left out') in page
+    assert '<td><code class="hash">b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt</code></td><td>judged</td>' in page
     unchecked = build_site(site_records(), [], [], LIBRARY)[f"records/{MUON}.html"]
     assert "were not checked" in unchecked and ">not planned<" in unchecked
 
@@ -181,3 +191,13 @@ def test_site_of_the_shared_upstream_sample(tmp_path):
     assert pages == sorted(p.stem for p in (registry / "records").glob("*.yaml")) and len(pages) >= 12
     index = (tmp_path / "site" / "index.html").read_text()
     assert all(f'href="records/{name}.html"' in index for name in pages)
+
+
+def test_each_record_page_states_its_rule_in_upstream_s_words_and_the_whole_plan_reason():
+    long_reason = "no program in its logs: " + "the logs were stripped of their program text, " * 4
+    files = build_site(site_records(), [CHECK], [PlanRow(MUON, False, long_reason)], LIBRARY)
+    page = files[f"records/{MUON}.html"]
+    assert "For submissions which improve speed by optimizing the systems performance, without touching the ML, " \
+           "this requirement is waived." in page  # rule `parent`: README rule 2's waiver
+    assert html.escape(long_reason.strip()) in page  # whole on the page; cut to a line in the index
+    assert f">{html.escape(long_reason)}<" not in files["index.html"]  # the index shows a line (all on hover)

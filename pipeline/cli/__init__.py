@@ -15,6 +15,7 @@ import click
 
 from pipeline.errors import ReproError
 from pipeline.outcome import ExitCode, exit_code_of
+from pipeline.plaintext import plain
 from pipeline.registry import Registry
 from pipeline.workspace import Workspace
 
@@ -89,7 +90,7 @@ def run(argv=None) -> int:
     try:
         return exit_code_of(cli.main(args=argv, prog_name="repro", standalone_mode=False))
     except ReproError as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
+        click.secho(plain(f"error: {exc}", lines=True), fg="red", err=True)  # its text may quote untrusted input
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)

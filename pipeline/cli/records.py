@@ -8,6 +8,7 @@ from statistics import mean
 import click
 
 from pipeline.errors import CheckFailed, InputError
+from pipeline.plaintext import plain
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
     environment_by_rule,
@@ -21,6 +22,11 @@ from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
 from .output import emit_json, pass_registry, pass_workspace
+
+
+def echo(text: str = "") -> None:
+    """Every line these commands print: titles, file names and README words are untrusted, printed plain."""
+    click.echo(plain(str(text), lines=True))
 
 
 @click.group()
@@ -78,7 +84,7 @@ def list_(registry, wheelhouse, as_json):
     if as_json:
         emit_json(rows)
         return
-    click.echo(f"{'track':7} {'#':>3}  {'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} "
+    echo(f"{'track':7} {'#':>3}  {'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} "
                f"{'loss':>7}  {'rule':10} {'environment (match)':36} data")
 
     def num(value, spec, width):
@@ -87,12 +93,12 @@ def list_(registry, wheelhouse, as_json):
     for row in rows:
         env = f"{row['environment_will_use'] or '—'} ({row['environment_match']})"
         number = (row["row"] or "—") + ("r" if row["retiming"] else "")
-        click.echo(f"{row['track'][:7]:7} {number:>3}  {row['date']:10}  {row['name'][:34]:34} "
+        echo(f"{row['track'][:7]:7} {number:>3}  {row['date']:10}  {row['name'][:34]:34} "
                    f"{num(row['claimed_time_s'], '9.1f', 9)} {num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} "
                    f"{num(row['mean_val_loss'], '7.4f', 7)}  {row['rule'][:10]:10} {env[:36]:36} "
                    f"{'pinned' if row['data_pinned'] else 'not pinned'}")
     if any(row["retiming"] for row in rows):
-        click.echo("(#r: a re-timing of the record with that number: same code on new hardware or software)")
+        echo("(#r: a re-timing of the record with that number: same code on new hardware or software)")
 
 
 
@@ -110,41 +116,41 @@ def show(registry, name, wheelhouse, as_json):
         emit_json({**r.to_dict(), "environment_choice": choice.to_dict(), "environment_exists": env_exists})
         return
     p, hw, sw = r.published, r.hardware, r.software
-    click.echo(f"{r.name}: {r.title}\n  {r.description}")
-    click.echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
+    echo(f"{r.name}: {r.title}\n  {r.description}")
+    echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
     if r.imported:
-        click.echo(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
+        echo(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
                    f"{r.imported.claimed_time}; mean time from the {r.imported.mean_time_source}")
         for folder in r.imported.skipped_folders:
-            click.echo(f"  skipped    {folder}")
+            echo(f"  skipped    {folder}")
         if r.imported.missing:
-            click.echo(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
-    click.echo(f"  parent     {r.parent or '-'}")
-    click.echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
+            echo(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
+    echo(f"  parent     {r.parent or '-'}")
+    echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
                f"losses {list(p.losses)}")
-    click.echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
+    echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
     for pin in next((log.files for log in r.logs if log.files), ()):  # a program of several files
-        click.echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
-    click.echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
+        echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
+    echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
                f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
-    click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
+    echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
                f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
-    click.echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
-    click.echo(f"  data       {r.dataset.name}: {r.dataset.shards_to_fetch} train + {r.dataset.val_shards} val shards")
-    click.echo(f"  environment {r.environment or '(none)'} (the manifest's" +
+    echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
+    echo(f"  data       {r.dataset.name}: {r.dataset.shards_to_fetch} train + {r.dataset.val_shards} val shards")
+    echo(f"  environment {r.environment or '(none)'} (the manifest's" +
                ("" if env_exists or not r.environment else "; not in this registry") + ")")
     if choice.environment:
-        click.echo(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
+        echo(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
     else:
-        click.echo(f"    will use nothing: {choice.reason}")
+        echo(f"    will use nothing: {choice.reason}")
     if choice.deviation:
         from pipeline.verdict.render import render
 
-        click.echo(f"    deviation: {render(choice.deviation)}")
+        echo(f"    deviation: {render(choice.deviation)}")
     for log in r.logs:
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"
         time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"
-        click.echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
+        echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
                    + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
 
 
@@ -156,7 +162,7 @@ def fingerprint_(log):
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
     try:
-        click.echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
+        echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
     except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
         raise InputError(f"{log}: its program text cannot be fingerprinted: {exc}",
                          "use the record's full, unmodified log") from None
@@ -183,19 +189,22 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
         emit_json(result.to_dict())
         return
     verb = "would write" if dry_run else "wrote"
-    click.echo(f"upstream {result.commit}, track {track}: {verb} {len(result.written)}, "
+    echo(f"upstream {result.commit}, track {track}: {verb} {len(result.written)}, "
                f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
     for name in result.written:
-        click.echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
+        echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
     absent = [line for line in result.skipped_rows if line.endswith("is not in this clone")]
     if absent:
-        click.echo(f"  not imported: {len(absent)} row(s) whose log folder is not in this clone "
+        echo(f"  not imported: {len(absent)} row(s) whose log folder is not in this clone "
                    "(--json lists them)")
     for line in result.skipped_rows:
         if line not in absent:
-            click.echo(f"  not imported: {line}")
+            echo(f"  not imported: {line}")
+    for name, marks in result.kept_edits.items():
+        echo(f"  kept edit: {name}: {', '.join(marks)} (marked `edited:`; the import would derive another "
+                   "value)")
     for line in result.warnings:
-        click.echo(f"  warning: {line}")
+        echo(f"  warning: {line}")
 
 
 @records.command("plot")
@@ -209,7 +218,7 @@ def plot(registry, out_dir):
     rows = [_history_row(registry.workspace, r) for r in sorted(registry.records(), key=upstream_order)
             if r.track.startswith("track_1")]
     path = plot_history(rows, out_dir)
-    click.echo(f"wrote {path}")
+    echo(f"wrote {path}")
 
 
 def dataset_shard_tokens(ws) -> int | None:
@@ -238,8 +247,8 @@ def fetch_logs(registry, name, source_dir, as_json):
         emit_json([{"file": f.file, "path": str(f.path), "source": f.source, "sha256": f.sha256} for f in fetched])
         return
     for f in fetched:
-        click.echo(f"  {f.file}  sha256 ok  ({f.source})")
-    click.echo(f"{len(fetched)} published log(s) of {name} verified in {fetched[0].path.parent}")
+        echo(f"  {f.file}  sha256 ok  ({f.source})")
+    echo(f"{len(fetched)} published log(s) of {name} verified in {fetched[0].path.parent}")
 
 
 @records.command("check")
@@ -272,17 +281,17 @@ def _print_check(rows) -> None:
     def num(value, spec):
         return "—" if value is None else format(value, spec)
 
-    click.echo(f"{'record':<34} {'verdict':<27} {'rule':<10} {'runs':>4} {'out':>4} {'mean loss':>9} "
+    echo(f"{'record':<34} {'verdict':<27} {'rule':<10} {'runs':>4} {'out':>4} {'mean loss':>9} "
                f"{'p':>8} {'time s':>8} {'/claim':>7}")
     for r in rows:
-        click.echo(f"{r.name[:34]:<34} {r.verdict:<27} {r.rule:<10} {len(r.runs_judged):>4} {len(r.left_out):>4} "
+        echo(f"{r.name[:34]:<34} {r.verdict:<27} {r.rule:<10} {len(r.runs_judged):>4} {len(r.left_out):>4} "
                    f"{num(r.mean_loss, '.4f'):>9} {num(r.p, '.2g'):>8} {num(r.time_s, '.2f'):>8} "
                    f"{num(r.time_ratio, '.3f'):>7}")
     for r in rows:
         if r.reasons or r.flags:
-            click.echo(f"\n{r.name}: {r.verdict} (rule {r.rule}: {r.rule_why})")
+            echo(f"\n{r.name}: {r.verdict} (rule {r.rule}: {r.rule_why})")
             for line in (*r.reasons, *(f"editor: {f}" for f in r.flags)):
-                click.echo(f"  - {line}")
+                echo(f"  - {line}")
 
 
 @records.command("site")
@@ -327,7 +336,7 @@ def site(registry, out_dir, check_file, plan_file, upstream_dir, plan_here, whee
         emit_json({"out_dir": str(out_dir), "index": str(out_dir / "index.html"), "files": [str(p) for p in written],
                    "checked": len(checks), "planned": len(plans)})
         return
-    click.echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
+    echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
                f"{len(checks)} check row(s), {len(plans)} plan row(s))")
 
 

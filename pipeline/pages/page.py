@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -21,17 +22,19 @@ from pipeline.hashing import sha256_bytes
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1b1f24;background:#fafafa}
-main{max-width:1180px;margin:0 auto;padding:18px 24px 60px}
+main{max-width:1264px;margin:0 auto;padding:18px 8px 60px}
 h1{font-size:1.6em;margin:.3em 0}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.4em 0;background:#fff}
-th,td{border:1px solid #d8dbe0;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:.4em 0;background:#fff;font-size:.88em}
+th,td{border:1px solid #d8dbe0;padding:3px 5px;text-align:left;vertical-align:top;overflow-wrap:normal}
 th{background:#f0f2f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
-code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em;word-break:break-all}
+code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em}
+td code.hash{overflow-wrap:anywhere}td .badge{white-space:normal}.nowrap{white-space:nowrap}
 .badge{display:inline-block;white-space:nowrap;padding:2px 10px;border-radius:12px;font-weight:600;color:#fff}
 .ok{background:#2e7d32}.warn{background:#b26a00}.bad{background:#c62828}.none{background:#757575}
 tr.deviation td,td.deviation{background:#fff3cd}tr.problem td{background:#fde0e0}
 .chart{height:440px;background:#fff;border:1px solid #d8dbe0;margin:.5em 0}
 .note{color:#555;font-size:.92em}nav a{margin-right:1em}
+blockquote.upstream{margin:.2em 0;padding:2px 10px;border-left:3px solid #8a94a6;font-style:italic}
 """
 
 BADGE = {"reproduced": "ok", "smoke-passed": "ok", "reproduced-with-deviations": "warn",
@@ -42,8 +45,21 @@ def esc(value) -> str:
     return html.escape("—" if value is None else str(value), quote=True)
 
 
+def name_html(name: str) -> str:
+    """A record's name, escaped, with a break opportunity after each `_` (and a `-` before a word) and between the
+    words of a CamelCase part (`Mixed<wbr>Precision`): a long name wraps between its words, never inside one nor
+    inside its date."""
+    return re.sub(r"(_|-(?=[A-Za-z])|[a-z](?=[A-Z]))", r"\1<wbr>", esc(name))
+
+
+def words(text) -> str:
+    """Escaped text that wraps only at its spaces: a browser also breaks after a hyphen, inside a date
+    (2025-09-23), a version (pypi-torch-2.8) or a verdict; each hyphenated word is kept on one line."""
+    return re.sub(r"\S*-\S*", lambda m: f'<span class="nowrap">{m.group(0)}</span>', esc(text))
+
+
 def badge(outcome: str | None) -> str:
-    return f'<span class="badge {BADGE.get(outcome or "", "none")}">{esc(outcome or "not checked")}</span>'
+    return f'<span class="badge {BADGE.get(outcome or "", "none")}">{words(outcome or "not checked")}</span>'
 
 
 def table(header: list[str], rows: list[list[str]], row_classes: list[str] | None = None) -> str:

@@ -3,16 +3,17 @@ parent, its environment, and a link to its upstream folder at the pinned commit.
 
 from __future__ import annotations
 
-from pipeline.pages.page import badge, data_block, esc, fmt, page, table
+from pipeline.pages.page import badge, data_block, esc, fmt, page, table, words
 from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
+from pipeline.records.eras import UPSTREAM_WORDS
 
 
 def environment_cell(s: SiteRecord) -> str:
     if not s.environment:
         return '<span class="badge bad">none</span>'
     kind = "exact" if s.environment_exact else f"deviation: {s.environment_kind}"
-    return f'<code>{esc(s.environment)}</code> <span class="badge {"ok" if s.environment_exact else "warn"}">' \
-           f"{esc(kind)}</span>"
+    tone = "ok" if s.environment_exact else "warn"
+    return f'<code class="nowrap">{esc(s.environment)}</code> <span class="badge {tone}">{words(kind)}</span>'
 
 
 def plan_cell(plan: PlanRow | None, short: bool = False) -> str:
@@ -21,7 +22,7 @@ def plan_cell(plan: PlanRow | None, short: bool = False) -> str:
         return '<span class="badge none">not planned</span>'
     reason = plan.reason if not short or len(plan.reason) <= SHORT else plan.reason[:SHORT - 1].rstrip() + "…"
     return f'<span class="badge {"ok" if plan.runnable else "bad"}">{"yes" if plan.runnable else "no"}</span> ' \
-           f'<span class="note" title="{esc(plan.reason)}">{esc(reason)}</span>'
+           f'<span class="note" title="{esc(plan.reason)}">{words(reason)}</span>'
 
 
 SHORT = 70
@@ -51,15 +52,17 @@ def _runs(s: SiteRecord, check: CheckRow | None) -> str:
     rows, classes = [], []
     for log in s.record.logs:
         state = "judged" if log.file in judged else ("left out" if log.file in left else "—")
-        rows.append([f"<code>{esc(log.file)}</code>", esc(state), fmt(log.val_loss, ".4f"),
+        rows.append([f'<code class="hash">{esc(log.file)}</code>', esc(state), fmt(log.val_loss, ".4f"),
                      fmt(log.train_time_ms / 1000 if log.train_time_ms else None, ".3f"), esc(log.torch or "—"),
-                     f"<code>{esc(log.fingerprint[:24] or '—')}</code>", esc(", ".join(log.missing) or "—")])
+                     f'<code class="hash">{esc(log.fingerprint[:24] or "—")}</code>',
+                     esc(", ".join(log.missing) or "—")])
         classes.append("deviation" if log.file in left else "")
     out = '<h2 id="runs">Runs (published logs)</h2>' + table(
         ["log", "in the verdict", "final val loss", "train time (s)", "PyTorch", "fingerprint", "the log lacks"],
         rows, classes)
-    gone = [[f"<code>{esc(x.file)}</code>", esc(x.reason)] for x in (check.left_out if check else ())]
-    out += '<h2 id="left-out">Logs left out and why</h2>' + (table(["log", "why"], gone) if gone else
+    gone = [[f'<code class="hash">{esc(x.file)}</code>', esc(x.reason), esc(x.detail or "—")]
+            for x in (check.left_out if check else ())]
+    out += '<h2 id="left-out">Logs left out and why</h2>' + (table(["log", "why", "detail"], gone) if gone else
                                                               "<p>None left out" + ("" if check else " (not checked)")
                                                               + ".</p>")
     skipped = s.record.imported.skipped_folders if s.record.imported else ()
@@ -86,6 +89,14 @@ def _loss_chart(s: SiteRecord) -> str:
             + data_block("chart-losses-data", figure))
 
 
+def _rule_words(evidence: str) -> str:
+    """The rule the record is judged by, as upstream's README states it, and where."""
+    sentence, source = UPSTREAM_WORDS.get(evidence, ("", ""))
+    if not sentence:
+        return esc(f"{evidence}: a rule upstream does not state")
+    return f'<blockquote class="upstream">{esc(sentence)}</blockquote><span class="note">{esc(source)}</span>'
+
+
 def record_page(s: SiteRecord, check: CheckRow | None, plan: PlanRow | None, parent_known: bool,
                 library_src: str) -> str:
     r = s.record
@@ -99,6 +110,7 @@ def record_page(s: SiteRecord, check: CheckRow | None, plan: PlanRow | None, par
              ["can be run", plan_cell(plan)],
              ["target", esc(f"val loss ≤ {r.rules.target_val_loss}, p < {r.rules.p_value_max} "
                             f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")],
+             ["rule, in upstream's words", _rule_words(r.rules.loss_evidence)],
              ["hardware", esc(f"{r.hardware.gpu_count} × {r.hardware.gpu_model}")],
              ["software", esc(f"PyTorch {r.software.torch or '?'}, Python {r.software.python or '?'}")]]
     body = (f'<nav><a href="../index.html">← all records</a></nav><h1>{esc(r.name)}</h1><p>{esc(r.title)}</p>'

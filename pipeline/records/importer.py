@@ -12,15 +12,18 @@ pipeline/records/eras.py proposes the rule that judges the loss claim (`imported
 the track's target and GPU count are read from the README's statement above the table.
 
 Merging with what is already in the registry (so a second import changes nothing, and a hand-edited
-manifest keeps its edits): the importer owns the fields it derives from the logs (GENERATED below) and
-rewrites them; every other field is the author's (rules, published.ml_validation, notes, dataset,
-environment, title, ...) and is kept as written (an empty list is a choice too), filled only when absent.
-The upstream pin is one (commit, folder) pair: an author's pair that names a commit is kept whole. A manifest's
-top-level blocks that do not change are written back byte for byte, comments included.
+manifest keeps its edits): every field the import derives is recomputed, unless the manifest's `edited:` list
+names it (a top-level key such as `rules`, or one sub-field such as `dataset.train_shards`); the kept edits
+whose value differs from what the import derives are listed in the summary (`kept_edits`). An edit the
+manifest does not mark is derived again: a stale value (a parent left empty by an earlier import of a
+sample) never outlives the next import. Fields the import does not derive (notes, selection, a program's
+smoke_fields, ...) are kept as written. A manifest's top-level blocks that do not change are written back
+byte for byte, comments included.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import tempfile
@@ -45,18 +48,7 @@ from pipeline.yamlio import YamlRefused, load_file
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
 SEPARATOR_TEXT = SEPARATOR.decode()
 HEADER = ("# Imported by `repro records import` from the upstream records table and the logs of its folder.\n"
-          "# Fields under logs, published (runs), hardware/software (from the headers), program.fingerprint,\n"
-          "# date and imported are rewritten by the next import; every other field is yours to edit and is kept.\n")
-
-# Derived from the logs: rewritten by every import. Everything else is the author's once it has a value.
-GENERATED = {
-    "date": None, "logs": None, "imported": None,
-    "published": ("steps", "losses", "times_s", "mean_time_s", "step_avg_ms", "peak_memory_allocated_mib", "quoted"),
-    "hardware": ("gpu_model", "gpu_count", "driver", "cuda_driver"),
-    "software": ("python", "torch", "torch_cuda", "triton"),
-    "program": ("fingerprint",),
-    "dataset": ("derived",),  # the shards the program reads, worked out again from its hyperparameters
-}
+          "# The next import derives every field again, except those you list under `edited:` (e.g. [rules]).\n")
 
 DEFAULT_RULES = {
     "version": RULES_VERSION, "target_val_loss": 3.28, "p_value_max": 0.01, "loss_evidence": "own",
@@ -76,6 +68,7 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
     skipped_rows: list[str] = field(default_factory=list)
     flags: dict[str, list[str]] = field(default_factory=dict)  # name -> what the editor should decide
+    kept_edits: dict[str, list[str]] = field(default_factory=dict)  # name -> edited fields kept over the import's
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -175,7 +168,8 @@ def _published(facts: list[LogFacts], claimed_s: float | None, quoted: dict) -> 
 def _rules(x: RowImport, gpu_model: str, torch: str) -> dict:
     evidence = x.proposal.evidence
     return {**DEFAULT_RULES, "target_val_loss": x.terms.target_val_loss, "loss_evidence": evidence,
-            "consistency_required": ["record", "parent"] if evidence == "retiming" else ["record"],
+            # a re-timing is judged against the re-timed record's evidence (pipeline/verdict/ancestry.py)
+            "consistency_required": ["record"],
             # compare only what the headers told (an old log without nvidia-smi pins no GPU to compare with)
             "compare_hardware": ["gpu_model", "gpu_count"] if gpu_model else [],
             "compare_software": ["torch"] if torch else []}
@@ -226,41 +220,52 @@ def _generated(x: RowImport, environments: list[EnvironmentPin], warnings: list[
                      "skipped_folders": [], "missing": missing, "runs_basis": sel.basis,
                      "left_out": [{"file": o.file, "reason": o.reason, "detail": o.detail, "sha256": o.sha256}
                                   for o in sel.left_out],
-                     "flags": list(sel.flags),
+                     "flags": list(sel.flags) + list(x.proposal.flags),
                      "rule": {"evidence": x.proposal.evidence, "why": x.proposal.why},
                      "target_val_loss": x.terms.target_val_loss},
     }
 
 
-def _empty(value) -> bool:
-    return value in (None, "", [], {}, 0) and value is not False
+def _edited(existing: dict) -> set[str]:
+    marks = existing.get("edited")
+    return {m for m in marks if isinstance(m, str)} if isinstance(marks, list) else set()
 
 
 def merge(existing: dict | None, generated: dict) -> dict:
-    """The manifest to write: generated fields from this import, the author's fields from `existing`."""
+    """The manifest to write: every field this import derives, recomputed, except those the manifest's `edited:`
+    list names (`rules`, or one sub-field such as `dataset.train_shards`), which keep the editor's value. Fields
+    the import does not derive (notes, selection, a program's smoke_fields, ...) are kept as written."""
     if not existing:
         return generated
+    edited = _edited(existing)
     out = dict(existing)
     for key, value in generated.items():
-        owned = GENERATED.get(key, ())
         old = existing.get(key)
-        if owned is None:  # wholly generated
+        if key in edited and key in existing:
+            continue
+        if isinstance(value, dict) and isinstance(old, dict):
+            kept = {sub: old[sub] for sub in old if sub not in value or f"{key}.{sub}" in edited}
+            out[key] = {**value, **kept}
+        else:
             out[key] = value
-        elif key == "upstream":
-            # A pin is a (commit, folder) pair: keep the author's pair whole once it names a commit.
-            out[key] = old if isinstance(old, dict) and old.get("commit") else \
-                {**value, **{k: v for k, v in (old or {}).items() if not _empty(v)}}
-        elif isinstance(value, dict):
-            base = dict(old) if isinstance(old, dict) else {}
-            for sub, sub_value in value.items():
-                if sub in owned:
-                    if not (sub not in base and _empty(sub_value)):
-                        base[sub] = sub_value
-                elif sub not in base:
-                    base[sub] = sub_value
-            out[key] = base
-        elif key not in existing:
-            out[key] = value
+    return out
+
+
+def kept_edits(existing: dict | None, generated: dict) -> list[str]:
+    """The edited fields whose value is not what this import derives: listed in the import's summary."""
+    if not existing:
+        return []
+    out = []
+    for mark in sorted(_edited(existing)):
+        key, _, sub = mark.partition(".")
+        old, new = existing.get(key), generated.get(key)
+        if key not in generated or sub and not (isinstance(new, dict) and sub in new):
+            continue  # a field the import does not derive: nothing was overruled
+        if sub:
+            old = old.get(sub) if isinstance(old, dict) else None
+            new = new.get(sub) if isinstance(new, dict) else None
+        if old != new:
+            out.append(mark)
     return out
 
 
@@ -361,6 +366,25 @@ def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str, str]:
     return record_root, row.log_link[len(f"{row.track_folder}/{row.record_name}"):].strip("/"), ""
 
 
+def _renamed(clone: Path, row: TableRow) -> TableRow:
+    """A row whose linked folder upstream renamed later: the folder of its track holding the linked file's name
+    (track 2's rows 9 and 10 link `2025-08-28_NewValemb/036_….txt`, now in `2025-08-28_Medium_NewValemb/`). Only
+    a file link is followed, and only when exactly one folder of the same date holds that name."""
+    if not row.track_folder or Path(row.log_link).suffix not in (".txt", ".log"):
+        return row
+    track = clone / row.track_folder
+    if (clone / row.track_folder / row.record_name).exists() or not track.is_dir() or track.is_symlink():
+        return row
+    file_name, dated = Path(row.log_link).name, row.record_name[:10]
+    # a rename keeps the folder's date; another record's folder holding a copy of this row's log (a record often
+    # carries its parent's log) is not a rename
+    found = [d for d in sorted(track.iterdir()) if d.name.startswith(dated) and d.is_dir() and not d.is_symlink()
+             and (d / file_name).is_file()]
+    if len(found) != 1:
+        return row
+    return dataclasses.replace(row, log_link=f"{row.track_folder}/{found[0].name}/{file_name}")
+
+
 def _names(rows: list[TableRow]) -> dict[int, str]:
     """Registry names by row line: the record folder's name; when two rows link logs of one folder (track 2's
     llm.c baseline beside its first record), the row dated as the folder keeps it and the other gets `-rowN`."""
@@ -399,7 +423,7 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
     sha = upstream_commit(clone, commit)
     text = readme.read_text(encoding="utf-8", errors="replace")
-    rows = read_track_table(text, track)
+    rows = [_renamed(clone, row) for row in read_track_table(text, track)]
     terms = track_terms(text, track)
     result = ImportResult(commit=sha, track=track)
     licence = _licence(clone)
@@ -408,7 +432,8 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
     names = _names([r for r in rows if r.track_folder])
     plan: list[tuple[TableRow, Path, str]] = []
     for row in rows:
-        label = f"row {row.number} ({row.date or row.claimed_time}, {row.description[:50]!r})"
+        label = (f"row {row.number} (dated {row.date or 'no date'}, claimed {row.claimed_time or 'no time'}, "
+                 f"{row.description[:50]!r})")
         if not row.log_link:
             result.skipped_rows.append(f"{label}: no log link in the table")
             continue
@@ -433,13 +458,13 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             result.warnings.append(f"{name}: the previous row (#{previous_row.number}) has no log in the table: "
                                    "parent left empty")
         if previous and previous not in importing and previous not in known:
-            result.warnings.append(f"{name}: the previous row, {previous}, is not in this clone "
-                                   "or the registry: parent left empty")
-            previous = ""
+            # the table names it all the same: the parent is kept, and judged once the registry holds it
+            result.warnings.append(f"{name}: the previous row, {previous}, is not in this clone or the registry")
         inp = FolderInput(record_dir=folder, linked=linked, readme=_readme(folder),
                           era_single_run=bool(row.date) and row.date < "2024-12-04", track_gpus=terms.gpu_count,
                           parent_log_names=_linked_file_name(previous_row),
-                          editor_folder=_editor_folder(records_dir / f"{name}.yaml"))
+                          editor_folder=_editor_folder(records_dir / f"{name}.yaml"),
+                          parent_programs=_programs(records_dir / f"{previous}.yaml") if previous else frozenset())
         try:
             selection = select_runs(inp)
             proposal = _propose(row, previous_row, selection, inp.readme, terms)
@@ -483,8 +508,21 @@ def _propose(row: TableRow, previous_row: TableRow | None, selection: Selection,
     return propose_rule(RuleInput(
         date=row.date, repeats_previous=bool(previous_row and previous_row.number == row.number),
         first_baseline=row.number == "1" and "baseline" in row.description.lower(), readme=readme,
-        target=terms.target_val_loss,
+        target=terms.target_val_loss, description=f"{row.description} {row.contributors}",
         losses=[r.facts.val_loss for r in selection.runs if r.facts.val_loss is not None]))
+
+
+def _programs(path: Path) -> frozenset[str]:
+    """The program sha256s and fingerprints of a manifest's runs (the previous record's, imported just before)."""
+    try:
+        doc = load_file(path) if path.is_file() else None
+    except YamlRefused:
+        return frozenset()
+    logs = doc.get("logs") if isinstance(doc, dict) else None
+    if not isinstance(logs, list):
+        return frozenset()
+    return frozenset(str(log[k]) for log in logs if isinstance(log, dict)
+                     for k in ("program_sha256", "fingerprint") if log.get(k))
 
 
 def _editor_folder(path: Path) -> str | None:
@@ -527,9 +565,9 @@ def _import_one(records_dir: Path, x: RowImport, environments: list[EnvironmentP
     for f in facts:
         warnings += [f"{name}: {f.file}: {w}" for w in f.warnings]
     warnings += _sanity(x, facts)
-    if sel.flags:
-        result.flags[name] = list(sel.flags)
-        warnings += [f"{name}: needs the editor: {flag}" for flag in sel.flags]
+    if (flags := list(sel.flags) + list(x.proposal.flags)):
+        result.flags[name] = flags
+        warnings += [f"{name}: needs the editor: {flag}" for flag in flags]
     generated = _generated(x, environments, warnings)
     result.warnings += warnings
     path = records_dir / f"{name}.yaml"
@@ -539,6 +577,8 @@ def _import_one(records_dir: Path, x: RowImport, environments: list[EnvironmentP
     else:
         old_for_merge = old
     new = merge(old_for_merge, generated)
+    if (kept := kept_edits(old_for_merge, generated)):
+        result.kept_edits[name] = kept
     if old == new:
         result.unchanged.append(name)
         return

@@ -18,7 +18,8 @@ from pipeline.records.data_need import DataNeed
 
 SCHEMA_VERSION = 1
 # rules.version -> the loss evidence kinds it knows (pipeline/records/eras.py says what each means)
-EVIDENCE_BY_VERSION = {1: ("own", "parent"), 2: ("own", "parent", "single-run", "retiming", "quoted", "baseline")}
+EVIDENCE_BY_VERSION = {1: ("own", "parent"), 2: ("own", "parent", "single-run", "retiming", "quoted", "baseline"),
+                       3: ("own", "parent", "single-run", "one-run", "retiming", "quoted", "baseline")}
 LOSS_EVIDENCE = EVIDENCE_BY_VERSION[max(EVIDENCE_BY_VERSION)]
 TRAINERS = ("record", "native")
 # A record name is one file name in the registry: no folder, no '..', nothing a shell or URL would mangle.
@@ -216,6 +217,7 @@ class Record:
     imported: Imported | None = None  # set for records written by `repro records import`
     notes: str = ""  # the author's notes, kept by every import
     selection_folder: str | None = None  # the editor's choice of the runs' folder (`selection.folder`)
+    edited: tuple[str, ...] = ()  # the fields an editor changed by hand: the next import keeps exactly these
 
     @property
     def accepted_program_sha256(self) -> frozenset[str]:
@@ -406,7 +408,7 @@ def load_record_file(path: Path) -> Record:
     check_schema_version(top, SCHEMA_VERSION)
     top.only("schema_version", "name", "title", "date", "track", "description", "parent", "upstream", "logs",
              "program", "published", "hardware", "software", "environment", "dataset", "rules", "imported", "notes",
-             "selection")
+             "selection", "edited")
     name = top.req("name", str)
     if name != Path(path).stem:
         raise top.fail("name", f"is {name!r} but the file is {Path(path).name}",
@@ -432,7 +434,8 @@ def load_record_file(path: Path) -> Record:
         software=_software(top.sub("software", required=False)), environment=top.req("environment", str),
         dataset=_dataset(top.sub("dataset")), rules=_rules(top.sub("rules")), path=Path(path),
         imported=_imported(top.sub("imported")) if top.data.get("imported") is not None else None,
-        notes=top.opt("notes", str, "").strip(), selection_folder=_selection(top))
+        notes=top.opt("notes", str, "").strip(), selection_folder=_selection(top),
+        edited=tuple(top.list_of("edited", str, required=False)))
     hw_fields = {f.name for f in dataclasses.fields(Hardware)}
     sw_fields = {f.name for f in dataclasses.fields(Software)} - {"flash_attention"}
     for key, allowed in (("compare_hardware", hw_fields), ("compare_software", sw_fields)):
@@ -484,5 +487,8 @@ def load_record(name: str, records_dir: Path | None = None) -> Record:
 
 
 def load_parent(record: Record) -> Record | None:
-    """The parent record, from the same registry folder the record was loaded from."""
-    return load_record(record.parent, record.path.parent) if record.parent else None
+    """The parent record, from the same registry folder the record was loaded from; None when the record names
+    none, or names the previous row of the table that this registry does not hold (a sample of the history)."""
+    if not record.parent or not (record.path.parent / f"{record.parent}.yaml").is_file():
+        return None
+    return load_record(record.parent, record.path.parent)

@@ -7,8 +7,8 @@
 Record folders hold more than the record's runs: baselines re-run for comparison (`baseline/`,
 `baseline_pr299/`), earlier versions (`this_pr_v1/` beside the submitted `this_pr_v3/`), single-GPU
 development runs (`single_gpu_baseline.txt`, `prefix-1375/` beside `prefix-1375-8x/`), ablations with other
-step counts, the parent record's log, truncated or duplicated logs. The rules below come from what upstream
-writes, not from a list of folder names:
+step counts, the parent record's log or runs of its program, truncated or duplicated logs. The rules below
+come from what upstream writes, not from a list of folder names:
 1. The submission's folder. The manifest editor's choice (`selection.folder`) wins; else the folder of the
    log the records table links; else, when the table links a folder without logs of its own, the subfolder
    its README names beside the word "submit", else the one subfolder that is not a baseline, else the
@@ -16,7 +16,8 @@ writes, not from a list of folder names:
 2. The hardware. The track is run on 8 GPUs (the README's task statement). When the linked folder ran on
    another GPU count, a sibling folder holding the same schedule on the track's GPU count is the record's.
 3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
-   log (the previous row links it), repeats another log's bytes, never printed its final validation, has
+   log (the previous row links it), runs the previous record's program where the README reports runs of the
+   previous record or a baseline beside its own, repeats another log's bytes, never printed its final validation, has
    numbers that cannot be trusted, or ran another step count than the linked log (an ablation).
    Before 2024-12-04 a record was one run: the linked log.
 4. A log behind a symbolic link is never read: it may be another record's file.
@@ -35,6 +36,10 @@ from pipeline.records.logfacts import LOG_SUFFIXES, LogFacts, LogUnreadable, rea
 MAX_DEPTH = 4  # record folders nest versions one or two levels deep
 BASELINE = re.compile(r"baseline", re.I)
 SUBMITTED = re.compile(r"submi(?:t|tted|ssion)", re.I)
+# How a README speaks of runs of the code it started from, timed beside its own ("Previous record (timed on same
+# machine):", "the prior record", "timed it against the unmodified code", "I ran the baseline").
+EARLIER_CODE = ("previous record", "prior record", "unmodified code", "baseline")
+QUOTE_REACH = 300  # characters after such a phrase in which a run's train time counts as quoted
 VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
 
 
@@ -47,6 +52,7 @@ class FolderInput:
     track_gpus: int  # the GPU count the track is run on
     parent_log_names: frozenset[str]  # file names the previous row links (its log, copied here)
     editor_folder: str | None = None  # the manifest editor's `selection.folder`
+    parent_programs: frozenset[str] = frozenset()  # the previous record's runs' program sha256s and fingerprints
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Run:
 class LeftOut:
     file: str  # path below the record folder
     reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
-    #              other-version | other-experiment | symlink | unreadable
+    #              other-version | other-experiment | symlink | unreadable | previous-record
     detail: str = ""
     sha256: str = ""
 
@@ -179,14 +185,44 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
                    run.facts.sha256)
 
 
-def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str]) -> LeftOut | None:
+def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> LeftOut | None:
+    """A run of the code the record started from, timed beside its own, in a folder whose README speaks of the
+    previous record, a baseline or the unmodified code: a log running the previous record's program, or one
+    not running the linked log's program (bytes or fingerprint) whose train time the README quotes right after
+    those words (`times = [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
+    f = run.facts
+    text = inp.readme.lower()
+    said = next((p for p in EARLIER_CODE if p in text), None)
+    if said is None or not f.program_sha256:
+        return None
+    parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
+    quoted = not ({f.program_sha256, f.fingerprint} & own_program) and f.train_time_ms is not None and any(
+        stamp in text[at:at + QUOTE_REACH] for at in _places(text, said)
+        for stamp in (str(f.train_time_ms), f"{f.train_time_ms / 1000:.3f}"))
+    if not (parents or quoted):
+        return None
+    how = "runs the previous record's program" if parents else "its train time is quoted there"
+    return LeftOut(run.rel, "previous-record", f"the README reports runs of the earlier code (\"{said}\") beside its "
+                                               f"own; this log {how}", f.sha256)
+
+
+def _places(text: str, phrase: str) -> list[int]:
+    out, at = [], text.find(phrase)
+    while at >= 0 and len(out) < 50:
+        out.append(at)
+        at = text.find(phrase, at + 1)
+    return out
+
+
+def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str],
+                 own_program: frozenset[str] = frozenset()) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
         return LeftOut(run.rel, "other-hardware", f"ran on {f.gpu_count} GPU(s); the track is run on "
                                                   f"{inp.track_gpus}", f.sha256)
     if BASELINE.search(name):
         return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
-    if (parent := _parent_log(run, inp)) is not None:
+    if (parent := _parent_log(run, inp) or _earlier_code(run, inp, own_program)) is not None:
         return parent
     if f.sha256 in seen:
         return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
@@ -236,12 +272,15 @@ def select_runs(inp: FolderInput) -> Selection:
     linked_steps = (linked_run.facts.scheduled_steps if linked_run and not moved
                     else _steps([r.facts for r in candidates if not BASELINE.search(r.rel)]))
     runs, seen = [], {}
+    # the linked log's program, by bytes and by code fingerprint (runs differing only in comments are one program)
+    own = frozenset(x for x in (linked_run.facts.program_sha256, linked_run.facts.fingerprint) if x) \
+        if linked_run else frozenset()
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
             why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
                                                    f"one run: the table links {linked}", run.facts.sha256)
         else:
-            why = _why_not_run(run, inp, linked_steps, seen)
+            why = _why_not_run(run, inp, linked_steps, seen, own)
         if why is None:
             runs.append(run)
             seen[run.facts.sha256] = run.rel

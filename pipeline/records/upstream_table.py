@@ -12,11 +12,11 @@ are kept with `log_link = ""`, so the importer can say which rows it could not i
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline.errors import InputError
+from pipeline.plaintext import plain
 
 _HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
 _ROW = re.compile(r"^\|?\s*(\d+)\s*\|")
@@ -36,6 +36,7 @@ class TableRow:
     date: str  # ISO 8601, "" when unreadable
     log_link: str  # repository-relative path of the log (or its folder); "" when the row has none
     track_folder: str  # "records/track_1_short"; "" when the row has no link into records/
+    contributors: str = ""  # the last column (re-timings say there what they re-time)
 
     @property
     def record_name(self) -> str:
@@ -84,8 +85,7 @@ def track_terms(text: str, track: int) -> TrackTerms:
 def plain_text(text: str) -> str:
     """Text safe to store and print: control and format characters (a right-to-left override that reverses
     what a terminal shows, escape sequences) are removed."""
-    return "".join(ch for ch in text if ch in " " or unicodedata.category(ch)[0] not in "CZ"
-                   or unicodedata.category(ch) == "Zs").strip()
+    return plain(text).strip()  # whole escape sequences too (an OSC 8 link leaves nothing behind)
 
 
 def _seconds(text: str) -> float | None:
@@ -113,7 +113,8 @@ def _row(line_no: int, line: str) -> TableRow:
     track = re.match(r"^(records/track_[^/]+)/", path)
     return TableRow(line=line_no, number=number, claimed_time=time_text, claimed_time_s=_seconds(time_text),
                     description=plain_text(_MD_LINK.sub(r"\1", description)), date=_iso_date(date_text),
-                    log_link=path, track_folder=track.group(1) if track else "")
+                    log_link=path, track_folder=track.group(1) if track else "",
+                    contributors=plain_text(_MD_LINK.sub(r"\1", cells[5])))
 
 
 def _tables(text: str) -> list[list[TableRow]]:

@@ -21,6 +21,7 @@ from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
 from pipeline.runs.rundir import RunMeta, read_status
 from pipeline.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
+from pipeline.verdict.ancestry import inherited_evidence
 from pipeline.verdict.render import render, render_reason
 from pipeline.verdict.smoke import OUTCOMES as SMOKE_OUTCOMES
 from pipeline.verdict.smoke import check_program as check_smoke_program
@@ -322,7 +323,10 @@ def _loss_findings(record: Record, loss: LossSummary, losses: list[float]) -> li
     if rules.loss_evidence == "baseline":  # the reference the target was taken from: nothing to claim
         return [Finding("loss.baseline", "deviation", {**head, "record": record.name})]
     if loss.mean > loss.target:
-        out.append(Finding("loss.above_target", "failure", head))
+        # From rules version 3 the target binds the runs only where they are the evidence: a re-run of quoted,
+        # re-timed or inherited evidence above it is a deviation, not a failure (eras.py).
+        binding = rules.version < 3 or rules.loss_evidence in ("own", "single-run", "one-run")
+        out.append(Finding("loss.above_target", "failure" if binding else "deviation", head))
     own = rules.loss_evidence == "own"
     out.append(Finding("loss.t_test", "failure" if own and not loss.reaches_p else "note", {
         **head, "p_value": finite_or_none(loss.p_value), "p_max": loss.p_value_max, "reaches": loss.reaches_p,
@@ -332,7 +336,9 @@ def _loss_findings(record: Record, loss: LossSummary, losses: list[float]) -> li
         out.append(Finding("loss.consistency", "failure" if required and not c.consistent else "note", {
             "against": c.against, "role": c.role, "p_value": finite_or_none(c.p_value), "method": c.method,
             "consistent": c.consistent, "required": required, "requires": list(rules.consistency_required)}))
-    if rules.version >= 2:
+    if rules.version >= 3:
+        out += _evidence_v3(record, losses)
+    elif rules.version >= 2:
         out += _evidence_v2(record, loss, losses)
     if rules.loss_evidence == "parent" and not of_severity(out, "failure"):
         out.append(Finding("loss.systems_only", "note", {"record": record.name, "parent": record.parent or None}))
@@ -365,6 +371,42 @@ def _evidence_v2(record: Record, loss: LossSummary, losses: list[float]) -> list
         out.append(Finding("loss.parent_differs", "deviation", {"parent": parent.name,
                                                                "p_value": finite_or_none(against.p_value)}))
     return out
+
+
+def _quoted_finding(record: Record) -> Finding:
+    rules = record.rules
+    quoted = {k: v for k, v in dict(record.published.quoted).items() if k != "losses"}
+    p = quoted.get("p_value")
+    failed = isinstance(p, (int, float)) and not p < rules.p_value_max
+    return Finding("loss.quoted", "failure" if failed else "deviation", {**quoted, "p_max": rules.p_value_max})
+
+
+def _evidence_v3(record: Record, losses: list[float]) -> list[Finding]:
+    """Rules version 3: quoted statistics are the evidence; a re-timing is judged against the re-timed record's
+    evidence; a systems-only record inherits its ancestors' (pipeline/verdict/ancestry.py), never pooled."""
+    rules, evidence = record.rules, record.rules.loss_evidence
+    if evidence == "quoted":
+        out = [_quoted_finding(record)]
+        stated = record.published.quoted.get("losses")
+        if isinstance(stated, list) and len(stated) >= 2:
+            c = consistency(losses, [float(x) for x in stated], record.name, "quoted", rules.consistency_alpha)
+            if not c.consistent:
+                out.append(Finding("loss.quoted_differs", "deviation", {"p_value": finite_or_none(c.p_value),
+                                                                        "n": len(stated)}))
+        return out
+    if evidence not in ("retiming", "parent"):
+        return []
+    inherited = inherited_evidence(record)
+    if inherited is None or len(inherited.losses) < 2:
+        return [Finding("loss.parent_unknown", "deviation", {"parent": record.parent or None})]
+    c = consistency(losses, list(inherited.losses), inherited.record, "evidence", rules.consistency_alpha)
+    data = {"evidence_of": inherited.record, "source": inherited.source, "n": len(inherited.losses),
+            "via": list(inherited.via), "p_value": finite_or_none(c.p_value), "method": c.method,
+            "consistent": c.consistent, "quoted_p": inherited.p_value, "evidence": evidence}
+    if c.consistent:
+        return [Finding("loss.inherited", "note", data)]
+    # a re-timing must be the same record; a systems-only change that moves the losses touched the numerics
+    return [Finding("loss.inherited", "failure" if evidence == "retiming" else "deviation", data)]
 
 
 def _time_finding(record: Record, time: TimeRatio, hardware_differs: list[Finding]) -> Finding:
@@ -450,8 +492,9 @@ def judge_smoke(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
 
 # rules.version -> the judge that implements it; a record asking for another version is refused
 # Version 2 adds the evidence kinds of the speedrun's eras (single-run, retiming, quoted) and judges a
-# systems-only record on its parent's runs together with its own (pipeline/records/eras.py).
-JUDGES = {1: judge_v1, 2: judge_v1}
+# systems-only record on its parent's runs together with its own (pipeline/records/eras.py). Version 3 judges
+# quoted statistics, re-timings and systems-only records on the evidence they stand on (_evidence_v3).
+JUDGES = {1: judge_v1, 2: judge_v1, 3: judge_v1}
 
 
 def verify_runs(record: Record, paths: list[Path]) -> Verdict:

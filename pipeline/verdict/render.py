@@ -54,6 +54,15 @@ def _consistency(d: dict) -> str:
     return text + f": inconsistent, reported only (the rules require consistency with {', '.join(d['requires'])})"
 
 
+def _inherited(d: dict) -> str:
+    what = "a re-timing of" if d.get("evidence") == "retiming" else "systems-only; it inherits the ML evidence of"
+    via = f" (through {', '.join(d['via'])})" if d.get("via") else ""
+    source = "losses its README quotes" if d.get("source") == "quoted" else "published runs"
+    agree = "consistent with" if d.get("consistent") else "not consistent with"
+    return (f"{what} {d['evidence_of']}{via}: these runs are {agree} its {d['n']} {source} "
+            f"({d.get('method')}, p = {_num(d.get('p_value'), '.3g')})")
+
+
 def _time(d: dict) -> str:
     ci = (f" ({d['confidence']:.0%} interval {d['ci_low']:.4f}–{d['ci_high']:.4f})"
           if d.get("ci_low") is not None else "")
@@ -109,6 +118,9 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
                               f"not below {d['p_max']}"),
     "loss.parent_differs": lambda d: (f"losses differ from the parent {d['parent']}'s (Welch p = {d['p_value']:.3g}): "
                                       "the change may touch the numerics"),
+    "loss.quoted_differs": lambda d: (f"these runs differ from the {d['n']} losses the README quotes "
+                                      f"(p = {_num(d.get('p_value'), '.3g')})"),
+    "loss.inherited": _inherited,
     "time.ratio": _time,
     "time.unlogged": lambda d: f"time: the {d['runs']} run(s)' logs print no train time (llm.c format)",
     "claim.time": lambda d: f"claimed time {d['claimed_s']:.2f} s; the logs' mean {d['mean_s']:.2f} s "
