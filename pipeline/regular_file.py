@@ -71,6 +71,29 @@ def read_bounded(path: Path, limit: int, what: str, fix: str) -> bytes:
     return data
 
 
+def read_text(path: Path, limit: int, what: str, fix: str) -> str:
+    """`read_bounded` decoded as UTF-8 (undecodable bytes replaced: a hostile file is text to show, not code)."""
+    return read_bounded(path, limit, what, fix).decode("utf-8", errors="replace")
+
+
+def sha256_regular(path: Path, limit: int, what: str, fix: str) -> str:
+    """sha256 of a regular file of at most `limit` bytes, hashed through the one descriptor that was checked;
+    InputError for anything else (a FIFO, a device, a file over the limit: nothing past the limit is read)."""
+    import hashlib
+
+    digest, seen = hashlib.sha256(), 0
+    with open_regular(path, what, fix) as f:
+        try:
+            while chunk := f.read(min(1 << 20, limit + 1 - seen)):
+                seen += len(chunk)
+                if seen > limit:
+                    raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
+                digest.update(chunk)
+        except OSError as exc:
+            raise os_error(path, exc, fix) from None
+    return digest.hexdigest()
+
+
 def _size(n: int) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
