@@ -66,8 +66,13 @@ class Commands:
         return self._head() + ["prepare", str(self.folder), "--submission", str(submission)]
 
     def task(self, submission: int, index: str) -> list[str]:
-        """`index` is a number, or a shell word such as "$SLURM_ARRAY_TASK_ID" in a job script."""
-        return self._head() + ["task", str(self.folder), "--submission", str(submission), "--index", index]
+        """`index` is a number: the last argument, after `task_without_index`'s."""
+        return self.task_without_index(submission) + [index]
+
+    def task_without_index(self, submission: int) -> list[str]:
+        """The task's command line up to its index: a job script appends the scheduler's index as its own shell
+        word, so nothing in a path (a folder named INDEX...) is ever substituted."""
+        return self._head() + ["task", str(self.folder), "--submission", str(submission), "--index"]
 
 
 class Engine(Protocol):

@@ -270,16 +270,13 @@ def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | N
 
 
 def imports_hub_kernels(program: bytes) -> bool:
-    """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
-    import ast
+    """Whether any file of the program imports the `kernels` hub package, in any way (pipeline/runs/hub_use.py):
+    then the stand-in is first on its path. A way of reaching it that cannot be read (a computed module name)
+    counts too: with the stand-in first, whatever it imports as `kernels` is never the hub client."""
+    from pipeline.runs.hub_use import hub_use
 
-    for file in split_program(program):
-        for node in ast.walk(ast.parse(file.text)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            if any(name.split(".")[0] == "kernels" for name in names):
-                return True
-    return False
+    use = hub_use(program)
+    return use.imports or bool(use.repositories or use.refusals)
 
 
 def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
