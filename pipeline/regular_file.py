@@ -71,7 +71,7 @@ def read_bounded(path: Path, limit: int, what: str, fix: str) -> bytes:
     return data
 
 
-def read_text(path: Path, limit: int, what: str, fix: str) -> str:
+def read_text_bounded(path: Path, limit: int, what: str, fix: str) -> str:
     """`read_bounded` decoded as UTF-8 (undecodable bytes replaced: a hostile file is text to show, not code)."""
     return read_bounded(path, limit, what, fix).decode("utf-8", errors="replace")
 
@@ -92,6 +92,16 @@ def sha256_regular(path: Path, limit: int, what: str, fix: str) -> str:
         except OSError as exc:
             raise os_error(path, exc, fix) from None
     return digest.hexdigest()
+
+
+def read_tail(path: Path, limit: int, what: str, fix: str) -> bytes:
+    """The last `limit` bytes of a regular file (an output log of any length: only its end is read)."""
+    with open_regular(path, what, fix) as f:
+        try:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            return f.read(limit)
+        except OSError as exc:
+            raise os_error(path, exc, fix) from None
 
 
 def _size(n: int) -> str:

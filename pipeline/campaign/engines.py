@@ -24,6 +24,7 @@ from typing import Protocol
 from pipeline.campaign.model import Campaign, Submission
 from pipeline.clock import utc_now
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.regular_file import read_tail
 from pipeline.runs.launch import interrupts_deferred
 from pipeline.workspace import Workspace
 
@@ -132,7 +133,8 @@ class LocalEngine:
                 code = _let_it_finish(child)
                 say(f"[{what}] interrupted; it ended with exit code {code}, its run marked aborted")
                 raise Interrupted(f"{what} was interrupted", "submit again to run what is missing") from None
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        tail = read_tail(log, 64 << 10, "job log", "see the campaign's logs/").decode(
+            "utf-8", errors="replace").strip().splitlines()[-1:] or [""]
         say(f"[{what}] exit code {code}: {tail[0][:160]}")
         if check and code != 0:
             raise RunFailed(f"the campaign's {what} step failed (exit code {code})", f"read {log}")

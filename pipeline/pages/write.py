@@ -18,6 +18,7 @@ from pipeline.pages.page import plotly_library
 from pipeline.pages.report import render_report, render_unverified
 from pipeline.pages.report_input import ReportInput, UnverifiedBundle, from_bundle, from_runs
 from pipeline.records.model import Record
+from pipeline.regular_file import kind_of, read_text_bounded
 
 HTML_NAME = "report.html"
 STATE_FILE = "reproduce-state.json"  # pipeline/reproduce/flow.py's, read for the bundle it archived
@@ -36,10 +37,14 @@ def is_bundle(path: Path) -> bool:
 
 def bundle_of_work_folder(folder: Path) -> Path | None:
     """The bundle `repro reproduce` last archived from this work folder, when it is still there."""
-    try:
-        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8")[:1 << 20])
+    state_file = folder / STATE_FILE
+    if kind_of(state_file) is None:
+        return None
+    try:  # a FIFO, a device or a file over 1 MiB: InputError naming it, never a hang or a read without end
+        state = json.loads(read_text_bounded(state_file, 1 << 20, "state file",
+                                             "give a work folder of `repro reproduce`"))
         path = Path(state["stages"]["archive"]["path"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return path if is_bundle(path) else None
 

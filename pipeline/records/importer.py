@@ -40,7 +40,8 @@ from pipeline.records.logparse import SEPARATOR
 from pipeline.records.model import NAME_RE, load_record_file
 from pipeline.records.selection import FolderInput, Selection, select_runs
 from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_table, track_terms
-from pipeline.yamlio import YamlRefused, load_file
+from pipeline.regular_file import open_regular, read_text_bounded
+from pipeline.yamlio import LIMITS, YamlRefused, load_file
 
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
 SEPARATOR_TEXT = SEPARATOR.decode()
@@ -63,6 +64,8 @@ DEFAULT_RULES = {
     "time_tolerance": 0.02, "compare_hardware": ["gpu_model", "gpu_count"], "compare_software": ["torch"]}
 DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1, "val_tokens": 10485760,
                    "tokens_per_step": 0}
+
+MAX_README_BYTES = 1 << 20  # upstream's README is 52 kB, a record's a few kB: prose, never this large
 
 
 @dataclass
@@ -112,7 +115,8 @@ def _licence(clone: Path) -> str:
     for name in ("LICENSE", "LICENSE.md", "LICENSE.txt"):
         path = clone / name
         if path.is_file():
-            head = path.read_bytes()[:400].decode("utf-8", errors="replace")
+            with open_regular(path, "licence", "") as f:  # its first lines say which licence it is
+                head = f.read(400).decode("utf-8", errors="replace")
             return "MIT" if "MIT License" in head else f"see {name} in the upstream repository"
     return "unknown: the clone has no LICENSE file (see the upstream repository)"
 
@@ -341,7 +345,8 @@ def _read_existing(path: Path) -> tuple[str | None, dict | None]:
     except YamlRefused as exc:
         raise InputError(f"{path} is not a readable manifest: {exc.what}",
                          "fix or remove it, then import again") from None
-    return path.read_text(encoding="utf-8"), doc if isinstance(doc, dict) else None
+    text = read_text_bounded(path, LIMITS["manifest"], "record manifest", "fix or remove it, then import again")
+    return text, doc if isinstance(doc, dict) else None
 
 
 def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str, str]:
@@ -383,8 +388,8 @@ def _readme(folder: Path) -> str:
     path = folder / "README.md"
     if not path.is_file() or path.is_symlink():
         return ""
-    with open(path, "rb") as f:
-        return f.read(1 << 20).decode("utf-8", errors="replace")  # a README is prose: 1 MiB is plenty
+    with open_regular(path, "README", "") as f:
+        return f.read(MAX_README_BYTES).decode("utf-8", errors="replace")  # a record's README is prose
 
 
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
@@ -395,7 +400,8 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
     if not readme.is_file():
         raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
     sha = upstream_commit(clone, commit)
-    text = readme.read_text(encoding="utf-8", errors="replace")
+    text = read_text_bounded(readme, MAX_README_BYTES, "README", "point at a clone of modded-nanogpt (its README.md "
+                     "is about 50 kB)")
     rows = read_track_table(text, track)
     terms = track_terms(text, track)
     result = ImportResult(commit=sha, track=track)

@@ -24,10 +24,12 @@ from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import SEPARATOR as LOG_SEPARATOR
 from pipeline.records.model import PublishedLog, Record
 from pipeline.records.program_files import ProgramFile, split_program
+from pipeline.regular_file import kind_of, read_bounded
 
 SEPARATOR = b"\n" + LOG_SEPARATOR + b"\n"  # the separator line, as it stands inside a log
 FETCH_TIMEOUT_S = 60
 MAX_LOG_BYTES = 64 << 20  # the record's logs are ~250 kB; anything this large is not one of them
+MAX_PROGRAM_BYTES = 8 << 20  # the records' programs are ~100 kB; parsing 60 MB of Python takes gigabytes
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,10 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
     if pinned is not None and digest != pinned.program_sha256:
         raise CheckFailed(f"the program cut from {pinned.file} has sha256 {digest}, but the manifest pins "
                           f"{pinned.program_sha256} for that log", "correct the manifest's program_sha256")
+    if len(program) > MAX_PROGRAM_BYTES:
+        raise CheckFailed(f"the program from {source} is {len(program) >> 20} MiB, larger than the "
+                          f"{MAX_PROGRAM_BYTES >> 20} MiB any record's program could be; it is not parsed",
+                          "use the record's unmodified program (or its log); correct a manifest that pins this one")
     try:
         split_program(program)  # a divider naming no plain .py file is refused here, before anything runs
         fp = program_fingerprint(program)
@@ -111,6 +117,10 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
         raise CheckFailed(f"the program from {source} has code fingerprint {fp}, but {record.name} pins "
                           f"{record.program.fingerprint}", "correct the manifest's program fingerprint")
     return RecordProgram(program, digest, fp, source, pinned.file if pinned else None)
+
+
+def _read_source(path: Path) -> bytes:
+    return read_bounded(path, MAX_LOG_BYTES, "log or program", "give the record's log or its train_gpt.py")
 
 
 def _from_bytes(record: Record, data: bytes, source: str) -> RecordProgram:
@@ -135,7 +145,7 @@ def _from_clone(record: Record, root: Path) -> RecordProgram:
         for folder in folders:
             path = root / folder / pinned.file
             if path.is_file():
-                return _from_log(record, path.read_bytes(), pinned, str(path))
+                return _from_log(record, _read_source(path), pinned, str(path))
     raise InputError(f"none of {record.name}'s logs is in {root}",
                      f"give a clone of {up.repository} (the log files are under {up.folder_after_rename or up.folder}) "
                      "or a folder holding the logs")
@@ -158,7 +168,7 @@ def resolve_program(record: Record, source: str | None = None) -> RecordProgram:
     path = Path(source).expanduser().resolve()
     if path.is_dir():
         return _from_clone(record, path)
-    if path.is_file():
-        return _from_bytes(record, path.read_bytes(), str(path))
+    if path.is_file() or kind_of(path) not in (None, "folder"):  # a FIFO or a device: _read_source names it
+        return _from_bytes(record, _read_source(path), str(path))
     raise InputError(f"--program-source {source} is neither a URL, a file nor a folder",
                      "give a URL, a log or train_gpt.py file, or a clone of the upstream repository")

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
 
+from pipeline.records.logfacts import MAX_LOG_BYTES
 from pipeline.records.logparse import ParsedLog, parse_log, parse_text
 from pipeline.records.model import Record
+from pipeline.regular_file import kind_of, read_bounded
 from pipeline.stats import p_value_below
 from pipeline.verdict.judge import Verdict
 
@@ -232,7 +234,7 @@ def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list
     for i, run in enumerate(run_dirs):
         run = Path(run)
         log_path = run / "log.txt" if run.is_dir() else run
-        raw = log_path.read_bytes() if log_path.is_file() else b""
+        raw = read_bounded(log_path, MAX_LOG_BYTES, "log", "give a run's log.txt") if kind_of(log_path) else b""
         out.append(LabelledLog(labels[i] if labels else run.name, parse_text(raw, str(log_path))))
     return out
 
