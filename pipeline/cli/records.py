@@ -186,15 +186,18 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
                f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
     for name in result.written:
         click.echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
-    absent = [line for line in result.skipped_rows if line.endswith("is not in this clone")]
-    if absent:
-        click.echo(f"  not imported: {len(absent)} row(s) whose log folder is not in this clone "
-                   "(--json lists them)")
-    for line in result.skipped_rows:
-        if line not in absent:
-            click.echo(f"  not imported: {line}")
+    click.echo(not_imported_text(result.skipped_rows), nl=False)
     for line in result.warnings:
         click.echo(f"  warning: {line}")
+
+
+def not_imported_text(skipped_rows: list[str]) -> str:
+    """The rows not imported: those whose folder is not in the clone counted in one line, the others listed.
+    One pass and one string (a list membership test per row made 100,000 rows quadratic)."""
+    absent = [line.endswith("is not in this clone") for line in skipped_rows]
+    head = (f"  not imported: {sum(absent)} row(s) whose log folder is not in this clone (--json lists them)\n"
+            if any(absent) else "")
+    return head + "".join(f"  not imported: {line}\n" for line, gone in zip(skipped_rows, absent) if not gone)
 
 
 @records.command("plot")

@@ -35,7 +35,24 @@ P_VALUE_MAX = 0.01
 
 _P_STATED = re.compile(r"\bp\s*[=<]\s*([0-9]*\.?[0-9]+(?:e-?\d+)?)", re.I)
 _LOSS_LIST = re.compile(r"\b(?:accs|losses)\s*=\s*\[([0-9.,\s]+)\]", re.I)
-_ELSEWHERE = re.compile(r"statistical significance[^.\n]*?\]\((https?://[^)\s]+)\)", re.I)
+_SIGNIFICANCE = re.compile(r"statistical significance", re.I)
+_SENTENCE_END = re.compile(r"[.\n]")
+
+
+def _significance_link(readme: str) -> str | None:
+    """The link after "statistical significance" in its sentence (before the next "." or line end), found in
+    linear time (pipeline/records/md_scan.py): what `statistical significance[^.\n]*?\\]\\((https?://[^)\\s]+)\\)`
+    matched, without trying every later start again."""
+    from pipeline.records.md_scan import link_target
+
+    at = 0
+    while m := _SIGNIFICANCE.search(readme, at):
+        end = _SENTENCE_END.search(readme, m.end())
+        limit = end.start() if end else len(readme)
+        if found := link_target(readme, "](", ("http://", "https://"), m.end(), limit):
+            return found
+        at = limit + 1  # a later mention in the same sentence looks at a part of the same stretch
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,8 +81,8 @@ def quoted_statistics(readme: str) -> dict:
     if lists and ps:
         losses = max(lists, key=len)
         return {"source": "README.md", "p_value": min(ps), "n": len(losses), "losses": losses}
-    if (m := _ELSEWHERE.search(readme)):
-        return {"source": m.group(1), "statement": "statistical significance was obtained elsewhere (linked "
+    if (link := _significance_link(readme)):
+        return {"source": link, "statement": "statistical significance was obtained elsewhere (linked "
                                                    "from the record's README)"}
     return {}
 

@@ -65,7 +65,8 @@ DEFAULT_RULES = {
 DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1, "val_tokens": 10485760,
                    "tokens_per_step": 0}
 
-MAX_README_BYTES = 1 << 20  # upstream's README is 52 kB, a record's a few kB: prose, never this large
+MAX_README_BYTES = 16 << 20  # upstream's README is 52 kB, its tables a few hundred rows: never this large
+MAX_RECORD_README_BYTES = 1 << 20  # a record folder's README is prose of a few kB
 
 
 @dataclass
@@ -370,11 +371,20 @@ def _names(rows: list[TableRow]) -> dict[int, str]:
     by_folder: dict[str, list[TableRow]] = {}
     for row in rows:
         by_folder.setdefault(row.record_name, []).append(row)
-    names = {}
+    names, taken = {}, set(by_folder)
     for folder, group in by_folder.items():
         keeper = next((r for r in group if r.date and folder.startswith(r.date)), group[0])
         for row in group:
-            names[row.line] = folder if row is keeper else f"{folder}-row{row.number}"
+            if row is keeper:
+                names[row.line] = folder
+                continue
+            # two rows of one folder may share a number (a re-timing repeats it), and `<folder>-rowN` may be
+            # another folder's name: each row gets a name no other row has, or one manifest would overwrite another
+            name = f"{folder}-row{row.number}"
+            if name in taken:
+                name = f"{folder}-row{row.number}-line{row.line}"
+            taken.add(name)
+            names[row.line] = name
     return names
 
 
@@ -389,7 +399,7 @@ def _readme(folder: Path) -> str:
     if not path.is_file() or path.is_symlink():
         return ""
     with open_regular(path, "README", "") as f:
-        return f.read(MAX_README_BYTES).decode("utf-8", errors="replace")  # a record's README is prose
+        return f.read(MAX_RECORD_README_BYTES).decode("utf-8", errors="replace")  # its first MiB is plenty
 
 
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
@@ -427,9 +437,10 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             continue
         plan.append((row, folder, linked))
     importing = {names[r.line] for r, _, _ in plan}
+    index_of = {id(row): i for i, row in enumerate(rows)}  # rows.index per row was quadratic in the rows
     for row, folder, linked in plan:
         name = names[row.line]
-        index = rows.index(row)
+        index = index_of[id(row)]
         previous_row = rows[index - 1] if index > 0 else None
         previous = names.get(previous_row.line, previous_row.record_name) if previous_row else ""
         if previous_row and not previous:

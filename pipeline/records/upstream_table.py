@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline.errors import InputError
+from pipeline.records.md_scan import link_target, links_to_text
 
 _HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
 _ROW = re.compile(r"^\|?\s*(\d+)\s*\|")
-_LOG_LINK = re.compile(r"\[log\]\(([^)\s]+)\)", re.I)
-_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TIME = re.compile(r"^\s*([\d.]+)\s*(second|sec|s|minute|min|hour|h)s?\b", re.I)
 _UNIT_S = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "hour": 3600, "h": 3600}
 
@@ -57,7 +56,8 @@ class TrackTerms:
 
 TRACK1_TERMS = TrackTerms(3.28, 8, "")  # the speedrun's original task, when the README states none
 _TARGET_LE = re.compile(r"≤\s*(\d+\.\d+)")
-_TARGET_TO = re.compile(r"target loss[^\n]*?\bto (\d+\.\d+)", re.I)
+_TARGET_LOSS = re.compile(r"target loss", re.I)
+_TO_NUMBER = re.compile(r"\bto (\d+\.\d+)", re.I)
 _GPUS = re.compile(r"\b(\d+)\s*x\s*NVIDIA", re.I)
 
 
@@ -72,13 +72,26 @@ def track_terms(text: str, track: int) -> TrackTerms:
         return TRACK1_TERMS
     start = max((i for i, line in enumerate(lines[:at]) if line.startswith("## ")), default=0)
     section = "\n".join(lines[start:at])
-    m = _TARGET_LE.search(section) or _TARGET_TO.search(section)
+    m = _TARGET_LE.search(section) or _target_to(section)
     gpus = _GPUS.search(section) or _GPUS.search(text)
     statement = ""
     if m:
         statement = section[max(0, section.rfind("\n", 0, m.start()) + 1):section.find("\n", m.end())].strip()
     return TrackTerms(float(m.group(1)) if m else TRACK1_TERMS.target_val_loss,
                       int(gpus.group(1)) if gpus else TRACK1_TERMS.gpu_count, statement)
+
+
+def _target_to(section: str) -> re.Match | None:
+    """"target loss ... to N.NN" on one line, in linear time: the first mention on a line is the only start
+    looked from (what `target loss[^\n]*?\bto (\\d+\\.\\d+)` matched, without retrying every later mention)."""
+    at = 0
+    while (mention := _TARGET_LOSS.search(section, at)):
+        line_end = section.find("\n", mention.end())
+        line_end = len(section) if line_end < 0 else line_end
+        if (m := _TO_NUMBER.search(section, mention.end(), line_end)):
+            return m
+        at = line_end + 1
+    return None
 
 
 def plain_text(text: str) -> str:
@@ -108,11 +121,10 @@ def _row(line_no: int, line: str) -> TableRow:
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     cells += [""] * (6 - len(cells))
     number, time_text, description, date_text, log_cell = cells[:5]
-    link = _LOG_LINK.search(log_cell)
-    path = link.group(1).strip("/") if link else ""
+    path = (link_target(log_cell, "[log](") or "").strip("/")  # linear time: pipeline/records/md_scan.py
     track = re.match(r"^(records/track_[^/]+)/", path)
     return TableRow(line=line_no, number=number, claimed_time=time_text, claimed_time_s=_seconds(time_text),
-                    description=plain_text(_MD_LINK.sub(r"\1", description)), date=_iso_date(date_text),
+                    description=plain_text(links_to_text(description)), date=_iso_date(date_text),
                     log_link=path, track_folder=track.group(1) if track else "")
 
 
