@@ -8,6 +8,7 @@ from statistics import mean
 import click
 
 from pipeline.errors import CheckFailed, InputError
+from pipeline.plain_text import plain_text, without_controls
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
     environment_by_rule,
@@ -17,7 +18,6 @@ from pipeline.records.environment_choice import (
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, upstream_order
-from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
 from .output import emit_json, pass_registry, pass_workspace
@@ -96,6 +96,11 @@ def list_(registry, wheelhouse, as_json):
 
 
 
+def _say(text: str) -> None:
+    """A line of `records show`: its values come from manifests anyone may write (pipeline/plain_text.py)."""
+    click.echo(without_controls(text))
+
+
 @records.command()
 @click.argument("name")
 @WHEELHOUSE
@@ -110,41 +115,41 @@ def show(registry, name, wheelhouse, as_json):
         emit_json({**r.to_dict(), "environment_choice": choice.to_dict(), "environment_exists": env_exists})
         return
     p, hw, sw = r.published, r.hardware, r.software
-    click.echo(f"{r.name}: {r.title}\n  {r.description}")
-    click.echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
+    _say(f"{r.name}: {r.title}\n  {r.description}")
+    _say(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
     if r.imported:
-        click.echo(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
+        _say(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
                    f"{r.imported.claimed_time}; mean time from the {r.imported.mean_time_source}")
         for folder in r.imported.skipped_folders:
-            click.echo(f"  skipped    {folder}")
+            _say(f"  skipped    {folder}")
         if r.imported.missing:
-            click.echo(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
-    click.echo(f"  parent     {r.parent or '-'}")
-    click.echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
+            _say(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
+    _say(f"  parent     {r.parent or '-'}")
+    _say(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
                f"losses {list(p.losses)}")
-    click.echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
+    _say(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
     for pin in next((log.files for log in r.logs if log.files), ()):  # a program of several files
-        click.echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
-    click.echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
+        _say(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
+    _say(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
                f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
-    click.echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
+    _say(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
                f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
-    click.echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
-    click.echo(f"  data       {r.dataset.name}: {r.dataset.train_shards} train + {r.dataset.val_shards} val shards")
-    click.echo(f"  environment {r.environment or '(none)'} (the manifest's" +
+    _say(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
+    _say(f"  data       {r.dataset.name}: {r.dataset.train_shards} train + {r.dataset.val_shards} val shards")
+    _say(f"  environment {r.environment or '(none)'} (the manifest's" +
                ("" if env_exists or not r.environment else "; not in this registry") + ")")
     if choice.environment:
-        click.echo(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
+        _say(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
     else:
-        click.echo(f"    will use nothing: {choice.reason}")
+        _say(f"    will use nothing: {choice.reason}")
     if choice.deviation:
         from pipeline.verdict.render import render
 
-        click.echo(f"    deviation: {render(choice.deviation)}")
+        _say(f"    deviation: {render(choice.deviation)}")
     for log in r.logs:
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"
         time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"
-        click.echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
+        _say(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
                    + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
 
 

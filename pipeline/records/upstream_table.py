@@ -12,11 +12,11 @@ are kept with `log_link = ""`, so the importer can say which rows it could not i
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline.errors import InputError
+from pipeline.plain_text import plain_text
 from pipeline.records.md_scan import link_target, links_to_text
 
 _HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
@@ -92,13 +92,6 @@ def _target_to(section: str) -> re.Match | None:
             return m
         at = line_end + 1
     return None
-
-
-def plain_text(text: str) -> str:
-    """Text safe to store and print: control and format characters (a right-to-left override that reverses
-    what a terminal shows, escape sequences) are removed."""
-    return "".join(ch for ch in text if ch in " " or unicodedata.category(ch)[0] not in "CZ"
-                   or unicodedata.category(ch) == "Zs").strip()
 
 
 def _seconds(text: str) -> float | None:
