@@ -60,14 +60,15 @@ def open_regular(path: Path, what: str, fix: str) -> BinaryIO:
 
 
 def read_bounded(path: Path, limit: int, what: str, fix: str) -> bytes:
-    """All of a regular file of at most `limit` bytes; InputError when it is larger (read no further)."""
+    """All of a regular file of at most `limit` bytes; InputError when it is larger (read no further; a file
+    whose size already says so, such as a 6 GiB sparse file, is not read at all)."""
     with open_regular(path, what, fix) as f:
         try:
-            data = f.read(limit + 1)
+            data = b"" if os.fstat(f.fileno()).st_size > limit else f.read(limit + 1)
         except OSError as exc:
             raise os_error(path, exc, fix) from None
-    if len(data) > limit:
-        raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
+        if not data and os.fstat(f.fileno()).st_size > limit or len(data) > limit:
+            raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
     return data
 
 

@@ -138,3 +138,30 @@ def test_a_huge_readme_is_refused_before_it_is_read(tmp_path):
     done, took = _timed("--registry", tmp_path / "reg", "records", "import", clone, "--commit", "a" * 40, cwd=tmp_path)
     assert done.returncode == 3 and took < 30, (took, done.stderr)
     assert "README" in done.stderr and "larger than" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_sparse_run_log_is_refused_by_name_without_being_read(tmp_path, hostile):
+    from tests.test_bundle import three_runs
+
+    runs = three_runs(tmp_path / "w")
+    (runs[0] / "log.txt").unlink()
+    (runs[0] / "log.txt").symlink_to(hostile["sparse"])
+    for args in (("verify", *runs), ("report", "--html", *runs, "--out", tmp_path / "out")):
+        done, took = _timed(*args, cwd=tmp_path)
+        assert done.returncode == 3 and took < 30 and "Traceback" not in done.stderr, (args[0], took, done.stderr)
+        assert "log.txt: the log is larger than 64 MiB" in done.stderr
+
+
+def test_fetch_logs_from_a_folder_checks_before_it_copies(tmp_path, hostile):
+    """A 2 GiB file where a pinned log belongs: refused by its size, nothing copied into the cache."""
+    record = "2025-09-23_MuonCustomSizing"
+    source = tmp_path / "from"
+    source.mkdir()
+    for name in ("b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt", "b5ac44e6-704e-4fb3-a383-cfe5fcad9db1.txt"):
+        with open(source / name, "wb") as f:
+            f.truncate(2 << 30)
+    done, took = _timed("records", "fetch-logs", record, "--from", source, cwd=tmp_path)
+    assert done.returncode == 1 and took < 30 and "Traceback" not in done.stderr, (took, done.stderr)
+    assert "b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt: the log is larger than 64 MiB" in done.stderr
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size > 1 << 20
+                and source not in p.parents and p != hostile["sparse"]]
