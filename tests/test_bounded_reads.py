@@ -165,3 +165,24 @@ def test_fetch_logs_from_a_folder_checks_before_it_copies(tmp_path, hostile):
     assert "b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt: the log is larger than 64 MiB" in done.stderr
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size > 1 << 20
                 and source not in p.parents and p != hostile["sparse"]]
+
+
+def test_a_60_mb_pinned_program_is_refused_before_it_is_parsed(tmp_path):
+    """A manifest may pin anything: a 60 MB program passes its sha256 but is never parsed (gigabytes)."""
+    import dataclasses
+
+    from pipeline.errors import CheckFailed
+    from pipeline.hashing import sha256_bytes
+    from pipeline.records.model import load_record
+    from pipeline.records.program import resolve_program
+
+    program = b"x = 1\n" * (10 << 20)  # 60 MiB of valid Python
+    record = load_record("2025-09-23_MuonCustomSizing", REPO_ROOT / "manifests" / "records")
+    logs = (dataclasses.replace(record.logs[0], program_sha256=sha256_bytes(program), files=()),) + record.logs[1:]
+    record = dataclasses.replace(record, logs=logs, program=dataclasses.replace(record.program, fingerprint=""))
+    source = tmp_path / "train_gpt.py"
+    source.write_bytes(program)
+    start = time.monotonic()
+    with pytest.raises(CheckFailed, match="larger than the 8 MiB any record's program could be"):
+        resolve_program(record, str(source))
+    assert time.monotonic() - start < 20
