@@ -6,6 +6,8 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pipeline.regular_file import open_regular
+
 HASH_BUFFER = 1 << 20  # few syscalls, yet the chunk is still in L2 cache when SHA-256 reads it
 
 
@@ -18,7 +20,7 @@ def sha256_file(path: Path, buffer_bytes: int = HASH_BUFFER) -> str:
     digest = hashlib.sha256()
     buf = bytearray(buffer_bytes)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path, "file", "give a regular file") as f:  # a FIFO or a device: InputError, never a hang
         while n := f.readinto(buf):
             digest.update(view[:n])
     return digest.hexdigest()

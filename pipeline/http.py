@@ -39,8 +39,9 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from pipeline.atomic import disk_full, write_error
-from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
+from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency, ReproError
 from pipeline.redact import public_url
+from pipeline.regular_file import open_regular
 
 CHUNK = 1 << 20
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -375,10 +376,10 @@ def _local(url: str, part: Path | None, expected_size, policy: Policy, progress)
 
     source = Path(unquote(urlsplit(url).path))
     state = _Part(None)
-    try:
-        src = open(source, "rb")
-    except OSError as exc:
-        raise HttpRefused(f"cannot read {source} ({exc.strerror})", "check the file URL", 404) from None
+    try:  # a FIFO or a device behind a file:// URL is refused, never waited on
+        src = open_regular(source, "file", "check the file URL")
+    except ReproError as exc:
+        raise HttpRefused(f"cannot read {source} ({exc.what})", "check the file URL", 404) from None
     limit = expected_size if expected_size is not None else policy.max_bytes
     writer = _Part(part) if part is not None else None
     if writer is not None:

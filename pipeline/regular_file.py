@@ -60,15 +60,49 @@ def open_regular(path: Path, what: str, fix: str) -> BinaryIO:
 
 
 def read_bounded(path: Path, limit: int, what: str, fix: str) -> bytes:
-    """All of a regular file of at most `limit` bytes; InputError when it is larger (read no further)."""
+    """All of a regular file of at most `limit` bytes; InputError when it is larger (read no further; a file
+    whose size already says so, such as a 6 GiB sparse file, is not read at all)."""
     with open_regular(path, what, fix) as f:
         try:
-            data = f.read(limit + 1)
+            data = b"" if os.fstat(f.fileno()).st_size > limit else f.read(limit + 1)
         except OSError as exc:
             raise os_error(path, exc, fix) from None
-    if len(data) > limit:
-        raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
+        if not data and os.fstat(f.fileno()).st_size > limit or len(data) > limit:
+            raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
     return data
+
+
+def read_text_bounded(path: Path, limit: int, what: str, fix: str) -> str:
+    """`read_bounded` decoded as UTF-8 (undecodable bytes replaced: a hostile file is text to show, not code)."""
+    return read_bounded(path, limit, what, fix).decode("utf-8", errors="replace")
+
+
+def sha256_regular(path: Path, limit: int, what: str, fix: str) -> str:
+    """sha256 of a regular file of at most `limit` bytes, hashed through the one descriptor that was checked;
+    InputError for anything else (a FIFO, a device, a file over the limit: nothing past the limit is read)."""
+    import hashlib
+
+    digest, seen = hashlib.sha256(), 0
+    with open_regular(path, what, fix) as f:
+        try:
+            while chunk := f.read(min(1 << 20, limit + 1 - seen)):
+                seen += len(chunk)
+                if seen > limit:
+                    raise InputError(f"{path}: the {what} is larger than {_size(limit)}; this is not a {what}", fix)
+                digest.update(chunk)
+        except OSError as exc:
+            raise os_error(path, exc, fix) from None
+    return digest.hexdigest()
+
+
+def read_tail(path: Path, limit: int, what: str, fix: str) -> bytes:
+    """The last `limit` bytes of a regular file (an output log of any length: only its end is read)."""
+    with open_regular(path, what, fix) as f:
+        try:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            return f.read(limit)
+        except OSError as exc:
+            raise os_error(path, exc, fix) from None
 
 
 def _size(n: int) -> str:

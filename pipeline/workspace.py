@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pipeline.errors import InputError
+from pipeline.errors import InputError, ReproError
+from pipeline.regular_file import read_text_bounded
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT_ROOT = PACKAGE_DIR.parent  # the clone, when running from one (manifests/ and docker/ beside pipeline/)
@@ -33,8 +34,8 @@ def checkout_root() -> Path | None:
     stand beside ours: only this project's pyproject.toml makes it a checkout."""
     pyproject = CHECKOUT_ROOT / "pyproject.toml"
     try:
-        ours = PROJECT_NAME in pyproject.read_text(errors="replace")
-    except OSError:
+        ours = PROJECT_NAME in read_text_bounded(pyproject, 1 << 20, "pyproject.toml", "")
+    except (OSError, ReproError):
         return None
     return CHECKOUT_ROOT if ours and (CHECKOUT_ROOT / "train").is_dir() else None
 

@@ -69,6 +69,18 @@ def test_paths_in_the_shell_lines_of_a_script_are_quoted(tmp_path):
     assert shlex.split(exec_line)[5] == str(odd)
 
 
+def test_the_task_index_is_its_own_word_and_paths_holding_index_survive(tmp_path):
+    """Substitution by structure: a campaign or registry path containing INDEX is not rewritten (issue 38)."""
+    campaign = _campaign(tmp_path / "INDEX-campaign" / "c-INDEX")
+    commands = Commands("/opt/INDEX/bin/python", tmp_path / "rootINDEX", tmp_path / "INDEX" / "manifests",
+                        campaign.folder)
+    words = shlex.split(tasks_script(campaign, 3, [0, 1], "1", commands).splitlines()[-1])
+    assert words[-2:] == ["--index", "$SLURM_ARRAY_TASK_ID"]  # the index: the last word, alone
+    assert words[1] == "/opt/INDEX/bin/python" and str(campaign.folder) in words
+    assert str(tmp_path / "rootINDEX") in words and str(tmp_path / "INDEX" / "manifests") in words
+    assert sum("SLURM_ARRAY_TASK_ID" in w for w in words) == 1
+
+
 def test_a_long_name_or_path_is_refused_clearly(tmp_path):
     for folder in (tmp_path / ("n" * 300), tmp_path / ("deep/" * 840) / "c"):  # 300 characters; 4,200+
         done = repro(tmp_path, "campaign", "submit", "--demo", "--engine", "local", "--campaign", str(folder))

@@ -260,6 +260,18 @@ def test_a_name_or_partition_that_would_reach_the_job_script_as_code_is_refused_
     assert not _jobs_named("injected") and not _jobs_named("fine")
 
 
+def test_a_campaign_under_a_folder_named_index_runs_its_task(tmp_path):
+    """The job script appends the task index as its own word: a path holding INDEX reaches the task as is."""
+    folder = tmp_path / "INDEX" / "campaign-INDEX"
+    submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--runs", "1", "--engine", "slurm",
+                      "--campaign", str(folder))
+    assert submitted.returncode == 0, explain(submitted)
+    waited = _wait(tmp_path, folder)
+    assert waited.returncode == 0, explain(waited)
+    (task,) = _status(tmp_path, folder)["tasks"]
+    assert task["outcome"] == "succeeded", task
+
+
 def test_a_requeued_task_keeps_every_attempt_and_each_attempt_s_log(tmp_path):
     folder = tmp_path / "campaign"
     submitted = repro(tmp_path, "campaign", "submit", *QUICK, "--set", "scheduled_steps=40", "--set",

@@ -7,17 +7,21 @@ declared. No two records that need the same build get two environments or two lo
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from datetime import date
 
 import pytest
 
 from pipeline.env.lock import load_lock_file
+from pipeline.env.manifest import load_environment
+from pipeline.errors import ManifestError
 from pipeline.findings import Finding
 from pipeline.records.environment_choice import environment_by_rule, parse_torch, registry_environments
 from pipeline.records.model import load_record, record_names
 from pipeline.records.program import cut_program
 from pipeline.runs.stage import imports_hub_kernels
+from pipeline.workspace import Workspace
 from tests.paths import FIXTURES, REPO_ROOT
 
 RECORDS = REPO_ROOT / "manifests" / "records"
@@ -65,13 +69,25 @@ def test_a_stable_release_in_the_log_gets_its_exact_lock_from_pypi(name, environ
     assert any(n.startswith("nvidia-cublas-cu12") for n in version)
 
 
-def test_the_newest_records_lock_carries_its_hub_import():
+def test_the_newest_records_hub_import_is_served_by_the_standin_never_the_hub_client(tmp_path):
+    """The program imports `kernels`; no environment installs the real client, which downloads from the hub at
+    run time (issue 38): the stand-in answers it, and a manifest that asks for the client is refused."""
     program = cut_program((FIXTURES / "record-logs/2026-07-17_FP8DownProjection/"
                            "11cb620c-daaf-4e85-83fc-258a5eb7ba09.txt").read_bytes())
     assert imports_hub_kernels(program)
+    for path in sorted(ENVIRONMENTS.glob("*.lock.yaml")):
+        names = {f.name for f in load_lock_file(path).packages}
+        assert not names & {"kernels", "huggingface-hub", "hf-xet"}, path.name
     lock = load_lock_file(ENVIRONMENTS / "pypi-torch-2.10.lock.yaml")
-    assert {f.name: f.version for f in lock.packages}["kernels"] == "0.17.2"
     assert lock.expect["triton"] == "3.6.0" and lock.python == "3.12.3"
+    env = load_environment(Workspace.resolve(root=tmp_path, registry=REPO_ROOT / "manifests"), "pypi-torch-2.10")
+    assert lock.manifest_sha256 == env.manifest_sha256  # the lock is the manifest's
+    registry = tmp_path / "registry"
+    shutil.copytree(REPO_ROOT / "manifests", registry)
+    bad = registry / "environments" / "pypi-torch-2.10.yaml"
+    bad.write_text(bad.read_text().replace("  - numpy==", "  - kernels==0.17.2\n  - numpy=="))
+    with pytest.raises(ManifestError, match="kernels client"):
+        load_environment(Workspace.resolve(root=tmp_path, registry=registry), "pypi-torch-2.10")
 
 
 def test_a_nightly_gets_the_nearest_stable_release_declared():

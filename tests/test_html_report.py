@@ -94,21 +94,58 @@ def test_signed_bundle_shows_its_key(tmp_path):
     assert 'id="signature">signature: valid<' in html and "signed by ed25519:" in html
 
 
-def test_a_changed_bundle_says_it_does_not_verify(bundle_with_a_deviation, tmp_path):
+def _rewritten(bundle: Path, out: Path, edit) -> Path:
+    """`bundle` with `edit(name, data) -> data` applied to each member (names inside the bundle folder)."""
+    import io
     import tarfile
 
-    changed = tmp_path / "changed.tar.gz"
-    with tarfile.open(bundle_with_a_deviation) as src, tarfile.open(changed, "w:gz") as dst:
+    with tarfile.open(bundle) as src, tarfile.open(out, "w:gz") as dst:
         for info in src.getmembers():
-            data = src.extractfile(info).read()
-            if info.name.endswith("/stdout.txt"):
-                data += b"edited\n"
-                info.size = len(data)
-            import io
+            data = src.extractfile(info).read() if info.isreg() else b""
+            data = edit(info.name.split("/", 1)[1], data) if info.isreg() else data
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return out
 
-            dst.addfile(info, io.BytesIO(data))
-    html = report_of(changed, tmp_path / "out")
-    assert ">bundle does NOT verify<" in html and "changed after archiving" in html
+
+def _forged(bundle: Path, out: Path) -> Path:
+    """A signed bundle whose first log says 80.0 s of training, with SHA256SUMS recomputed: the signature
+    no longer matches the sums it signs."""
+    import hashlib
+    import tarfile
+
+    with tarfile.open(bundle) as src:
+        files = {i.name.split("/", 1)[1]: src.extractfile(i).read() for i in src.getmembers() if i.isreg()}
+    log = next(n for n in sorted(files) if n.endswith("/log.txt"))
+    files[log] = re.sub(rb"train_time:\d+ms", b"train_time:80000ms", files[log])
+    files["SHA256SUMS"] = "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n" for n in sorted(files)
+                                  if n not in ("SHA256SUMS", "SHA256SUMS.sig")).encode()
+    return _rewritten(bundle, out, lambda name, data: files[name])
+
+
+def _flipped(bundle: Path, out: Path) -> Path:
+    """One byte of the first log changed (its final loss), nothing else."""
+    def edit(name, data):
+        return data.replace(b"val_loss:3.27", b"val_loss:3.17", 1) if name.endswith("/log.txt") else data
+    return _rewritten(bundle, out, edit)
+
+
+@pytest.mark.parametrize("tamper", [_forged, _flipped])
+def test_a_page_never_vouches_for_a_bundle_that_fails_its_check(tamper, tmp_path):
+    """Forged signature or one flipped byte: the page says what failed and shows no verdict, run, time or
+    chart from inside; the command exits 1 (issue 38)."""
+    private, _ = write_keys(tmp_path, "signer")
+    good = make_bundle(three_runs(tmp_path), tmp_path / "bundles", sign_key=private)
+    bad = tamper(good, tmp_path / "bad.tar.gz")
+    result = repro("report", "--html", bad, "--out", tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    assert "does NOT verify" in result.stderr and "Traceback" not in result.stderr
+    assert "changed after archiving" in result.stderr or "signature" in result.stderr
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert ">bundle does NOT verify<" in html
+    for evidence in (">reproduced", 'class="chart"', "train time (s)", "80.000", 'id="runs"'):
+        assert evidence not in html, evidence
+    assert bad.name in html
 
 
 def test_run_folders_report_says_nothing_was_archived(tmp_path):

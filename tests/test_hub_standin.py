@@ -71,3 +71,49 @@ def test_a_record_program_calling_get_kernel_runs_on_the_standin_and_declares_it
         verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     codes = [f["code"] for f in json.loads(verdict.stdout)["findings"]]
     assert "kernels.hub_standin" in codes and "attention.fa3_standin" in codes
+
+
+# ---- planning: every way of reaching the hub is found, or the program is refused by name (issue 38) ----------
+@pytest.mark.parametrize("source, named", [
+    ("import kernels\nk = kernels.get_kernel('evil')\n", "evil"),
+    ("import kernels as hub\nk = hub.get_kernel('evil/x')\n", "evil/x"),
+    ("from kernels import get_kernel\nREPO = 'kernels-community/flash-attn3'\nk = get_kernel(REPO)\n",
+     "not a literal string"),
+    ("from kernels import get_kernel as fetch\nk = fetch('evil')\n", "evil"),
+    ("from kernels import get_kernel\nfetch = get_kernel\nk = fetch('kernels-community/flash-attn3')\n",
+     "used other than by calling it"),
+    ("import importlib\nk = importlib.import_module('kernels').get_kernel('evil')\n", "evil"),
+    ("import importlib\nhub = importlib.import_module('kernels')\nk = getattr(hub, 'get_kernel')('x')\n",
+     "used other than as hub.get_kernel"),
+    ("import importlib\nname = 'ker' + 'nels'\nhub = importlib.import_module(name)\n", "not a literal string"),
+    ("hub = __import__('kernels')\nk = hub.get_kernel('evil')\n", "evil"),
+    ("from kernels import *\nk = get_kernel('kernels-community/flash-attn3')\n", "kernels import *"),
+])
+def test_planning_finds_every_get_kernel_or_refuses_the_program(source, named):
+    from pipeline.runs.hub_standin.kernels import FA3_REPOSITORIES
+    from pipeline.runs.hub_use import hub_use
+    from pipeline.runs.stage import imports_hub_kernels
+
+    use = hub_use(source.encode())
+    unserved = [r for r in use.repositories if r not in FA3_REPOSITORIES]
+    assert any(named in text for text in use.refusals + unserved), (use.refusals, use.repositories)
+    assert imports_hub_kernels(source.encode())  # whichever way it imports the hub, the stand-in is put first
+
+
+def test_the_records_own_calls_are_served_without_a_refusal():
+    from pipeline.runs.hub_use import hub_use
+
+    use = hub_use(multifile_program())
+    assert use.imports and use.repositories == ["kernels-community/flash-attn3"] and not use.refusals
+
+
+def test_plan_refuses_a_computed_repository_by_name(tmp_path):
+    from tests.test_reproduce_plan import _plan, _standin_registry
+
+    program = multifile_program().replace(b"get_kernel('kernels-community/flash-attn3', version=1)",
+                                          b"get_kernel(REPO, version=1)")
+    assert program != multifile_program()
+    registry, log = _standin_registry(tmp_path / "hub", program)
+    plan = _plan(tmp_path, "--record", NAME, "--program-source", str(log), registry=registry)
+    assert len(plan["refusals"]) == 1 and "get_kernel() with a repository that is not a literal string" in \
+        plan["refusals"][0] and "line" in plan["refusals"][0], plan["refusals"]

@@ -225,6 +225,45 @@ def test_implausible_time_is_warned_and_fails_the_check(tmp_path):
     assert row["verdict"] == "not-reproduced" and any("not the record's timed runs" in r for r in row["reasons"])
 
 
+def _replace_every_log(folder: Path, how: str) -> list[str]:
+    """Each pinned log of `folder` tampered with (one byte), gone, a FIFO, a link to /dev/zero, or 2 GiB sparse."""
+    import os
+
+    names = []
+    for log in sorted(folder.rglob("*.txt")):
+        if log.is_symlink():
+            continue
+        names.append(log.name)
+        if how == "tampered":
+            log.write_bytes(log.read_bytes().replace(b"val_loss:", b"val_loss:0", 1))
+            continue
+        log.unlink()
+        if how == "fifo":
+            os.mkfifo(log)
+        elif how == "dev-zero":
+            log.symlink_to("/dev/zero")
+        elif how == "huge":
+            with open(log, "wb") as f:
+                f.truncate(2 << 30)
+    return names
+
+
+@pytest.mark.parametrize("how", ["tampered", "missing", "fifo", "dev-zero", "huge"])
+def test_evidence_that_fails_its_pin_is_a_failure_never_no_logs(tmp_path, how):
+    """Every pinned log unreadable or changed: `invalid`, each log named, exit 1 (issue 38: it said no-logs, 0)."""
+    clone = _small_clone(tmp_path)
+    reg = imported(tmp_path, clone, tracks=(1,))
+    folder = clone / "records/track_1_short/2026-07-17_FP8DownProjection"
+    names = _replace_every_log(folder, how)
+    result = CliRunner().invoke(cli, ["--registry", str(reg), "records", "check", "2026-07-17_FP8DownProjection",
+                                      "--from", str(clone), "--json"])
+    assert result.exit_code == 1, result.output
+    (row,) = json.loads(result.output.split("\nerror:")[0] if "\nerror:" in result.output else result.output)
+    assert row["verdict"] == "invalid"
+    pinned = [n for n in names if any(n in reason for reason in row["reasons"])]
+    assert pinned and len(pinned) == len(row["reasons"]), row["reasons"]
+
+
 # -- submissions reviewed like a careful maintainer would ---------------------------------------------------------
 def review(registry: Path, folder: Path) -> tuple[int, str]:
     return run("--registry", str(registry), "verify", "--submission", "--record", "2026-07-13_PrefixTokenPrediction",

@@ -71,10 +71,13 @@ from pipeline.bundle.manifest import (
 from pipeline.bundle.trust import SIGNATURE, SUMS, load_private_key, public_key_b64
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_bytes
+from pipeline.preflight.run import MAX_REPORT_BYTES
 from pipeline.records.model import Record, load_parent
 from pipeline.redact import Redactor
+from pipeline.regular_file import read_bounded
 from pipeline.runs.rundir import RunMeta
 from pipeline.sha256sums import format_sums
+from pipeline.yamlio import LIMITS
 
 MANIFEST = "manifest.yaml"
 # node.json: where a campaign task ran (pipeline/campaign/model.py TaskRecord); absent for other runs
@@ -253,7 +256,7 @@ def _environment(stage: _Stage, metas: list[RunMeta], sources: ArchiveSources, r
     lock = sources.env_lock or record.path.parent.parent / "environments" / f"{envs[0]}.lock.yaml"
     lock_file = lock_sha256 = image_state = freeze_file = None
     if lock and Path(lock).is_file():
-        data = Path(lock).read_bytes()
+        data = read_bounded(Path(lock), LIMITS["lock"], "environment lock", "lock it again: `repro env lock`")
         lock_file = f"environment/{Path(lock).name}"
         stage.put(lock_file, data, verbatim=True)  # hashed as the lock's own bytes
         lock_sha256 = sha256_bytes(data)
@@ -294,7 +297,8 @@ def _stage_runs(stage: _Stage, run_dirs: list[Path], folder: str) -> dict[str, t
             if src.is_symlink():
                 raise InputError(f"{src} is a symbolic link", "replace it with the file itself before archiving")
             if src.is_file():
-                stage.put(f"{folder}/{run.name}/{name}", src.read_bytes())
+                stage.put(f"{folder}/{run.name}/{name}", read_bounded(src, MAX_MEMBER_BYTES, f"run's {name}",
+                                                                      "archive runs written by `repro train`"))
     return left_out
 
 
@@ -448,12 +452,16 @@ def _record_member(record: Record) -> str:
     return f"manifests/records/{record.path.name}"
 
 
+def _manifest_bytes(record: Record) -> bytes:
+    return read_bounded(record.path, LIMITS["manifest"], "record manifest", "restore it from the registry")
+
+
 def _stage_records(stage: _Stage, record: Record) -> Record | None:
     """A copy of the record (and its parent) as judged, byte for byte; returns the parent, if any."""
-    stage.put(_record_member(record), record.path.read_bytes(), verbatim=True)
+    stage.put(_record_member(record), _manifest_bytes(record), verbatim=True)
     parent = load_parent(record)
     if parent is not None:
-        stage.put(_record_member(parent), parent.path.read_bytes(), verbatim=True)
+        stage.put(_record_member(parent), _manifest_bytes(parent), verbatim=True)
     return parent
 
 
@@ -462,7 +470,7 @@ def _record_pin(stage: _Stage, record: Record, parent: Record | None) -> RecordP
     return RecordPin(name=record.name, title=record.title, parent=record.parent or None, manifest=record_member,
                      manifest_sha256=sha256_bytes(stage.files[record_member]),
                      parent_manifest=_record_member(parent) if parent else None,
-                     parent_manifest_sha256=sha256_bytes(parent.path.read_bytes()) if parent else None,
+                     parent_manifest_sha256=sha256_bytes(_manifest_bytes(parent)) if parent else None,
                      target_val_loss=record.rules.target_val_loss, p_value_max=record.rules.p_value_max,
                      rules_version=record.rules.version)
 
@@ -476,11 +484,13 @@ def _stage_surroundings(stage: _Stage, request: _Request, metas: list[RunMeta]) 
     environment = _environment(stage, metas, sources, request.record, local_metas)
     lock = _data_lock(sources, metas, request.work_dir)
     if lock is not None:
-        stage.put("data/data.lock.yaml", lock.read_bytes(), verbatim=True)  # its digest is over its own bytes
+        stage.put("data/data.lock.yaml", read_bounded(lock, LIMITS["lock"], "data lock", "fetch the data again"),
+                  verbatim=True)  # its digest is over its own bytes
     preflight = sources.preflight or next((p / "preflight.json" for p in request.run_dirs
                                            if (p / "preflight.json").is_file()), None)
     if preflight is not None:
-        stage.put("preflight.json", Path(preflight).read_bytes())
+        stage.put("preflight.json", read_bounded(Path(preflight), MAX_REPORT_BYTES, "preflight report",
+                                                 "run `repro preflight` again"))
     for rel, data in sorted((sources.extra or {}).items()):
         stage.put(rel, data)
     return environment
@@ -506,7 +516,7 @@ def _stage_report(stage: _Stage, request: _Request, judged: Judged, env_lines: d
         logs = read_run_logs([judged.folders[f"{RUNS}/{i}"] for i in run_ids], run_ids)
         files = write_report(request.record, judged.verdict, logs, Path(rep), env_lines)
         for rel in files.files:
-            stage.put(rel, (Path(rep) / rel).read_bytes())
+            stage.put(rel, read_bounded(Path(rep) / rel, MAX_MEMBER_BYTES, "report file", "archive again"))
 
 
 def _sealed(files: dict[str, bytes], key) -> dict[str, bytes]:

@@ -24,6 +24,8 @@ from pipeline.bundle.members import Problem
 from pipeline.errors import InputError, ReproError
 from pipeline.hashing import sha256_bytes
 from pipeline.records.model import Record, check_record_name, load_record, load_record_file
+from pipeline.regular_file import read_bounded
+from pipeline.yamlio import LIMITS
 
 SUMS = "SHA256SUMS"
 SIGNATURE = "SHA256SUMS.sig"
@@ -208,7 +210,7 @@ def choose_record(files: Mapping[str, bytes], pin: RecordPin, records_dir: Path)
             "add the record's manifest to your registry, or pass --registry DIR holding it"),), ())
     try:
         ours = load_record(name, records_dir)  # also refuses a manifest linked from outside the registry
-        data = path.read_bytes()
+        data = read_bounded(path, LIMITS["manifest"], "record manifest", "restore it from the registry")
     except ReproError as exc:
         return RecordChoice(None, tuple(problems) + (Problem(str(path), exc.what, exc.fix or ""),), ())
     mine = sha256_bytes(data)
@@ -225,7 +227,8 @@ def choose_record(files: Mapping[str, bytes], pin: RecordPin, records_dir: Path)
             notes.append(f"the bundle names parent record {pin.parent}, your registry's {name} names "
                          f"{ours.parent or 'none'}")
         elif parent_path is not None and parent_path.is_file() and pin.parent_manifest_sha256 and \
-                sha256_bytes(parent_path.read_bytes()) != pin.parent_manifest_sha256:
+                sha256_bytes(read_bounded(parent_path, LIMITS["manifest"], "record manifest",
+                                          "restore it from the registry")) != pin.parent_manifest_sha256:
             notes.append(f"the bundle was judged with parent record manifest {pin.parent} sha256 "
                          f"{pin.parent_manifest_sha256[:12]}…, your registry's differs: recomputed with yours")
     return RecordChoice(ours, tuple(problems), tuple(notes))

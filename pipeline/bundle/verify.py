@@ -41,15 +41,17 @@ from pipeline.bundle.judging import (
     run_rows,
     verdict_findings,
 )
-from pipeline.bundle.manifest import BundleManifest
+from pipeline.bundle.manifest import BundleManifest, ProgramSection
 from pipeline.bundle.members import ARCHIVE, Members, Problem
 from pipeline.bundle.members import read_members as _read_members
 from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signature, choose_record
 from pipeline.errors import InputError, ReproError
 from pipeline.findings import Finding
 from pipeline.hashing import sha256_bytes
+from pipeline.records.model import Record
 from pipeline.regular_file import kind_of
 from pipeline.sha256sums import parse_sums
+from pipeline.verdict.judge import Verdict
 
 MAX_TOTAL_BYTES = 2 << 30
 
@@ -59,6 +61,17 @@ def known_rules_versions() -> tuple[int, ...]:
     from pipeline.verdict import judge
 
     return tuple(sorted(judge.JUDGES))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A bundle's members and what the check recomputed from them against the verifier's record."""
+
+    files: Mapping[str, bytes]
+    manifest: BundleManifest
+    record: Record
+    verdict: Verdict
+    program: ProgramSection
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,8 @@ class BundleCheck:
     judged_against: str | None  # the verifier's record manifest the verdict was recomputed with
     manifest_outcome: str | None
     recomputed_outcome: str | None
+    # what the check recomputed, kept for a page to show (one pass); None whenever the check found a problem
+    evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -215,20 +230,21 @@ def _listed_vs_present(files: Mapping[str, bytes], folder: str, listed: list[str
 
 
 def recompute(files: Mapping[str, bytes], manifest: BundleManifest, records_dir: Path
-              ) -> tuple[str | None, str | None, list[Problem], list[str]]:
-    """(recomputed outcome, the record file judged against, problems, notes)."""
+              ) -> tuple[str | None, str | None, list[Problem], list[str], Evidence | None]:
+    """(recomputed outcome, the record file judged against, problems, notes, what was recomputed)."""
     problems: list[Problem] = []
     notes: list[str] = []
     known = known_rules_versions()
     if manifest.verdict.rules_version not in known:
         return None, None, [Problem(MANIFEST, f"verdict.rules_version is {manifest.verdict.rules_version}; this tool "
                                               f"judges by rules version(s) {', '.join(map(str, known))}",
-                                    "upgrade repro to a version that knows these rules, then verify again")], notes
+                                    "upgrade repro to a version that knows these rules, then verify again")], \
+            notes, None
     choice = choose_record(files, manifest.record, records_dir)
     problems += choice.problems
     notes += choice.notes
     if choice.record is None:
-        return None, None, problems, notes
+        return None, None, problems, notes, None
     record = choice.record
     if record.rules.version != manifest.verdict.rules_version:
         notes.append(f"the bundle was judged by rules version {manifest.verdict.rules_version}; your registry's "
@@ -238,7 +254,7 @@ def recompute(files: Mapping[str, bytes], manifest: BundleManifest, records_dir:
     attempt_ids, more = _listed_vs_present(files, ATTEMPTS, [a.id for a in manifest.attempts], "attempts")
     problems += more
     if not run_ids:
-        return None, str(record.path), problems + [Problem("runs/", "the bundle holds no runs to judge")], notes
+        return None, str(record.path), problems + [Problem("runs/", "the bundle holds no runs to judge")], notes, None
     try:
         with judge_members(files, record, run_ids, attempt_ids) as judged:
             mine = judged.verdict
@@ -262,9 +278,10 @@ def recompute(files: Mapping[str, bytes], manifest: BundleManifest, records_dir:
             outcome = mine.outcome
     except ReproError as exc:
         return None, str(record.path), problems + [Problem(RUNS, f"the verdict cannot be recomputed: {exc.what}",
-                                                           exc.fix or "")], notes
+                                                           exc.fix or "")], notes, None
     problems += _check_sections(files, manifest, notes)
-    return outcome, str(record.path), problems, notes
+    return outcome, str(record.path), problems, notes, Evidence(files=files, manifest=manifest, record=record,
+                                                                verdict=mine, program=program)
 
 
 def _check_sections(files: Mapping[str, bytes], manifest: BundleManifest, notes: list[str]) -> list[Problem]:
@@ -316,15 +333,16 @@ def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, req
         problems.append(Problem(SIGNATURE, f"--require-signature: the bundle is {signature.status}"
                                            + (" (not signed)" if signature.status == "absent" else ""),
                                 "ask the bundle's author for a signed bundle (`repro archive --sign-key`)"))
-    outcome = judged_against = None
+    outcome = judged_against = evidence = None
     if not read.complete:
         notes.append(f"the verdict was not recomputed: reading stopped ({read.stopped})")
     elif manifest is not None:
-        outcome, judged_against, more, more_notes = recompute(read.files, manifest, records_dir)
+        outcome, judged_against, more, more_notes, evidence = recompute(read.files, manifest, records_dir)
         problems += more
         notes += more_notes
     return BundleCheck(str(path), read.top, tuple(sorted(read.files)), tuple(problems), tuple(notes), signature,
-                       judged_against, manifest.verdict.outcome if manifest else None, outcome)
+                       judged_against, manifest.verdict.outcome if manifest else None, outcome,
+                       evidence if not problems else None)
 
 
 def _integrity(read: Members, path: Path) -> tuple[BundleManifest | None, list[Problem]]:

@@ -23,9 +23,11 @@ from pipeline.errors import CheckFailed
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
+from pipeline.regular_file import read_bounded
 from pipeline.reproduce.flow import judged_and_attempts, stage_archive, stage_bundle_check, stage_report
 from pipeline.runs.rundir import read_status
 from pipeline.workspace import Workspace
+from pipeline.yamlio import LIMITS
 
 NODES_MEMBER = "campaign/nodes.md"  # bundle members a campaign adds
 CAMPAIGN_MEMBER = "campaign/campaign.yaml"
@@ -153,7 +155,8 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
     nodes_md = f"# Campaign {campaign.folder.name}: where the runs ran\n\n" + table
     # inside the bundle, beside the runs (whose node.json files it is drawn from) and the campaign's own file
     flow.extra_members = {NODES_MEMBER: nodes_md.encode(),
-                          CAMPAIGN_MEMBER: (campaign.folder / CAMPAIGN_FILE).read_bytes()}
+                          CAMPAIGN_MEMBER: read_bounded(campaign.folder / CAMPAIGN_FILE, LIMITS["manifest"],
+                                                            "campaign file", "submit the campaign again")}
     with FolderLock(campaign.folder, "repro campaign collect"):
         for stage in (stage_archive, stage_report, stage_bundle_check):
             outcome = stage(flow)

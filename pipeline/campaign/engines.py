@@ -24,6 +24,7 @@ from typing import Protocol
 from pipeline.campaign.model import Campaign, Submission
 from pipeline.clock import utc_now
 from pipeline.errors import Interrupted, RunFailed
+from pipeline.regular_file import read_tail
 from pipeline.runs.launch import interrupts_deferred
 from pipeline.workspace import Workspace
 
@@ -66,8 +67,13 @@ class Commands:
         return self._head() + ["prepare", str(self.folder), "--submission", str(submission)]
 
     def task(self, submission: int, index: str) -> list[str]:
-        """`index` is a number, or a shell word such as "$SLURM_ARRAY_TASK_ID" in a job script."""
-        return self._head() + ["task", str(self.folder), "--submission", str(submission), "--index", index]
+        """`index` is a number: the last argument, after `task_without_index`'s."""
+        return self.task_without_index(submission) + [index]
+
+    def task_without_index(self, submission: int) -> list[str]:
+        """The task's command line up to its index: a job script appends the scheduler's index as its own shell
+        word, so nothing in a path (a folder named INDEX...) is ever substituted."""
+        return self._head() + ["task", str(self.folder), "--submission", str(submission), "--index"]
 
 
 class Engine(Protocol):
@@ -127,7 +133,8 @@ class LocalEngine:
                 code = _let_it_finish(child)
                 say(f"[{what}] interrupted; it ended with exit code {code}, its run marked aborted")
                 raise Interrupted(f"{what} was interrupted", "submit again to run what is missing") from None
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        tail = read_tail(log, 64 << 10, "job log", "see the campaign's logs/").decode(
+            "utf-8", errors="replace").strip().splitlines()[-1:] or [""]
         say(f"[{what}] exit code {code}: {tail[0][:160]}")
         if check and code != 0:
             raise RunFailed(f"the campaign's {what} step failed (exit code {code})", f"read {log}")

@@ -25,7 +25,7 @@ PARTITION_MAX = 64
 NAME_RULE = f"1 to {NAME_MAX} letters, digits, '.', '_' or '-', not starting with '.' or '-'"
 _NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}")
 _PATH_PART = re.compile(r"[A-Za-z0-9._+@,=~-]+")
-_TIME = re.compile(r"(\d{1,4}-)?\d{1,4}(:\d{1,2}){0,2}")
+_TIME = re.compile(r"([0-9]{1,4}-)?[0-9]{1,4}(:[0-9]{1,2}){0,2}")  # ASCII digits: \d takes '٣٠' too
 _PARTITION = re.compile(rf"[A-Za-z0-9._-]{{1,{PARTITION_MAX}}}(,[A-Za-z0-9._-]{{1,{PARTITION_MAX}}})*")
 
 

@@ -91,7 +91,7 @@ def tasks_script(campaign: Campaign, number: int, indices: list[int], prepare_jo
         # a timed run needs the whole node to itself
         lines += [f"#SBATCH --gpus-per-node={s.gpus_per_node}", "#SBATCH --exclusive"]
     lines += [f"#SBATCH --partition={s.partition}"] if s.partition else []
-    task = shlex.join(commands.task(number, "INDEX")).replace("INDEX", '"$SLURM_ARRAY_TASK_ID"')
+    task = shlex.join(commands.task_without_index(number)) + ' "$SLURM_ARRAY_TASK_ID"'  # its own word, by position
     lines += ["set -euo pipefail", _attempt_log(campaign, "task-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"),
               "# exec: the task is the job's main process, so scancel's SIGTERM reaches it and it records the run",
               "exec " + task]

@@ -38,7 +38,7 @@ FOLDER = click.Path(file_okay=False, path_type=Path)
 
 
 def _slurm_time(value: str | None) -> str | None:
-    if value is None or re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", value):
+    if value is None or re.fullmatch(r"([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}", value):  # ASCII digits only
         return value
     raise click.BadParameter(f"{value!r} is not a Slurm time limit; write e.g. 30, 00:30:00 or 1-00:00:00")
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from pathlib import Path
 
 import click
 
+from pipeline.plain_text import escaped_controls
 from pipeline.registry import Registry
 
 # The `repro` group builds one Registry (records, environments, the default record) over one Workspace
@@ -38,8 +40,23 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def _finite(obj):
+    """`obj` as plain data with every NaN or infinity as None: JSON has no NaN (`--json` printed `NaN`)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def to_json(obj) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=_default, ensure_ascii=False)
+    """Valid JSON (no NaN), with no raw control or format character (a U+202E is written as \\u202e)."""
+    return escaped_controls(json.dumps(_finite(obj), indent=2, sort_keys=False, default=_default,
+                                       ensure_ascii=False, allow_nan=False))
 
 
 def emit_json(obj) -> None:

@@ -8,6 +8,7 @@ from statistics import mean
 import click
 
 from pipeline.errors import CheckFailed, InputError
+from pipeline.plain_text import plain_text
 from pipeline.plaintext import plain
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
@@ -18,7 +19,6 @@ from pipeline.records.environment_choice import (
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, upstream_order
-from pipeline.records.upstream_table import plain_text
 from pipeline.workspace import Workspace
 
 from .output import emit_json, pass_registry, pass_workspace
@@ -193,18 +193,23 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
                f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
     for name in result.written:
         echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
-    absent = [line for line in result.skipped_rows if line.endswith("is not in this clone")]
-    if absent:
-        echo(f"  not imported: {len(absent)} row(s) whose log folder is not in this clone "
-                   "(--json lists them)")
-    for line in result.skipped_rows:
-        if line not in absent:
-            echo(f"  not imported: {line}")
+    skipped = not_imported_text(result.skipped_rows)  # one pass: 100,000 rows stay linear
+    if skipped:
+        echo(skipped.rstrip("\n"))
     for name, marks in result.kept_edits.items():
         echo(f"  kept edit: {name}: {', '.join(marks)} (marked `edited:`; the import would derive another "
                    "value)")
     for line in result.warnings:
         echo(f"  warning: {line}")
+
+
+def not_imported_text(skipped_rows: list[str]) -> str:
+    """The rows not imported: those whose folder is not in the clone counted in one line, the others listed.
+    One pass and one string (a list membership test per row made 100,000 rows quadratic)."""
+    absent = [line.endswith("is not in this clone") for line in skipped_rows]
+    head = (f"  not imported: {sum(absent)} row(s) whose log folder is not in this clone (--json lists them)\n"
+            if any(absent) else "")
+    return head + "".join(f"  not imported: {line}\n" for line, gone in zip(skipped_rows, absent) if not gone)
 
 
 @records.command("plot")

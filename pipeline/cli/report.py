@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.bundle.archive import record_of_runs
-from pipeline.errors import InputError
+from pipeline.errors import CheckFailed, InputError
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import report_runs
 
@@ -52,12 +52,20 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
+    from pipeline.pages.report_input import UnverifiedBundle
     from pipeline.pages.write import HtmlSources, gather, write_html
 
     sources = HtmlSources(ws.records_dir, record_name,
                           lambda record: published_logs_dir(record, ws.cache, record_logs))
     report_input = gather(paths, sources)
     path = write_html(report_input, out_dir)
+    if isinstance(report_input, UnverifiedBundle):  # the page says what failed; the exit code says it too
+        problems = report_input.integrity.problems
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise CheckFailed(f"{report_input.title}: {report_input.integrity.proven}; the bundle does NOT verify, so "
+                          f"its page shows no verdict, run or time ({path} says what failed): "
+                          + "; ".join(problems[:5]) + more,
+                          "see every problem with `repro bundle verify`; ask the bundle's author for an intact copy")
     if as_json:
         emit_json({"outcome": report_input.verdict.outcome, "html": str(path),
                    "integrity": report_input.integrity.proven, "published_source": report_input.published_source})

@@ -43,6 +43,7 @@ from pipeline.errors import InputError, Interrupted, ReproError
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
 from pipeline.redact import public_url
+from pipeline.regular_file import read_text_bounded
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -341,8 +342,8 @@ def _discard_stale_part(staging: _Staging, remote: Remote, lock_sha, progress) -
     want = {"size": remote.size, "sha256": lock_sha or remote.sha256}
     if part.exists() and meta_path.exists():
         try:
-            old = json.loads(meta_path.read_text())
-        except (OSError, ValueError):
+            old = json.loads(read_text_bounded(meta_path, 1 << 20, "partial download's note", "delete it"))
+        except (ReproError, ValueError):
             old = {}
         if any(want[k] is not None and old.get(k) not in (None, want[k]) for k in want):
             progress(-part.stat().st_size)
@@ -407,8 +408,8 @@ def _reuse(run: Fetcher, shard: _Shard, previous_source: str) -> FetchedFile | N
     final = shard.final
     try:
         sha = sha256_file(final)
-    except OSError as exc:
-        raise FetchError(f"{final} cannot be read ({exc.strerror})",
+    except (OSError, ReproError) as exc:
+        raise FetchError(f"{final} cannot be read ({getattr(exc, 'strerror', None) or exc})",
                          f"fix its permissions, or delete {final} to fetch it again", "input") from None
     problems, checked = _check(final, sha, shard.tokens_expected, shard.lock, Claim())
     label = previous_source or "(already present)"

@@ -23,7 +23,8 @@ from pipeline.data.paths import name_problem
 from pipeline.data.shards import HEADER_BYTES
 from pipeline.errors import InputError, ManifestError
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
-from pipeline.yamlio import load_bytes
+from pipeline.regular_file import read_text_bounded
+from pipeline.yamlio import LIMITS, load_bytes
 
 SCHEMA_VERSION = 1
 SPLITS = ("val", "train")
@@ -232,7 +233,8 @@ def record_lock(manifest: DatasetManifest, entries: dict[str, tuple[int, str]]) 
 
     A value already in the lock is never overwritten: a different one is an error the caller reports.
     """
-    text = manifest.path.read_text(encoding="utf-8").splitlines(keepends=True)
+    text = read_text_bounded(manifest.path, LIMITS["manifest"], "dataset manifest", "restore it from the registry"
+                     ).splitlines(keepends=True)
     in_lock, recorded, seen = False, [], set()
     for i, line in enumerate(text):
         if re.match(r"^lock:\s*(#.*)?$", line):

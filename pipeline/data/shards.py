@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.atomic import commit, disk_full, temp_path, write_error
+from pipeline.regular_file import open_regular
 
 MAGIC = 20240520
 VERSION = 1
@@ -103,7 +104,7 @@ def read_tokens(path: Path, mmap: bool = True) -> np.ndarray:
         raise ValueError(f"{path} is not a token shard (bad or missing header)")
     if mmap:
         return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(header.num_tokens,))
-    with open(path, "rb") as f:
+    with open_regular(path, "shard", "give a token shard (.bin)") as f:
         f.seek(HEADER_BYTES)
         return np.frombuffer(f.read(TOKEN_BYTES * header.num_tokens), dtype="<u2")
 

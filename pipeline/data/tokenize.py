@@ -33,6 +33,7 @@ from pipeline.data.shards import BOS, ShardFile
 from pipeline.data.verify import LockEntry, write_local_lock
 from pipeline.errors import InputError, MissingDependency
 from pipeline.hashing import sha256_file
+from pipeline.regular_file import open_regular
 
 # The sha256 values tiktoken's own "gpt2" encoding checks its two downloads against.
 GPT2_FILES = {
@@ -89,7 +90,8 @@ def input_files(inputs: list[Path]) -> list[Path]:
 
 
 def _open_text(path: Path, errors: str):
-    raw = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    raw = open_regular(path, "input text", "give text/JSONL files or folders of them")
+    raw = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
     return io.TextIOWrapper(raw, encoding="utf-8", errors=errors)
 
 

@@ -21,7 +21,7 @@ from pipeline.atomic import write_yaml
 from pipeline.data.manifest import DatasetManifest, load_dataset
 from pipeline.data.paths import file_in, name_problem
 from pipeline.data.shards import header_problems, read_header
-from pipeline.errors import InputError, ManifestError, os_error
+from pipeline.errors import InputError, ManifestError, ReproError, os_error
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.regular_file import kind_of
@@ -215,7 +215,7 @@ def _hash_readable(paths: list[Path], workers: int) -> dict[Path, str]:
     def one(path: Path) -> tuple[Path, str | None]:
         try:
             return path, sha256_file(path)
-        except OSError:
+        except (OSError, ReproError):
             return path, None
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:

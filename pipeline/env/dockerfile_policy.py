@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline.env.manifest import DIGEST_REF_RE
 from pipeline.errors import InputError
+from pipeline.regular_file import read_bounded
 
 SNAPSHOT_RE = re.compile(r"snapshot\.(?:ubuntu\.com|debian\.org)\S*?/\d{8}T\d{6}Z")
 COMMIT_RE = re.compile(r"\bcheckout\s+(?:--detach\s+|-q\s+)*['\"]?([0-9a-f]{40})\b")
@@ -104,10 +105,7 @@ def _read_dockerfile(path: Path) -> bytes:
     in "Dockerfile" (docker/Dockerfile.fa3, a file given on the command line) for a folder."""
     if not path.is_file():
         raise InputError(f"no Dockerfile at {path}", "give the path of a Dockerfile (default docker/Dockerfile)")
-    with open(path, "rb") as f:
-        text = f.read(MAX_DOCKERFILE_BYTES + 1)
-    if len(text) > MAX_DOCKERFILE_BYTES:
-        raise InputError(f"{path} is over {MAX_DOCKERFILE_BYTES >> 20} MiB: not a Dockerfile", "give a Dockerfile")
+    text = read_bounded(path, MAX_DOCKERFILE_BYTES, "Dockerfile", "give a Dockerfile")
     return text
 
 

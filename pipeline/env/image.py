@@ -19,6 +19,8 @@ from pathlib import Path
 from pipeline.atomic import atomic_open, write_text
 from pipeline.errors import CheckFailed, InputError, RunFailed
 from pipeline.findings import Finding, deviations_from_list
+from pipeline.hashing import sha256_file
+from pipeline.regular_file import open_regular, read_text_bounded
 from pipeline.sha256sums import format_sums, parse_sums
 
 LABEL_PREFIX = "io.repro."
@@ -103,7 +105,7 @@ def load_image_state(directory: Path | None = None) -> ImageState:
         raise InputError(f"no image recorded ({path} is absent)",
                          "build it with `repro env build` or load a tarball with `repro env load FILE`")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_bounded(path, 1 << 20, "image state", "build or load the image again"))
         data["tags"], data["layers"] = tuple(data["tags"]), tuple(data["layers"])
         data["deviations"] = deviations_from_list(data["deviations"], f"{path}: deviations")
         return ImageState(**data)
@@ -166,11 +168,7 @@ def save_image(out: Path, image: str | None = None, client=None, state_directory
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(path)  # a FIFO or a device: InputError (pipeline/regular_file.py)
 
 
 def load_image(tarball: Path, sha256: str | None = None, client=None,
@@ -185,7 +183,7 @@ def load_image(tarball: Path, sha256: str | None = None, client=None,
         if not sidecar.is_file():
             raise InputError(f"{tarball} has no {sidecar.name} and no --sha256 was given",
                              "pass --sha256 <hex> from the machine that saved it (refusing unverified images)")
-        listed = parse_sums(sidecar.read_text(errors="replace")[:4096]).digests
+        listed = parse_sums(read_text_bounded(sidecar, 4096, "sha256 file", "pass --sha256 <hex> instead")).digests
         if len(listed) != 1:
             raise InputError(f"{sidecar} is not one '<sha256>  <name>' line", "pass --sha256 <hex> instead")
         (expected,) = listed.values()
@@ -195,7 +193,8 @@ def load_image(tarball: Path, sha256: str | None = None, client=None,
                           "the tarball is corrupt or not the one saved; copy it again")
     client = client or connect()
     loaded = []
-    with tarball.open("rb") as fh:  # the engine itself unpacks gzip
+    # the engine itself unpacks gzip
+    with open_regular(tarball, "image tarball", "give the file `repro env save` wrote") as fh:
         for message in client.load_image(fh):
             if "error" in message:
                 raise RunFailed(f"docker load of {tarball} failed: {message['error']}",

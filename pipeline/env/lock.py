@@ -37,6 +37,7 @@ from pipeline.findings import Finding, deviations_from_list
 from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.redact import public_url, scrub_urls
+from pipeline.regular_file import read_text_bounded
 
 SCHEMA_VERSION = 2  # 2: deviations are findings (version 1 wrote sentences; still read)
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -204,7 +205,7 @@ def pip_resolve(env: Environment, requirements: tuple[str, ...], workdir: Path) 
         if "DO NOT MATCH THE HASHES" in proc.stderr:
             fix = "a file on the index does not match the sha256 the index announces: do not use it until explained"
         raise RunFailed(f"pip could not resolve environment {env.name}:\n{tail}", fix)
-    return json.loads(report.read_text())["install"]
+    return json.loads(read_text_bounded(report, 256 << 20, "pip report", "lock again"))["install"]
 
 
 

@@ -173,6 +173,13 @@ def load_environment_file(path: Path, ws: Workspace) -> Environment:
     unknown = sorted(set(expect) - set(COMPONENTS))
     if unknown:
         raise top.fail(f"expect.{unknown[0]}", "is not a component", f"use some of: {', '.join(COMPONENTS)}")
+    requirements = top.list_of("requirements", str)
+    for i, requirement in enumerate(requirements):
+        if re.match(r"^\s*kernels\s*(?:[=<>!~;\[@ ]|$)", requirement, re.IGNORECASE):
+            raise top.fail(f"requirements[{i}]", f"is {requirement!r}: the Hugging Face kernels client, which "
+                           "downloads unpinned kernels from the hub when the program runs",
+                           "remove it: repro's stand-in (pipeline/runs/hub_standin/) answers the program's "
+                           "get_kernel, first on its path")
     platform = top.sub("platform")
     platform.only("glibc", "arch")
     glibc = platform.req("glibc", str)
@@ -186,7 +193,7 @@ def load_environment_file(path: Path, ws: Workspace) -> Environment:
         bases=_bases(top.sub("bases")), python=top.req("python", str), glibc=glibc,
         arch=platform.req("arch", str), apt_snapshot=top.opt("apt_snapshot", str, ""),
         index_url=top.req("index_url", str), extra_index_urls=top.list_of("extra_index_urls", str, required=False),
-        requirements=top.list_of("requirements", str),
+        requirements=requirements,
         build_requirements=top.list_of("build_requirements", str, required=False),
         flash_attention=flash_attention, components=components,
         expect={str(k): str(v) for k, v in expect.items()}, path=Path(path))

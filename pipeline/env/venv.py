@@ -47,6 +47,7 @@ from pipeline.env.manifest import Environment
 from pipeline.errors import InputError, MissingDependency, RunFailed
 from pipeline.findings import Finding, deviations_from_list
 from pipeline.hashing import sha256_bytes, sha256_file
+from pipeline.regular_file import read_text_bounded
 from pipeline.workspace import Workspace
 
 MARKER = "repro-venv.json"
@@ -221,7 +222,7 @@ def read_identity(path: Path) -> VenvIdentity | None:
     """The marker of a complete venv, or None (absent, or from another schema: built again)."""
     marker = Path(path) / MARKER
     try:
-        data = json.loads(marker.read_text())
+        data = json.loads(read_text_bounded(marker, 1 << 20, "venv marker", "remove the venv; it is built again"))
         if data.pop("schema_version", None) not in (1, SCHEMA_VERSION):
             return None
         return VenvIdentity.from_dict(data, str(marker))

@@ -19,6 +19,7 @@ from importlib import resources
 
 from pipeline.errors import MissingDependency
 from pipeline.hashing import sha256_bytes
+from pipeline.plain_text import without_controls
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1b1f24;background:#fafafa}
@@ -42,7 +43,20 @@ BADGE = {"reproduced": "ok", "smoke-passed": "ok", "reproduced-with-deviations":
 
 
 def esc(value) -> str:
-    return html.escape("—" if value is None else str(value), quote=True)
+    """A value as page text: escaped, and without control or format characters (a U+202E reverses what
+    follows it on the page)."""
+    return html.escape(without_controls("—" if value is None else str(value)), quote=True)
+
+
+def _clean(data):
+    """Chart data with every string's control and format characters removed (Plotly draws them as text)."""
+    if isinstance(data, str):
+        return without_controls(data)
+    if isinstance(data, dict):
+        return {_clean(k): _clean(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_clean(v) for v in data]
+    return data
 
 
 def name_html(name: str) -> str:
@@ -79,7 +93,7 @@ def fmt(value, spec: str) -> str:
 
 def data_block(element_id: str, data) -> str:
     """Chart data as inert JSON: `<` escaped so nothing inside can end the block."""
-    text = json.dumps(data, sort_keys=True, allow_nan=False).replace("<", "\\u003c")
+    text = json.dumps(_clean(data), sort_keys=True, allow_nan=False).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 

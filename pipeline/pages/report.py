@@ -14,7 +14,7 @@ from __future__ import annotations
 from pipeline.pages import charts
 from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, inline_script, page, table
 from pipeline.pages.phases import phase_times
-from pipeline.pages.report_input import ReportInput
+from pipeline.pages.report_input import ReportInput, UnverifiedBundle
 
 
 def _chart(element_id: str, figure: dict) -> str:
@@ -126,6 +126,22 @@ def _program(r: ReportInput) -> str:
             + table(["run", "trainer", "identity", "program file", "sha256", "fingerprint"], rows)
             + (f'<h2 id="members">Bundle members</h2><details><summary>{len(r.members)} files, each with its sha256 '
                "from SHA256SUMS</summary><table><tbody>" + members + "</tbody></table></details>" if r.members else ""))
+
+
+def render_unverified(u: UnverifiedBundle) -> str:
+    """A bundle that fails its check: what failed, and no verdict, run, time or chart from inside it."""
+    i = u.integrity
+    body = (f"<h1>{esc(u.title)}: bundle does NOT verify</h1>"
+            '<p><span class="badge bad" id="check">bundle does NOT verify</span> '
+            f'<span class="badge {"bad" if i.signature == "invalid" else "none"}" id="signature">'
+            f"signature: {esc(i.signature)}</span></p>"
+            "<p>Nothing inside this bundle is shown: its verdict, runs and times are not evidence until "
+            "<code>repro bundle verify</code> passes.</p>"
+            "<p><b>Problems the bundle check found:</b></p><ul>"
+            + "".join(f"<li>{esc(p)}</li>" for p in i.problems) + "</ul>")
+    if i.notes:
+        body += "<ul class=\"note\">" + "".join(f"<li>{esc(n)}</li>" for n in i.notes) + "</ul>"
+    return page(f"{u.title}: bundle does NOT verify", body, "")
 
 
 def render_report(r: ReportInput, library: ChartLibrary) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import InputError
 from pipeline.records.logparse import parse_text
 from pipeline.records.model import Record
 from pipeline.report.render import LabelledLog, load_published, read_run_logs
@@ -101,26 +100,30 @@ def _sums(files) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput:
-    """`published_dir_of(record)`: the folder of the record's published logs on this machine, or None."""
-    from pipeline.bundle.judging import ATTEMPTS, RUNS, judge_members, program_section, run_ids_in
-    from pipeline.bundle.trust import choose_record
-    from pipeline.bundle.verify import load_manifest, read_members, verify_bundle
+@dataclass(frozen=True)
+class UnverifiedBundle:
+    """A bundle whose check failed: the page says what failed and shows nothing from inside it as evidence."""
+
+    title: str  # the bundle's file name (its manifest is not trusted)
+    integrity: Integrity
+
+
+def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput | UnverifiedBundle:
+    """`published_dir_of(record)`: the folder of the record's published logs on this machine, or None.
+
+    The bundle is read and checked once (`verify_bundle`); the page is made from what that check recomputed,
+    and only when it found no problem."""
+    from pipeline.bundle.judging import RUNS
+    from pipeline.bundle.verify import verify_bundle
 
     check = verify_bundle(path, records_dir)
-    files = read_members(path).files
-    manifest, problems = load_manifest(files, path)
-    if manifest is None:
-        raise InputError(f"{path}: {problems[0]}", "check it with `repro bundle verify`")
-    record = choose_record(files, manifest.record, records_dir).record
-    if record is None:
-        raise InputError(f"{path}: record {manifest.record.name!r} is not in your registry ({records_dir})",
-                         "add its manifest to your registry, or pass --registry DIR holding it")
-    present = set(run_ids_in(files, RUNS))
-    run_ids = [r.id for r in manifest.runs if r.id in present]  # the manifest's order
-    with judge_members(files, record, run_ids, run_ids_in(files, ATTEMPTS)) as judged:
-        verdict = judged.verdict
-        program = program_section(files, record, judged)
+    integrity = Integrity("bundle", check.proven, check.signature.status, check.ok,
+                          tuple(str(p) for p in check.problems), check.notes)
+    evidence = check.evidence
+    if evidence is None:
+        return UnverifiedBundle(Path(path).name, integrity)
+    files, manifest, record, verdict = evidence.files, evidence.manifest, evidence.record, evidence.verdict
+    run_ids = [run.source.removeprefix(f"{RUNS}/") for run in verdict.runs]
     logs = tuple(LabelledLog(i, parse_text(files.get(f"{RUNS}/{i}/log.txt", b""), f"{RUNS}/{i}/log.txt"))
                  for i in run_ids)
     published, source = load_published(record, published_dir_of(record))
@@ -130,9 +133,7 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput:
                    ("image", ", ".join(env.image_ids) or "—"), ("pip freeze", env.pip_freeze_source),
                    ("data", f"{data.dataset or '—'}: {len(data.shards)} shard(s), lock {data.lock_sha256 or '—'}"),
                    ("world size", ", ".join(sorted({str(r.world_size) for r in manifest.runs if r.world_size})) or "—"))
-    integrity = Integrity("bundle", check.proven, check.signature.status, check.ok,
-                          tuple(str(p) for p in check.problems), check.notes)
-    sources = {p.id: p.source for p in program.runs}
+    sources = {p.id: p.source for p in evidence.program.runs}
     rows = _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids])
     return ReportInput(manifest.name, record, verdict, logs, tuple(published), source, integrity, rows,
                        environment, _sums(files))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.atomic import write_text
+from pipeline.errors import InputError
 from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, name_html, page, plotly_library, table, words
 from pipeline.pages.record_page import environment_cell, plan_cell, record_page
 from pipeline.pages.site_inputs import CheckRow, PlanRow, SiteRecord
@@ -132,14 +133,25 @@ def build_site(records: list[SiteRecord], checks: list[CheckRow], plans: list[Pl
     return files
 
 
+def _no_link_below(out_dir: Path, rel: Path) -> None:
+    """A link at any level below --out (records/ -> /elsewhere) would carry the write outside the site."""
+    at = out_dir
+    for part in rel.parts:
+        at = at / part
+        if at.is_symlink():
+            raise InputError(f"{at} is a symbolic link inside --out {out_dir}: the site is not written through it",
+                             "remove the link, or give --out a new or empty folder")
+
+
 def write_site(files: dict[str, str], out_dir: Path) -> list[Path]:
-    """Each file written whole (atomic), only under `out_dir`."""
+    """Each file written whole (atomic), only under `out_dir`: never through a symbolic link inside it."""
     out_dir = Path(out_dir)
     written = []
     for rel, text in sorted(files.items()):
         path = out_dir / rel
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise ValueError(f"site file {rel!r} is outside the site")
+        _no_link_below(out_dir, Path(rel))
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append(write_text(path, text))
     return written

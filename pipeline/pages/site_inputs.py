@@ -15,9 +15,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import InputError, os_error
+from pipeline.errors import InputError
 from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
+from pipeline.regular_file import read_bounded
 from pipeline.verdict.history import CheckRow
 
 MAX_JSON_BYTES = 32 << 20  # a row per record: a few KB each
@@ -47,13 +48,7 @@ class SiteRecord:
 
 
 def _read_list(path: Path, what: str) -> list:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_JSON_BYTES + 1)
-    except OSError as exc:
-        raise os_error(path, exc, f"give the JSON file {what} wrote") from None
-    if len(raw) > MAX_JSON_BYTES:
-        raise InputError(f"{path} is larger than {MAX_JSON_BYTES >> 20} MiB", f"give the JSON file {what} wrote")
+    raw = read_bounded(path, MAX_JSON_BYTES, "JSON file", f"give the JSON file {what} wrote")
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:

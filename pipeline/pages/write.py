@@ -15,9 +15,10 @@ from pathlib import Path
 from pipeline.atomic import write_text
 from pipeline.errors import InputError
 from pipeline.pages.page import plotly_library
-from pipeline.pages.report import render_report
-from pipeline.pages.report_input import ReportInput, from_bundle, from_runs
+from pipeline.pages.report import render_report, render_unverified
+from pipeline.pages.report_input import ReportInput, UnverifiedBundle, from_bundle, from_runs
 from pipeline.records.model import Record
+from pipeline.regular_file import kind_of, read_text_bounded
 
 HTML_NAME = "report.html"
 STATE_FILE = "reproduce-state.json"  # pipeline/reproduce/flow.py's, read for the bundle it archived
@@ -36,10 +37,14 @@ def is_bundle(path: Path) -> bool:
 
 def bundle_of_work_folder(folder: Path) -> Path | None:
     """The bundle `repro reproduce` last archived from this work folder, when it is still there."""
-    try:
-        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8")[:1 << 20])
+    state_file = folder / STATE_FILE
+    if kind_of(state_file) is None:
+        return None
+    try:  # a FIFO, a device or a file over 1 MiB: InputError naming it, never a hang or a read without end
+        state = json.loads(read_text_bounded(state_file, 1 << 20, "state file",
+                                             "give a work folder of `repro reproduce`"))
         path = Path(state["stages"]["archive"]["path"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return path if is_bundle(path) else None
 
@@ -48,7 +53,7 @@ def runs_of_work_folder(folder: Path) -> list[Path]:
     return sorted(p.parent for p in folder.glob("runs/*/*/run.yaml"))
 
 
-def gather(paths: list[Path], sources: HtmlSources) -> ReportInput:
+def gather(paths: list[Path], sources: HtmlSources) -> ReportInput | UnverifiedBundle:
     from pipeline.bundle.archive import record_of_runs
     from pipeline.records.model import load_record
 
@@ -68,8 +73,13 @@ def gather(paths: list[Path], sources: HtmlSources) -> ReportInput:
     return from_runs(record, paths, sources.published_dir_of(record), title)
 
 
-def write_html(report: ReportInput, out_dir: Path) -> Path:
+def write_html(report: ReportInput | UnverifiedBundle, out_dir: Path) -> Path:
     out = Path(out_dir) / HTML_NAME
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError(f"--out {out_dir} is a file, not a folder (the page is written as {HTML_NAME} inside it)",
+                         "give a folder for --out (it is created when missing)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text(out, render_report(report, plotly_library()))
+    html = render_unverified(report) if isinstance(report, UnverifiedBundle) else \
+        render_report(report, plotly_library())
+    write_text(out, html)
     return out

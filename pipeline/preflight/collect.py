@@ -31,6 +31,7 @@ from pipeline.preflight.parse import (
     parse_topology,
 )
 from pipeline.redact import URL_CREDENTIALS
+from pipeline.regular_file import read_text_bounded
 
 # Saved outputs: what a folder such as tests/fixtures/hosts/h200-1gpu holds for each source.
 SAVED_FILES = {
@@ -174,7 +175,7 @@ class SavedSources:
         path = self.folder / SAVED_FILES[source]
         if not path.is_file():
             raise SourceMissing(f"{path.name} not saved in {self.folder}")
-        return path.read_text()
+        return read_text_bounded(path, 16 << 20, "saved preflight output", "run `repro preflight` again")
 
     def _json(self, source: str):
         try:

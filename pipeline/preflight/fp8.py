@@ -18,6 +18,7 @@ import json
 import subprocess
 
 from pipeline.preflight.facts import Check
+from pipeline.records.identity import parse_program
 from pipeline.records.program_files import split_program
 
 NAME = "fp8_matmul"
@@ -51,7 +52,7 @@ def fp8_uses(program: bytes) -> tuple[str, ...]:
     found = []
     for file in split_program(program):
         try:
-            tree = ast.parse(file.text)
+            tree = parse_program(file.text)
         except SyntaxError:  # a 3.12-only file under this 3.11: its lines that name FP8, read as text
             found += [(file.name, n, "torch._scaled_mm" if b"_scaled_mm" in line else "float8 (text)")
                       for n, line in enumerate(file.text.splitlines(), 1) if b"_scaled_mm" in line

@@ -34,6 +34,7 @@ from pipeline.preflight.facts import (
 from pipeline.preflight.parse import gpus_from_table
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
+from pipeline.regular_file import read_bounded
 
 SCHEMA_VERSION = 1
 MAX_REPORT_BYTES = 16 << 20  # a 512-GPU node's report is well under 1 MiB
@@ -169,14 +170,7 @@ def write_report(report: PreflightReport, path: Path) -> Path:
 def read_report(path: Path) -> PreflightReport:
     """A preflight.json as written above, validated into PreflightReport (run directories, bundles, reproduce)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_REPORT_BYTES + 1)  # a report is a few KB; a bundle's may be anyone's
-    except OSError as exc:
-        raise os_error(path, exc, "run `repro preflight` again") from None
-    if len(raw) > MAX_REPORT_BYTES:
-        raise InputError(f"{path}: larger than {MAX_REPORT_BYTES >> 20} MiB, not a preflight report",
-                         "run `repro preflight` again")
+    raw = read_bounded(path, MAX_REPORT_BYTES, "preflight report", "run `repro preflight` again")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -43,7 +43,8 @@ from pipeline.records.logparse import SEPARATOR
 from pipeline.records.model import NAME_RE, load_record_file
 from pipeline.records.selection import FolderInput, Selection, select_runs
 from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_table, track_terms
-from pipeline.yamlio import YamlRefused, load_file
+from pipeline.regular_file import open_regular, read_text_bounded
+from pipeline.yamlio import LIMITS, YamlRefused, load_file
 
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
 SEPARATOR_TEXT = SEPARATOR.decode()
@@ -56,6 +57,9 @@ DEFAULT_RULES = {
     "time_tolerance": 0.02, "compare_hardware": ["gpu_model", "gpu_count"], "compare_software": ["torch"]}
 DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1, "val_tokens": 10485760,
                    "tokens_per_step": 0}
+
+MAX_README_BYTES = 16 << 20  # upstream's README is 52 kB, its tables a few hundred rows: never this large
+MAX_RECORD_README_BYTES = 1 << 20  # a record folder's README is prose of a few kB
 
 
 @dataclass
@@ -106,7 +110,8 @@ def _licence(clone: Path) -> str:
     for name in ("LICENSE", "LICENSE.md", "LICENSE.txt"):
         path = clone / name
         if path.is_file():
-            head = path.read_bytes()[:400].decode("utf-8", errors="replace")
+            with open_regular(path, "licence", "") as f:  # its first lines say which licence it is
+                head = f.read(400).decode("utf-8", errors="replace")
             return "MIT" if "MIT License" in head else f"see {name} in the upstream repository"
     return "unknown: the clone has no LICENSE file (see the upstream repository)"
 
@@ -348,7 +353,8 @@ def _read_existing(path: Path) -> tuple[str | None, dict | None]:
     except YamlRefused as exc:
         raise InputError(f"{path} is not a readable manifest: {exc.what}",
                          "fix or remove it, then import again") from None
-    return path.read_text(encoding="utf-8"), doc if isinstance(doc, dict) else None
+    text = read_text_bounded(path, LIMITS["manifest"], "record manifest", "fix or remove it, then import again")
+    return text, doc if isinstance(doc, dict) else None
 
 
 def _row_folder(clone: Path, row: TableRow) -> tuple[Path | None, str, str]:
@@ -391,11 +397,20 @@ def _names(rows: list[TableRow]) -> dict[int, str]:
     by_folder: dict[str, list[TableRow]] = {}
     for row in rows:
         by_folder.setdefault(row.record_name, []).append(row)
-    names = {}
+    names, taken = {}, set(by_folder)
     for folder, group in by_folder.items():
         keeper = next((r for r in group if r.date and folder.startswith(r.date)), group[0])
         for row in group:
-            names[row.line] = folder if row is keeper else f"{folder}-row{row.number}"
+            if row is keeper:
+                names[row.line] = folder
+                continue
+            # two rows of one folder may share a number (a re-timing repeats it), and `<folder>-rowN` may be
+            # another folder's name: each row gets a name no other row has, or one manifest would overwrite another
+            name = f"{folder}-row{row.number}"
+            if name in taken:
+                name = f"{folder}-row{row.number}-line{row.line}"
+            taken.add(name)
+            names[row.line] = name
     return names
 
 
@@ -409,8 +424,8 @@ def _readme(folder: Path) -> str:
     path = folder / "README.md"
     if not path.is_file() or path.is_symlink():
         return ""
-    with open(path, "rb") as f:
-        return f.read(1 << 20).decode("utf-8", errors="replace")  # a README is prose: 1 MiB is plenty
+    with open_regular(path, "README", "") as f:
+        return f.read(MAX_RECORD_README_BYTES).decode("utf-8", errors="replace")  # its first MiB is plenty
 
 
 def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
@@ -422,7 +437,8 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
     if not readme.is_file():
         raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
     sha = upstream_commit(clone, commit)
-    text = readme.read_text(encoding="utf-8", errors="replace")
+    text = read_text_bounded(readme, MAX_README_BYTES, "README", "point at a clone of modded-nanogpt (its README.md "
+                     "is about 50 kB)")
     rows = [_renamed(clone, row) for row in read_track_table(text, track)]
     terms = track_terms(text, track)
     result = ImportResult(commit=sha, track=track)
@@ -449,9 +465,10 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             continue
         plan.append((row, folder, linked))
     importing = {names[r.line] for r, _, _ in plan}
+    index_of = {id(row): i for i, row in enumerate(rows)}  # rows.index per row was quadratic in the rows
     for row, folder, linked in plan:
         name = names[row.line]
-        index = rows.index(row)
+        index = index_of[id(row)]
         previous_row = rows[index - 1] if index > 0 else None
         previous = names.get(previous_row.line, previous_row.record_name) if previous_row else ""
         if previous_row and not previous:

@@ -15,12 +15,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.errors import ReproError
 from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import program_fingerprint
-from pipeline.records.logparse import parse_text
+from pipeline.records.logparse import MAX_LOG_FILE_BYTES, parse_text
 from pipeline.records.program_files import program_file_pins
+from pipeline.regular_file import read_bounded
 
-MAX_LOG_BYTES = 64 << 20
+MAX_LOG_BYTES = MAX_LOG_FILE_BYTES
 LOG_SUFFIXES = (".txt", ".log")
 
 
@@ -109,12 +111,9 @@ def read_log_facts(path: Path) -> LogFacts:
     """Facts of one log file; LogUnreadable when it cannot be read or is too large to be a run log."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_LOG_BYTES + 1)
-    except OSError as exc:
-        raise LogUnreadable(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_LOG_BYTES:
-        raise LogUnreadable(f"{path.name}: larger than {MAX_LOG_BYTES >> 20} MiB, not a run log")
+        raw = read_bounded(path, MAX_LOG_BYTES, "log", "")
+    except ReproError as exc:  # a FIFO, a device, over the limit, unreadable: described, never waited on
+        raise LogUnreadable(f"{path.name}: {exc.what.removeprefix(f'{path}: ')}") from None
     return facts_from_bytes(raw, path.name)
 
 

@@ -41,6 +41,7 @@ from pipeline.records.nvidia_smi_table import NvidiaSmiTable, find_nvidia_smi_ta
 
 SEPARATOR = b"=" * 100
 MAX_LINE = 64 << 10  # longer lines are read in pieces; a log line is never this long
+MAX_LOG_FILE_BYTES = 64 << 20  # a run log is ~250 kB (a 2024 log with its program 1.6 MB)
 MAX_PROGRAM = 16 << 20  # the record's program is 60 KB
 MAX_HEADER = 1 << 20  # the environment block and nvidia-smi table: a few KB on 8 GPUs
 MAX_POINTS = 100_000  # step + validation points kept (the record has 1,680 steps; ~10 MB at most)
@@ -411,7 +412,7 @@ def parse_log(path: Path) -> ParsedLog:
     path = Path(path)
     fix = "give the path of a run's log.txt or a run directory"
     try:
-        with open_regular(path, "log", fix) as f:
+        with open_regular(path, "log", fix) as f:  # streamed in lines of at most MAX_LINE: bounded memory
             return parse_stream(f, str(path))
     except OSError as exc:
         raise os_error(path, exc, "give the path of a run's log.txt or a run directory") from None

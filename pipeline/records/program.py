@@ -31,9 +31,11 @@ from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import ParsedLog, parse_text
 from pipeline.records.model import PublishedLog, Record
 from pipeline.records.program_files import ProgramFile, split_program
+from pipeline.regular_file import kind_of, read_bounded
 
 FETCH_TIMEOUT_S = 60
 MAX_LOG_BYTES = 64 << 20  # the record's logs are ~250 kB; anything this large is not one of them
+MAX_PROGRAM_BYTES = 8 << 20  # the records' programs are ~100 kB; parsing 60 MB of Python takes gigabytes
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,10 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
     if pinned is not None and digest != pinned.program_sha256:
         raise CheckFailed(f"the program cut from {pinned.file} has sha256 {digest}, but the manifest pins "
                           f"{pinned.program_sha256} for that log", "correct the manifest's program_sha256")
+    if len(program) > MAX_PROGRAM_BYTES:
+        raise CheckFailed(f"the program from {source} is {len(program) >> 20} MiB, larger than the "
+                          f"{MAX_PROGRAM_BYTES >> 20} MiB any record's program could be; it is not parsed",
+                          "use the record's unmodified program (or its log); correct a manifest that pins this one")
     split_program(program)  # a divider naming no plain .py file is refused here, before anything runs
     try:
         fp = program_fingerprint(program)
@@ -135,6 +141,8 @@ def _left_out(record: Record, digest: str) -> str:
     left = [x for x in (record.imported.left_out if record.imported else ()) if x.get("sha256") == digest]
     return f"; the importer left it out of the record's runs: {left[0].get('detail') or left[0].get('reason')}" \
         if left else ""
+def _read_source(path: Path) -> bytes:
+    return read_bounded(path, MAX_LOG_BYTES, "log or program", "give the record's log or its train_gpt.py")
 
 
 def _from_bytes(record: Record, data: bytes, source: str) -> RecordProgram:
@@ -161,15 +169,13 @@ def _from_bytes(record: Record, data: bytes, source: str) -> RecordProgram:
 
 def _from_clone(record: Record, root: Path) -> RecordProgram:
     """A clone of upstream, the record's folder, or the folder of its selected runs (which a table may link)."""
-    from pipeline.regular_file import read_bounded
 
     up = record.upstream
     folders = [f for f in (up.folder, up.folder_after_rename) if f] + [""]
     for pinned in sorted(record.logs, key=lambda log: not log.program_sha256):  # a log that carries the program first
         for path in [root / folder / pinned.file for folder in folders] + [root / PurePosixPath(pinned.file).name]:
             if path.is_file():
-                data = read_bounded(path, MAX_LOG_BYTES, "log", "give the record's unmodified log")
-                return _from_log(record, data, pinned, str(path))
+                return _from_log(record, _read_source(path), pinned, str(path))
     raise InputError(f"none of {record.name}'s logs is in {root}",
                      f"give a clone of {up.repository} (the log files are under {up.folder_after_rename or up.folder}) "
                      "or a folder holding the logs")
@@ -211,10 +217,7 @@ def resolve_program(record: Record, source: str | None = None, cache: Path | Non
     path = Path(source).expanduser().resolve()
     if path.is_dir():
         return _from_clone(record, path)
-    if path.is_file():
-        from pipeline.regular_file import read_bounded
-
-        return _from_bytes(record, read_bounded(path, MAX_LOG_BYTES, "--program-source",
-                                                "give the record's log or train_gpt.py"), str(path))
+    if path.is_file() or kind_of(path) not in (None, "folder"):  # a FIFO or a device: _read_source names it
+        return _from_bytes(record, _read_source(path), str(path))
     raise InputError(f"--program-source {source} is neither a URL, a file nor a folder",
                      "give a URL, a log or train_gpt.py file, or a clone of the upstream repository")

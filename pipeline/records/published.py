@@ -12,14 +12,14 @@ read from outside the cache, the given folder or the network.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.atomic import atomic_open, write_bytes
-from pipeline.errors import CheckFailed, InputError, MissingDependency
-from pipeline.hashing import sha256_file
+from pipeline.atomic import write_bytes
+from pipeline.errors import CheckFailed, InputError, MissingDependency, ReproError
+from pipeline.hashing import sha256_bytes, sha256_file
 from pipeline.records.model import PublishedLog, Record
+from pipeline.regular_file import kind_of, read_bounded
 
 MAX_LOG_BYTES = 64 << 20
 ATTEMPTS = 3
@@ -84,11 +84,18 @@ def fetch_published_logs(record: Record, cache: Path, source_dir: Path | None = 
             continue
         if source_dir is not None:
             src = Path(source_dir) / log.file
-            if not src.is_file():
+            if kind_of(src) is None:
                 bad.append(f"{log.file}: not in {source_dir}")
                 continue
-            with open(src, "rb") as f, atomic_open(dest) as g:
-                shutil.copyfileobj(f, g, CHUNK)
+            try:  # checked before anything is copied: bounded, and only the pinned bytes are written
+                data = read_bounded(src, MAX_LOG_BYTES, "log", "restore the published log")
+            except ReproError as exc:
+                bad.append(f"{log.file}: {exc.what}")
+                continue
+            if sha256_bytes(data) != log.sha256:
+                bad.append(f"{log.file}: sha256 {sha256_bytes(data)} in {source_dir}, pinned {log.sha256}")
+                continue
+            write_bytes(dest, data)
             source = "folder"
         else:
             _download(record.upstream.log_url(log.file), dest, timeout)

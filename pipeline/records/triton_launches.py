@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from pipeline.records.identity import parse_program
 from pipeline.records.program_files import split_program
 
 AUTOTUNED = "<first autotune config>"  # a constexpr the compile takes from the kernel's first autotune config
@@ -224,7 +225,7 @@ def kernel_launches(program: bytes) -> tuple[KernelLaunch, ...]:
     trees, unread = [], []
     for file in split_program(program):
         try:
-            trees.append((file.name, ast.parse(file.text)))
+            trees.append((file.name, parse_program(file.text)))
         except SyntaxError as exc:  # a 3.12-only file (PEP 701 f-strings) under this 3.11: named, not guessed
             if b"triton.jit" in file.text:
                 unread.append(KernelLaunch(file=file.name, kernel="*", line=exc.lineno or 0,

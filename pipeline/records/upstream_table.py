@@ -17,11 +17,10 @@ from datetime import datetime
 
 from pipeline.errors import InputError
 from pipeline.plaintext import plain
+from pipeline.records.md_scan import link_target, links_to_text
 
 _HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
 _ROW = re.compile(r"^\|?\s*(\d+)\s*\|")
-_LOG_LINK = re.compile(r"\[log\]\(([^)\s]+)\)", re.I)
-_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TIME = re.compile(r"^\s*([\d.]+)\s*(second|sec|s|minute|min|hour|h)s?\b", re.I)
 _UNIT_S = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "hour": 3600, "h": 3600}
 
@@ -58,7 +57,8 @@ class TrackTerms:
 
 TRACK1_TERMS = TrackTerms(3.28, 8, "")  # the speedrun's original task, when the README states none
 _TARGET_LE = re.compile(r"≤\s*(\d+\.\d+)")
-_TARGET_TO = re.compile(r"target loss[^\n]*?\bto (\d+\.\d+)", re.I)
+_TARGET_LOSS = re.compile(r"target loss", re.I)
+_TO_NUMBER = re.compile(r"\bto (\d+\.\d+)", re.I)
 _GPUS = re.compile(r"\b(\d+)\s*x\s*NVIDIA", re.I)
 
 
@@ -73,7 +73,7 @@ def track_terms(text: str, track: int) -> TrackTerms:
         return TRACK1_TERMS
     start = max((i for i, line in enumerate(lines[:at]) if line.startswith("## ")), default=0)
     section = "\n".join(lines[start:at])
-    m = _TARGET_LE.search(section) or _TARGET_TO.search(section)
+    m = _TARGET_LE.search(section) or _target_to(section)
     gpus = _GPUS.search(section) or _GPUS.search(text)
     statement = ""
     if m:
@@ -86,6 +86,19 @@ def plain_text(text: str) -> str:
     """Text safe to store and print: control and format characters (a right-to-left override that reverses
     what a terminal shows, escape sequences) are removed."""
     return plain(text).strip()  # whole escape sequences too (an OSC 8 link leaves nothing behind)
+
+
+def _target_to(section: str) -> re.Match | None:
+    """"target loss ... to N.NN" on one line, in linear time: the first mention on a line is the only start
+    looked from (what `target loss[^\n]*?\bto (\\d+\\.\\d+)` matched, without retrying every later mention)."""
+    at = 0
+    while (mention := _TARGET_LOSS.search(section, at)):
+        line_end = section.find("\n", mention.end())
+        line_end = len(section) if line_end < 0 else line_end
+        if (m := _TO_NUMBER.search(section, mention.end(), line_end)):
+            return m
+        at = line_end + 1
+    return None
 
 
 def _seconds(text: str) -> float | None:
@@ -108,13 +121,12 @@ def _row(line_no: int, line: str) -> TableRow:
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     cells += [""] * (6 - len(cells))
     number, time_text, description, date_text, log_cell = cells[:5]
-    link = _LOG_LINK.search(log_cell)
-    path = link.group(1).strip("/") if link else ""
+    path = (link_target(log_cell, "[log](") or "").strip("/")  # linear time: pipeline/records/md_scan.py
     track = re.match(r"^(records/track_[^/]+)/", path)
     return TableRow(line=line_no, number=number, claimed_time=time_text, claimed_time_s=_seconds(time_text),
-                    description=plain_text(_MD_LINK.sub(r"\1", description)), date=_iso_date(date_text),
+                    description=plain_text(links_to_text(description)), date=_iso_date(date_text),
                     log_link=path, track_folder=track.group(1) if track else "",
-                    contributors=plain_text(_MD_LINK.sub(r"\1", cells[5])))
+                    contributors=plain_text(links_to_text(cells[5])))
 
 
 def _tables(text: str) -> list[list[TableRow]]:

@@ -17,6 +17,7 @@ from statistics import mean, stdev
 
 from pipeline.records.logparse import ParsedLog, parse_log, parse_text
 from pipeline.records.model import Record
+from pipeline.regular_file import kind_of
 from pipeline.stats import p_value_below
 from pipeline.verdict.judge import Verdict
 
@@ -232,8 +233,9 @@ def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list
     for i, run in enumerate(run_dirs):
         run = Path(run)
         log_path = run / "log.txt" if run.is_dir() else run
-        raw = log_path.read_bytes() if log_path.is_file() else b""
-        out.append(LabelledLog(labels[i] if labels else run.name, parse_text(raw, str(log_path))))
+        # streamed (a 6 GiB log is judged, as `verify` judges it, in bounded memory); a FIFO is refused by name
+        log = parse_log(log_path) if kind_of(log_path) else parse_text(b"", str(log_path))
+        out.append(LabelledLog(labels[i] if labels else run.name, log))
     return out
 
 

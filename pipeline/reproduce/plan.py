@@ -13,7 +13,6 @@ checks each locked file is still served.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
@@ -108,34 +107,23 @@ def _program(record: Record, text: bytes | None, source: str | None) -> tuple[di
             else ""}, ""
 
 
-def _hub_kernels(text: bytes) -> list[str]:
-    """The repositories the program passes to get_kernel as a literal."""
-    from pipeline.records.identity import parse_program
-    from pipeline.records.program_files import split_program
-
-    found = []
-    for file in split_program(text):
-        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "get_kernel" and node.args \
-                    and isinstance(node.args[0], ast.Constant):
-                found.append(str(node.args[0].value))
-    return sorted(set(found))
-
-
 def _stand_ins(text: bytes | None) -> tuple[list[dict], list[str]]:
     from pipeline.runs.hub_standin.kernels import FA3_REPOSITORIES
-    from pipeline.runs.stage import imports_hub_kernels
+    from pipeline.runs.hub_use import hub_use
 
     if text is None:
         return [{"name": "decided from the program", "why": "the program is not here yet: the run reads its "
                  "imports (kernels hub, FA3) and declares each stand-in"}], []
     out, refusals = [], []
-    if imports_hub_kernels(text):
-        served = _hub_kernels(text)
-        out.append({"name": "kernels hub", "why": "get_kernel(" + ", ".join(served) + ") answered by repro's local "
-                    "module (pipeline/runs/hub_standin), never the hub: a hub kernel is not pinned by any lock"})
+    use = hub_use(text)
+    if use.imports or use.repositories or use.refusals:
+        out.append({"name": "kernels hub", "why": "get_kernel(" + ", ".join(use.repositories) + ") answered by "
+                    "repro's local module (pipeline/runs/hub_standin), never the hub: a hub kernel is not pinned "
+                    "by any lock"})
         refusals += [f"stand-ins: the program asks the kernels hub for {name}, which repro's stand-in does not "
-                     "serve" for name in served if name not in FA3_REPOSITORIES]
+                     "serve" for name in use.repositories if name not in FA3_REPOSITORIES]
+        refusals += [f"stand-ins: the program reaches the kernels hub in a way repro cannot check: {why}"
+                     for why in use.refusals]
     if b"flash_attn_interface" in text:
         out.append({"name": "FA3", "why": "FA3 where the training Python imports it, else the FlexAttention "
                     "stand-in (pipeline/runs/fa3_standin), probed on the node at run time"})

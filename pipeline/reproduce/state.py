@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pipeline.atomic import write_json
 from pipeline.errors import InputError
 from pipeline.findings import Finding
+from pipeline.regular_file import kind_of, read_text_bounded
 
 if TYPE_CHECKING:
     from pipeline.env.choose import EnvironmentChoice
@@ -111,9 +112,13 @@ class State:
 
     @staticmethod
     def _read(path: Path) -> dict:
+        if kind_of(path) is None:
+            return {}
+        # a FIFO, a device or a file over the limit is refused by name (InputError): not this tool's state file
+        text = read_text_bounded(path, MAX_STATE_BYTES, "state file", "remove it, or use another --work folder")
         try:
-            data = json.loads(path.read_text()) if path.stat().st_size < MAX_STATE_BYTES else {}
-        except (OSError, ValueError):
+            data = json.loads(text)
+        except (ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) and data.get("schema_version") == STATE_SCHEMA else {}
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pipeline.errors import ReproError
+from pipeline.regular_file import read_tail
+
 TAIL_BYTES = 256 << 10
 MAX_CHARS = 400
 _EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b.*)$")
@@ -22,11 +25,8 @@ _WRAPPERS = ("ChildFailedError", "[repro]")
 def failure_reason(output: Path) -> str | None:
     """The last exception line of a run's output (None when it printed none)."""
     try:
-        with open(output, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - TAIL_BYTES))
-            tail = f.read().decode("utf-8", errors="replace")
-    except OSError:
+        tail = read_tail(output, TAIL_BYTES, "run output", "").decode("utf-8", errors="replace")
+    except (OSError, ReproError):
         return None
     found = None
     for line in tail.splitlines():

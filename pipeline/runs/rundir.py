@@ -28,6 +28,7 @@ from pipeline.errors import InputError, ManifestError, os_error
 from pipeline.findings import Finding, deviations_from_list
 from pipeline.manifest_io import Fields, load_yaml
 from pipeline.probe import RuntimeProbe, probe_from_mapping
+from pipeline.regular_file import open_regular
 
 SCHEMA_VERSION = 2  # 2: host_environment.deviations are findings (version 1's sentences are still read)
 STATUSES = ("running", "succeeded", "failed", "aborted")
@@ -251,7 +252,7 @@ def read_status(run_dir: Path) -> str:
     if not path.is_file():
         return "unknown"
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "status file", "give a run directory written by `repro train`") as f:
             word = f.read(64).decode("utf-8", errors="replace").strip()
     except OSError as exc:
         raise os_error(path, exc, "give a run directory written by `repro train`") from None

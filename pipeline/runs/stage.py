@@ -32,6 +32,7 @@ from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
+from pipeline.regular_file import read_bounded
 from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
 from pipeline.runs.rundir import HostEnvironment, RunDir, RunMeta, new_run_id
@@ -56,6 +57,8 @@ HUB_STANDIN_DIR = Path(__file__).resolve().parent / "hub_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
 C_HUB, C_FA3 = "/opt/repro-standins/hub", "/opt/repro-standins/fa3"
+
+MAX_RUN_LOG_BYTES = 256 << 20  # what a bundle takes of one file; a program's log is kilobytes to megabytes
 
 
 @dataclass(frozen=True)
@@ -270,18 +273,13 @@ def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | N
 
 
 def imports_hub_kernels(program: bytes) -> bool:
-    """Whether any file of the program imports the `kernels` hub package (read from the syntax tree)."""
-    import ast
+    """Whether any file of the program imports the `kernels` hub package, in any way (pipeline/runs/hub_use.py):
+    then the stand-in is first on its path. A way of reaching it that cannot be read (a computed module name)
+    counts too: with the stand-in first, whatever it imports as `kernels` is never the hub client."""
+    from pipeline.runs.hub_use import hub_use
 
-    from pipeline.records.identity import parse_program
-
-    for file in split_program(program):
-        for node in ast.walk(parse_program(file.text)):  # the one parser: 3.12 f-strings too
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            if any(name.split(".")[0] == "kernels" for name in names):
-                return True
-    return False
+    use = hub_use(program)
+    return use.imports or bool(use.repositories or use.refusals)
 
 
 def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
@@ -512,7 +510,8 @@ def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
         if len(logs) > 1:
             tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
         if logs:
-            write_bytes(run.file("log.txt"), logs[-1].read_bytes())
+            write_bytes(run.file("log.txt"), read_bounded(logs[-1], MAX_RUN_LOG_BYTES, "program's log",
+                                                          "see the program's output in the run's stdout.txt"))
         # only what this stage put there (and the collected logs): anything else the program wrote stays
         written = [work / file.name for file in split_program(plan.program.text)]
         for path in (*logs, *written, work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",

@@ -17,11 +17,12 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.errors import InputError
+from pipeline.errors import InputError, ReproError
 from pipeline.findings import Finding, of_severity
-from pipeline.hashing import sha256_file
+from pipeline.records.logfacts import MAX_LOG_BYTES
 from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
+from pipeline.regular_file import sha256_regular
 from pipeline.verdict.judge import verify_runs
 from pipeline.verdict.render import render_reason
 
@@ -73,13 +74,20 @@ def _record_folder(record: Record, upstream_dir: Path) -> Path:
 
 
 def _pinned_logs(record: Record, folder: Path) -> tuple[list[Path], list[str]]:
-    """(the pinned logs found with their pinned bytes, what is wrong with the others)."""
+    """(the pinned logs found with their pinned bytes, what is wrong with each of the others: missing, not a
+    regular file, too large to be a log, or other bytes than the pin)."""
     paths, bad = [], []
     for log in record.logs:
         path = folder / log.file
-        if path.is_symlink() or not path.is_file():
-            bad.append(f"{log.file}: not in {folder} (or not a regular file)")
-        elif sha256_file(path) != log.sha256:
+        if path.is_symlink():
+            bad.append(f"{log.file}: a symbolic link in {folder}, not the published log")
+            continue
+        try:
+            digest = sha256_regular(path, MAX_LOG_BYTES, "log", "restore the published log from upstream")
+        except ReproError as exc:
+            bad.append(f"{log.file}: cannot be read as the pinned log ({exc.what})")
+            continue
+        if digest != log.sha256:
             bad.append(f"{log.file}: its sha256 is not the pinned one: the log changed since the import")
         else:
             paths.append(path)
@@ -119,9 +127,13 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
                      for x in (imported.left_out if imported else ()))
     flags = tuple(imported.flags) if imported else ()
     folder = _record_folder(record, upstream_dir)
-    paths, bad = _pinned_logs(record, folder) if record.logs else ([], ["the manifest pins no log"])
-    if not paths:
-        return CheckRow(record.name, "no-logs", rule, (), left_out, None, None, None, None, tuple(bad),
+    if not record.logs:
+        return CheckRow(record.name, "no-logs", rule, (), left_out, None, None, None, None,
+                        ("the manifest pins no log",), rule_why, None, flags)
+    paths, bad = _pinned_logs(record, folder)
+    if not paths:  # every pinned log is missing or tampered with: evidence that fails its pin is a failure
+        return CheckRow(record.name, "invalid", rule, (), left_out, None, None, None, None,
+                        tuple(render_reason(Finding("check.log_missing", "problem", {"detail": b})) for b in bad),
                         rule_why, None, flags)
     verdict = verify_runs(record, paths)
     claim, claimed, ratio = _claim(record, verdict.time.mean_s if verdict.time else None)
