@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pipeline.env.choose import EnvironmentChoice
 from pipeline.env.venv import VenvIdentity
-from pipeline.errors import InputError
+from pipeline.errors import InputError, UsageError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
@@ -167,6 +167,7 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     ws, record = registry.workspace, registry.record(req.record)
+    check_training_options(req)
     refuse_before_cost(record, req)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
@@ -187,6 +188,28 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
                                tuple(a.name for a in flow.attempts), flow.stopped, flow.outcome, flow.reasons,
                                str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok, str(flow.report),
                                str(flow.state.path), str(flow.report_html) if flow.report_html else None)
+
+
+def check_training_options(req: ReproduceRequest) -> None:
+    """The training options against the trainer that will run them, before any stage is paid for: the native
+    trainer's own configuration parses the preset and every --set (train/config.py: its message, verbatim)."""
+    if req.trainer != "native":
+        given = [f"--preset {req.preset}"] * bool(req.preset) + [f"--set {o}" for o in req.overrides]
+        if given:
+            raise UsageError(f"{', '.join(given)}: the native trainer's options; the record trainer runs the "
+                             "record's program exactly as published",
+                             "drop them, or add --trainer native (--smoke STEPS cuts the record program's steps)")
+        return
+    from pipeline.runs.stage import effective_native_settings
+    from train.config import ConfigError, apply_overrides, preset
+
+    overrides, _ = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens)
+    try:
+        apply_overrides(preset(req.preset or "record"), list(overrides))
+    except ConfigError as exc:
+        raise UsageError(f"the native trainer refuses the options: {exc}",
+                         "correct the --set or --preset (`python -m train --help` lists the keys); nothing ran") \
+            from None
 
 
 def refuse_before_cost(record: Record, req: ReproduceRequest) -> None:
