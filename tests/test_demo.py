@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 def demo_run(tmp_path_factory):
     """`make demo`'s command, once for this module: (its folder, the finished process)."""
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "$(BIN)/repro reproduce --demo --runs 2" in makefile  # what `make demo` runs
+    assert "$(REPRO) reproduce --demo --runs $(if $(filter command line environment,$(origin RUNS)),$(RUNS),2)" \
+        in makefile  # what `make demo` runs
     tmp_path = tmp_path_factory.mktemp("demo")
     started = time.monotonic()
     demo = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--demo", "--runs", "2",

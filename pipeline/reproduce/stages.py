@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_file
 from pipeline.reproduce import selection
-from pipeline.reproduce.selection import run_meta
 from pipeline.reproduce.state import (
     ArchiveState,
     BundleCheckState,
@@ -296,26 +295,16 @@ def judged_and_attempts(flow: Flow) -> tuple[list[Path], list[Path]]:
 
 def stage_archive(flow: Flow) -> StageOutcome:
     """Judge the runs and pack them into the bundle; an existing bundle of the same runs that verifies is kept."""
-    from pipeline.bundle.archive import ArchiveSources, archive, default_name
-    from pipeline.bundle.verify import show_bundle, verify_bundle
+    from pipeline.bundle.archive import ArchiveSources, archive, name_for, same_name_bundles
 
     flow.judged, flow.attempts = judged_and_attempts(flow)
     if not flow.judged:
         raise CheckFailed("no run directory to judge", f"see {flow.work / 'runs'}; run `repro reproduce` again")
     req, record, judged, attempts = flow.req, flow.record, flow.judged, flow.attempts
     out_dir = Path(req.bundle_dir or flow.ws.bundles)
-    metas = [run_meta(r) for r in judged]
-    expected = out_dir / f"{default_name(record, metas, [r.name for r in judged])}.tar.gz"
-    if expected.is_file():
-        check = verify_bundle(expected, flow.ws.records_dir)
-        manifest = show_bundle(expected).manifest if check.ok else None
-        same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in judged] \
-            and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in attempts)
-        if same_runs and check.ok and (manifest.signature is not None) == (req.sign_key is not None):
-            flow.state.set(ArchiveState(str(expected), sha256_file(expected)))
-            flow.bundle, flow.outcome = expected, check.recomputed_outcome
-            flow.reasons = manifest.verdict.reasons
-            return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
+    for earlier in same_name_bundles(out_dir, name_for(record, judged, attempts)):
+        if _holds(flow, earlier):
+            return StageOutcome("archive", "skipped", f"{earlier} holds these runs and verifies")
     preflight = flow.work / "preflight.json"
     lock = flow.choice.lock_path if flow.choice is not None else None  # the committed or node-resolved lock
     sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
@@ -327,6 +316,21 @@ def stage_archive(flow: Flow) -> StageOutcome:
     redacted = sum(c for _, c in result.redactions)
     return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
                         + (f", {redacted} secret value(s) redacted" if redacted else "") + ")")
+
+
+def _holds(flow: Flow, bundle: Path) -> bool:
+    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten."""
+    from pipeline.bundle.verify import show_bundle, verify_bundle
+
+    check = verify_bundle(bundle, flow.ws.records_dir)
+    manifest = show_bundle(bundle).manifest if check.ok else None
+    same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in flow.judged] \
+        and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in flow.attempts)
+    if not (same_runs and (manifest.signature is not None) == (flow.req.sign_key is not None)):
+        return False
+    flow.state.set(ArchiveState(str(bundle), sha256_file(bundle)))
+    flow.bundle, flow.outcome, flow.reasons = bundle, check.recomputed_outcome, manifest.verdict.reasons
+    return True
 
 
 def stage_report(flow: Flow) -> StageOutcome:
