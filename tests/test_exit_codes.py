@@ -53,6 +53,8 @@ CASES = [
     ("preflight", ["preflight", "--from-dir", HOSTS / "h100-mig"], 1),
     ("preflight", ["preflight", "--runtime", "kubernetes"], 2),
     ("preflight", ["preflight", "--record", "no-such-record", "--from-dir", HOSTS / "h100-8gpu-nvlink"], 3),
+    # no Docker daemon: 4 here as in `env build` and `reproduce`, not a failed check (1)
+    ("preflight", ["preflight", "--record", "demo-cpu-synth", "--runtime", "docker"], 4),
     ("train", ["train", "--trainer", "native", "--runtime", "host", "--preset", "tiny", "--data-dir", "{synth}",
                "--dry-run"], 0),
     ("train", ["train", "--trainer", "no-such-trainer"], 2),

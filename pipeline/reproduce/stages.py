@@ -75,6 +75,10 @@ def _refuse_missing(flow: Flow, report, failures, path: Path) -> None:
     if report.no_gpu and not flow.req.keep_going:
         raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
                                 "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
+    if report.no_docker is not None and not flow.req.keep_going:
+        from pipeline.docker_engine import START_FIX
+
+        raise MissingDependency(f"preflight: {report.no_docker.reason}", f"{START_FIX}; see {path}")
     torch_missing = next((c for c in failures if c.name == "runtime" and "import torch failed" in c.reason), None)
     if torch_missing is not None and flow.req.runtime == "host" and not flow.req.keep_going:
         # `pip install .` installs the CLI without torch (the extra "train"): say what to install, not "see the report"
