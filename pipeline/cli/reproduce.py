@@ -111,7 +111,7 @@ def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overr
 
     started = time.monotonic()
     result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
-                           terminal=out.buffer if stream else None)
+                           terminal=out.buffer if stream else None, screen=out)
     seconds = time.monotonic() - started
     if as_json:
         emit_json(result)

@@ -126,6 +126,7 @@ class Flow:
     state: State
     say: Callable[[str], None]
     terminal: object = None
+    screen: object = None  # a text stream for the runs' progress lines (pipeline/runs/progress.py), or None
     data_dir: Path | None = None
     image_state: dict | None = None
     choice: EnvironmentChoice | None = None  # pipeline/env/choose.py, when one was made
@@ -163,7 +164,7 @@ class Flow:
 
 
 def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], None] = lambda line: None,
-              terminal=None) -> ReproduceResult:
+              terminal=None, screen=None) -> ReproduceResult:
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     ws, record = registry.workspace, registry.record(req.record)
@@ -172,7 +173,7 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):
-        flow = Flow(ws, req, record, State(work / STATE_FILE, req), say, terminal)
+        flow = Flow(ws, req, record, State(work / STATE_FILE, req), say, terminal, screen)
         flow.data_dir = data_dir_of(flow)
         stages: list[StageOutcome] = []
         for stage in STAGES:

@@ -248,6 +248,13 @@ def _run_line(result) -> str:
             + (f" ({result.failure})" if getattr(result, "failure", None) else ""))
 
 
+def _progress(flow: Flow, label: str):
+    """The run's progress line on flow.screen (not with --stream, which shows the trainer's own output)."""
+    from pipeline.runs.progress import StepProgress
+
+    return StepProgress(flow.screen, label) if flow.screen is not None and flow.terminal is None else None
+
+
 def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
     return RunsState(tuple(r.name for r in runs), tuple(r.name for r in good))
 
@@ -269,7 +276,12 @@ def stage_runs(flow: Flow) -> StageOutcome:
         plan = plan_train(train_request(flow))
         flow.say(f"run {len(good) + 1} of {req.runs}: {plan.run_id} ({req.trainer} trainer, {req.runtime} runtime, "
                  f"{plan.world_size} process(es); log in {plan.run_dir / 'stdout.txt'})")
-        result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else Discard())
+        screen = _progress(flow, f"run {len(good) + 1} of {req.runs}")
+        try:
+            result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else screen or Discard())
+        finally:
+            if screen is not None:
+                screen.close()
         done += 1
         run = Path(result.run_dir)
         runs.append(run)
