@@ -65,8 +65,9 @@ def stage_preflight(flow: Flow) -> StageOutcome:
                           + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
                           f"see {path} or `repro preflight --record {flow.record.name} --runtime {flow.req.runtime}`"
                           "; --keep-going runs anyway")
-    warned = len(report.by_status("warn"))
-    return StageOutcome("preflight", "done", f"{report.outcome}: {warned} warning(s)"
+    warned = report.by_status("warn")
+    which = f" ({'; '.join(f'{c.name}: {c.reason}' for c in warned)})" if warned else ""
+    return StageOutcome("preflight", "done", f"{report.outcome}: {len(warned)} warning(s){which}"
                         + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else ""))
 
 
@@ -82,10 +83,9 @@ def _refuse_missing(flow: Flow, report, failures, path: Path) -> None:
     torch_missing = next((c for c in failures if c.name == "runtime" and "import torch failed" in c.reason), None)
     if torch_missing is not None and flow.req.runtime == "host" and not flow.req.keep_going:
         # `pip install .` installs the CLI without torch (the extra "train"): say what to install, not "see the report"
-        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}",
-                                "install it into this Python: `pip install '.[train]'` (CPU only: `pip install torch "
-                                "--index-url https://download.pytorch.org/whl/cpu`), or run `make demo`, which builds "
-                                ".venv with a CPU torch")
+        from pipeline.probe import INSTALL_TORCH
+
+        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}", INSTALL_TORCH)
 
 
 def stage_environment(flow: Flow) -> StageOutcome:
