@@ -150,3 +150,13 @@ def test_an_interrupted_download_exits_130(folder):
         server.close()
     assert proc.returncode == ExitCode.INTERRUPTED, out[-1500:] + err[-1500:]
     assert "Traceback" not in err, err
+
+
+def test_make_targets_say_the_tools_own_code():
+    """make ends every failure with 2; the target's last lines carry the tool's code (README, exit codes)."""
+    venv = Path(sys.prefix)
+    done = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", f"VENV={venv}", "reproduce",
+                           "RECORD=no-such-record"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "$ bin/repro reproduce --record no-such-record --runs 4" in done.stdout
+    assert "make: bin/repro exited 3 (README.md, exit codes)" in done.stderr, done.stderr

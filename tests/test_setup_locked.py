@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.paths import REPO_ROOT
@@ -83,3 +84,21 @@ def test_this_venv_holds_only_pinned_files():
             assert digest.startswith("sha256=") and digest[7:] in pinned, f"{path.stem}: {name} {digest}"
             installed.append(name.lower())
     assert "torch" in installed and "triton" in installed
+
+
+def test_a_second_setup_waits_for_the_first_and_says_so(tmp_path):
+    """Issue 37: `make demo` started while another builds .venv waited on nothing and died in pip."""
+    venv = tmp_path / "venv"
+    holder = subprocess.Popen(["flock", f"{venv}.lock", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 30
+        while not Path(f"{venv}.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = subprocess.run(["timeout", "5", str(SCRIPT), sys.executable, str(venv), "cpu"], cwd=REPO_ROOT,
+                                capture_output=True, text=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode == 124, second.stdout + second.stderr  # still waiting when timeout ended it
+    assert f"another make is building {venv} now" in second.stdout and "waiting for it" in second.stdout
+    assert not venv.exists()  # it touched nothing while the other held the lock
