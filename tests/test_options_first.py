@@ -31,3 +31,10 @@ def test_a_bad_value_and_the_record_trainer_are_refused_by_name(tmp_path, capsys
     said = capsys.readouterr().err
     assert "--set num_layers=8: the native trainer's options" in said and "--steps" not in said
     assert not (tmp_path / "work").exists()
+
+
+def test_one_run_says_up_front_why_it_cannot_be_reproduced(tmp_path, capsys):
+    code = run(["--root", str(tmp_path), "reproduce", "--demo", "--runs", "1", "--record", "no-such-record"])
+    said = capsys.readouterr()
+    assert code == 3  # the record lookup fails after the note: nothing ran
+    assert "--runs 1 cannot end `reproduced`: the verdict's t-test" in said.out and "at least 2 runs" in said.out
