@@ -5,6 +5,7 @@ screen while a run trains."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -61,8 +62,11 @@ def test_setup_names_each_step_and_what_it_installs():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 def test_a_run_shows_its_steps_in_a_real_terminal(tmp_path):
+    if shutil.which("tmux") is None:
+        if os.environ.get("REPRO_REQUIRE_TMUX"):
+            pytest.fail("REPRO_REQUIRE_TMUX is set and tmux is missing (.ci/run installs it: apt-get install tmux)")
+        pytest.skip("tmux is not installed (apt-get install tmux)")
     root = tmp_path / "manifests"
     (root / "records").mkdir(parents=True)
     data = yaml.safe_load((REPO_ROOT / "manifests" / "records" / "demo-cpu-synth.yaml").read_text())
