@@ -38,3 +38,17 @@ def test_one_run_says_up_front_why_it_cannot_be_reproduced(tmp_path, capsys):
     said = capsys.readouterr()
     assert code == 3  # the record lookup fails after the note: nothing ran
     assert "--runs 1 cannot end `reproduced`: the verdict's t-test" in said.out and "at least 2 runs" in said.out
+
+
+def test_make_demo_honours_runs():
+    """`make demo RUNS=4` ran 2 (issue 37); the demo's own default stays 2."""
+    import subprocess
+
+    from tests.paths import REPO_ROOT
+
+    def command(*args: str) -> str:
+        return subprocess.run(["make", "-n", "-o", ".venv/.installed", "demo", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+
+    assert command("RUNS=4").endswith("reproduce --demo --runs 4")
+    assert command().endswith("reproduce --demo --runs 2")
