@@ -34,7 +34,7 @@ class StepProgress:
             return f"  {self._label}: starting (compile, warm-up, data)"
         parts = [f"step {self._step}/{self._total}"]
         parts.append(f"val loss {self._loss}" if self._loss else "val loss -")
-        if self._avg_ms is not None:
+        if self._avg_ms:  # the step-0 validation line reports no step time yet
             eta = max(0, self._total - self._step) * self._avg_ms / 1000
             parts += [f"{self._avg_ms:.0f} ms/step", f"ETA {eta:.0f} s"]
         return f"  {self._label}: " + ", ".join(parts)
