@@ -9,8 +9,12 @@ if [ ! -f "$torch_lock" ]; then
     echo "make setup: TORCH=$torch is not a choice: TORCH=cpu (default) or TORCH=pypi" >&2
     exit 2
 fi
+if [ "$torch" = pypi ] && [ "$(uname -s)" = Linux ]; then
+    echo "[setup] warning: TORCH=pypi on Linux is PyPI's CUDA build, whose CUDA libraries (~3 GB) the lock does" \
+         "not hold: \`import torch\` will fail; TORCH=cpu is the CPU build"
+fi
 exec 9>"$venv.lock"
-if ! flock -n 9; then
+if command -v flock >/dev/null && ! flock -n 9; then  # util-linux's flock; macOS has none and builds unlocked
     echo "[setup] another make is building $venv now (lock $venv.lock held by PID $(cat "$venv.lock.pid" 2>/dev/null || echo '?')); waiting for it"
     flock 9
 fi
