@@ -14,13 +14,15 @@ if [ "$torch" = pypi ] && [ "$(uname -s)" = Linux ]; then
          "not hold: \`import torch\` will fail; TORCH=cpu is the CPU build"
 fi
 exec 9>"$venv.lock"
+waited=0
 if command -v flock >/dev/null && ! flock -n 9; then  # util-linux's flock; macOS has none and builds unlocked
     echo "[setup] another make is building $venv now (lock $venv.lock held by PID $(cat "$venv.lock.pid" 2>/dev/null || echo '?')); waiting for it"
     flock 9
+    waited=1
 fi
 echo $$ > "$venv.lock.pid"
-if [ -f "$venv/.installed" ] && [ "$venv/.installed" -nt "$torch_lock" ] && [ "$(cat "$venv/.installed")" = "$torch" ]; then
-    echo "[setup] $venv is ready (built meanwhile)"
+if [ "$waited" = 1 ] && [ -f "$venv/.installed" ] && [ "$(cat "$venv/.installed")" = "$torch" ]; then
+    echo "[setup] $venv is ready: the other make built it"
     exit 0
 fi
 # pip's report of each step (what it installed, from where, with which sha256) stays in the venv:
