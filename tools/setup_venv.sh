@@ -29,7 +29,6 @@ fi
 # tests/test_setup_locked.py checks that every file in them is one the locks pin.
 reports=$venv/setup-reports
 pip_install() { local name=$1; shift; "$venv/bin/pip" install -q --disable-pip-version-check --report "$reports/$name.json" "$@"; }
-count() { grep -c -- '--hash=' "$1"; }
 started=$SECONDS
 step() { echo "[setup $1/5] $2 ($((SECONDS - started)) s so far)"; }
 rm -rf "$venv"
