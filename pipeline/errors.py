@@ -29,6 +29,13 @@ class CheckFailed(ReproError):
     exit_code = ExitCode.CHECK_SAID_NO
 
 
+class UsageError(ReproError):
+    """An option that cannot work as given (a --set key the trainer does not have, options that exclude each
+    other): found before anything runs, the same code as click's own usage errors."""
+
+    exit_code = ExitCode.USAGE
+
+
 class InputError(ReproError):
     """A manifest, log, file or option value is wrong."""
 

@@ -62,6 +62,12 @@ if "--pip-check" in sys.argv:
 print("REPRO-PROBE " + json.dumps(out))
 """
 
+# The one hint for a Python without torch (preflight's and the host runtime's): the locked CPU build that
+# `make setup` installs, or the same lock into the Python at hand.
+INSTALL_TORCH = ("in a clone, `make setup` builds .venv with torch's CPU build from requirements-torch-cpu.lock "
+                 "(every sha256 pinned; `pip install --require-hashes --no-deps -r requirements-torch-cpu.lock` puts "
+                 "the same into this Python); installed with pip, `pip install '.[train]'` (unpinned)")
+
 
 @dataclass(frozen=True)
 class RuntimeProbe:

@@ -18,6 +18,7 @@ import yaml
 from pipeline.bundle.archive import ArchiveSources, archive
 from pipeline.bundle.verify import verify_bundle as _verify_bundle
 from pipeline.data.verify import LockEntry, write_local_lock
+from pipeline.hashing import sha256_file
 from pipeline.preflight.run import preflight_log, write_report
 from pipeline.records.model import load_record
 from pipeline.workspace import CHECKOUT_ROOT
@@ -428,3 +429,14 @@ def test_host_runs_get_the_interpreters_package_list_without_its_path(tmp_path):
     source = manifest["environment"]["pip_freeze_source"]
     assert source.endswith("/bin/python -m pip freeze") and sys.prefix not in source and source.startswith("<")
     assert verify_bundle(result.path).ok
+
+
+def test_a_bundle_is_never_rewritten_under_its_name(runs, tmp_path):
+    """Issue 37: a second archive of the same runs gets the next -vN; an explicit name that exists is refused."""
+    first = make_bundle(runs, tmp_path / "bundles")
+    digest = sha256_file(first)
+    second = make_bundle(runs, tmp_path / "bundles")
+    assert second.name == first.name.replace(".tar.gz", "-v2.tar.gz") and sha256_file(first) == digest
+    refused = repro("archive", "--record", RECORD, "--out", tmp_path / "bundles", "--name", first.name[:-7], *runs)
+    assert refused.returncode == 3 and "a bundle is never rewritten" in refused.stderr, refused.stderr
+    assert sha256_file(first) == digest

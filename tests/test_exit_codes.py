@@ -53,6 +53,8 @@ CASES = [
     ("preflight", ["preflight", "--from-dir", HOSTS / "h100-mig"], 1),
     ("preflight", ["preflight", "--runtime", "kubernetes"], 2),
     ("preflight", ["preflight", "--record", "no-such-record", "--from-dir", HOSTS / "h100-8gpu-nvlink"], 3),
+    # no Docker daemon: 4 here as in `env build` and `reproduce`, not a failed check (1)
+    ("preflight", ["preflight", "--record", "demo-cpu-synth", "--runtime", "docker"], 4),
     ("train", ["train", "--trainer", "native", "--runtime", "host", "--preset", "tiny", "--data-dir", "{synth}",
                "--dry-run"], 0),
     ("train", ["train", "--trainer", "no-such-trainer"], 2),
@@ -66,6 +68,9 @@ CASES = [
     ("report", ["report"], 2),
     ("report", ["report", "--record", "no-such-record", *DEMO_LOGS], 3),
     ("reproduce", ["reproduce", "--runs", "0"], 2),
+    ("reproduce", ["reproduce", "--demo", "--set", "nosuchkey=1"], 2),
+    ("reproduce", ["reproduce", "--demo", "--trainer", "record"], 2),
+    ("reproduce", ["reproduce", "--record", RECORD, "--set", "num_layers=8", "--plan"], 2),
     ("reproduce", ["reproduce", "--record", "no-such-record"], 3),
     ("campaign", ["campaign", "status"], 2),
     ("campaign", ["campaign", "status", "{tmp}/not-a-campaign"], 3),
@@ -145,3 +150,13 @@ def test_an_interrupted_download_exits_130(folder):
         server.close()
     assert proc.returncode == ExitCode.INTERRUPTED, out[-1500:] + err[-1500:]
     assert "Traceback" not in err, err
+
+
+def test_make_targets_say_the_tools_own_code():
+    """make ends every failure with 2; the target's last lines carry the tool's code (README, exit codes)."""
+    venv = Path(sys.prefix)
+    done = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", f"VENV={venv}", "reproduce",
+                           "RECORD=no-such-record"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "$ bin/repro reproduce --record no-such-record --runs 4" in done.stdout
+    assert "make: bin/repro exited 3 (README.md, exit codes)" in done.stderr, done.stderr

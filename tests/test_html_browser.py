@@ -128,3 +128,21 @@ def test_site_index_reads_at_1280_px_and_charts_both_tracks(chrome, tmp_path):
     assert_drawn(page, 1)
     words = chrome.driver.find_element("css selector", "blockquote.upstream").text
     assert words.startswith("For submissions which improve speed by optimizing the systems performance")
+
+
+def test_an_interrupted_then_resumed_bundle_shows_its_aborted_attempt(chrome, tmp_path):
+    """Issue 37: the attempt Ctrl-C ended is on the page a reader sees (verdict and runs), not only in the
+    collapsed member list."""
+    from selenium.webdriver.common.by import By
+
+    from tests.test_html_attempts import ABORTED, bundle_with_an_aborted_attempt
+
+    bundle = bundle_with_an_aborted_attempt(tmp_path / "made")
+    result = repro("report", "--html", bundle, "--out", tmp_path, "--record-logs", PUBLISHED)
+    assert result.returncode == 0, result.stderr
+    page = chrome.open(tmp_path / "report.html")
+    assert_drawn(page, 3)
+    verdict = chrome.driver.find_element(By.ID, "attempts")
+    assert verdict.is_displayed() and ABORTED in verdict.text and "aborted" in verdict.text
+    rows = [row.text for row in chrome.driver.find_elements(By.CSS_SELECTOR, "tr.attempt") if row.is_displayed()]
+    assert len(rows) == 1 and ABORTED in rows[0] and "aborted (exit 130)" in rows[0], rows

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from pipeline.records.quoted_stats import quoted_statistics
 from pipeline.records.importer import _names
 from pipeline.records.md_scan import link_target, links_to_text
+from pipeline.records.quoted_stats import quoted_statistics
 from pipeline.records.upstream_table import TableRow, read_track_table, track_terms
 
 HEADER = "| # | Record time | Description | Date | Log | Contributors |\n| - | - | - | - | - | - |\n"

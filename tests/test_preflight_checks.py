@@ -164,6 +164,16 @@ def test_disks_and_shm(record_node):
     assert with_disk("image", 10**12, 10**9)["disk_image"].status == "warn"
 
 
+def test_generated_data_asks_for_megabytes_not_shards(record_node):
+    """Issue 37: the demo's data is 0.6 MB; two FineWeb shards' 0.4 GB is not what it needs."""
+    from pipeline.preflight.checks_node import check_disk_data
+
+    demo = load_record("demo-cpu-synth")
+    disks = tuple(d for d in record_node.disks if d.label != "data") + (DiskFacts("data", "/x", 10**12, 10**8, None),)
+    check = check_disk_data(dataclasses.replace(record_node, disks=disks), demo, "host")
+    assert check.status == "pass" and "need 16.8 MB" in check.reason, check.reason
+
+
 def test_runtime_problems(record_node):
     def runtime_checks(**changes):
         rt = dataclasses.replace(record_node.runtime, **changes)

@@ -124,8 +124,15 @@ def only_bundle(folder: Path) -> Path:
     return found[-1]
 
 
+def sha256s(folder: Path) -> dict[str, str]:
+    from pipeline.hashing import sha256_file
+
+    return {p.name: sha256_file(p) for p in sorted(folder.glob("*.tar.gz"))}
+
+
 def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
-    crash = subprocess.run(cli(tmp_path, sets=TINY + ("num_layers=5",)), capture_output=True, text=True,
+    # more steps than the generated shards hold: the trainer accepts the option and stops at its start
+    crash = subprocess.run(cli(tmp_path, sets=TINY + ("scheduled_steps=5000",)), capture_output=True, text=True,
                            cwd=REPO_ROOT)
     assert crash.returncode == 5, crash.stderr[-2000:]
     assert "failed (exit code 1)" in crash.stderr and "the runs so far are archived" in crash.stderr
@@ -138,7 +145,9 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
     assert any("run status is failed (exit code 1)" in r for r in manifest.verdict.reasons)
     with tarfile.open(bundle) as tar:
         stdout = tar.extractfile(f"{manifest.name}/runs/{run.id}/stdout.txt").read().decode()
-    assert "num_layers=5" in stdout  # the trainer's own message on why it stopped
+    assert "scheduled_steps" in stdout or "ran out" in stdout, stdout[-2000:]  # the trainer's own words
+    assert bundle.name.endswith("-0runs-1failed.tar.gz")  # the name says what it holds
+    written = sha256s(tmp_path / "bundles")
 
     resumed = subprocess.run(cli(tmp_path), capture_output=True, text=True, cwd=REPO_ROOT)
     assert resumed.returncode == 1, resumed.stderr[-2000:] + resumed.stdout[-2000:]  # the verdict's, not a crash
@@ -153,6 +162,20 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
     verified = subprocess.run([sys.executable, "-m", "pipeline", "bundle", "verify", str(bundle)],
                               capture_output=True, text=True, cwd=REPO_ROOT)
     assert verified.returncode == 0, verified.stdout
+    assert bundle.name.endswith("-1runs-1aside.tar.gz")
+    assert {n: d for n, d in sha256s(tmp_path / "bundles").items() if n in written} == written  # untouched
+    written = sha256s(tmp_path / "bundles")
+
+    # the same runs again: the bundle holding them is kept; a second failure then a resume: new names only
+    again = subprocess.run(cli(tmp_path), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "[archive] skipped" in again.stdout and sha256s(tmp_path / "bundles") == written, again.stdout
+    failed = subprocess.run(cli(tmp_path, runs=2, sets=TINY + ("scheduled_steps=5000",)), capture_output=True,
+                            text=True, cwd=REPO_ROOT)
+    assert failed.returncode == 5, failed.stderr[-2000:]
+    more = subprocess.run(cli(tmp_path, runs=2), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "-2runs-2aside.tar.gz" in more.stdout, more.stdout[-2000:]  # both failures kept aside
+    after = sha256s(tmp_path / "bundles")
+    assert {n: d for n, d in after.items() if n in written} == written and len(after) == len(written) + 2
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

@@ -37,6 +37,9 @@ def test_every_record_plans_or_names_why_it_cannot_and_nothing_is_written(name, 
     if plan["plans"]:
         assert plan["environment"]["kind"] in ("exact", "deviation", "unpinned") and plan["environment"]["reason"]
         assert plan["cost"]["runs"] == 4 and plan["cost"]["train_s_per_run"] > 0
+        if plan["cost"]["gpus"]:  # issue 37: the cost counts each run's startup, the download and the build too
+            assert plan["cost"]["startup_s"] == pytest.approx(706.9 + 3 * 88.0)
+            assert plan["cost"]["download_bytes"] > 1e8 and "FA3" in plan["cost"]["build"]
         assert plan["data"]["dataset"] == "generated" or plan["data"]["train"] > 0
     assert list(tmp_path.iterdir()) == []  # nothing run, fetched or written
 

@@ -95,6 +95,9 @@ def test_slow_runs_on_the_record_hardware_are_not_reproduced(tmp_path):
     assert v.outcome == "not-reproduced" and any("slower than the record" in r for r in v.reasons)
     time = next(f for f in v.findings if f.code == "time.ratio")
     assert time.severity == "failure" and time.data["slower"] is True
+    # the sentence names the bound that failed, in the same unit as the ratio (issue 37: not "by more than 900%")
+    (said,) = [r for r in v.reasons if "slower than the record" in r]
+    assert f"up to {time.data['ci_high']:.4f} × its time, more than the 1.0200 × its rules allow" in said, said
 
 
 def test_high_losses_are_not_reproduced(tmp_path):

@@ -344,10 +344,39 @@ def write_tar_gz(path: Path, top: str, files: dict[str, bytes], mtime: int) -> s
     return sha256_bytes(data)
 
 
-def default_name(record: Record, metas: list[RunMeta | None], run_ids: list[str]) -> str:
+def default_name(record: Record, metas: list[RunMeta | None], run_ids: list[str], *, failed: int = 0,
+                 aside: int = 0) -> str:
+    """<record>-<last run's end>-<N>runs, N the judged runs that succeeded, then -<F>failed for judged runs that
+    did not and -<A>aside for attempts kept outside the verdict: the name says what the bundle holds."""
     ends = sorted(e for e in (_iso(m.ended_at) for m in metas if m is not None) if e)
     stamp = re.sub(r"[^0-9TZ]", "", ends[-1]) if ends else sha256_bytes("\n".join(run_ids).encode())[:12]
-    return f"{record.name}-{stamp}-{len(run_ids)}runs"
+    return (f"{record.name}-{stamp}-{len(run_ids) - failed}runs" + (f"-{failed}failed" if failed else "")
+            + (f"-{aside}aside" if aside else ""))
+
+
+def name_for(record: Record, run_dirs: list[Path], attempts: list[Path]) -> str:
+    """default_name of these runs and attempts, their statuses read from their folders."""
+    from pipeline.runs.rundir import read_status
+
+    failed = sum(read_status(p) != "succeeded" for p in run_dirs)
+    return default_name(record, [RunMeta.load_if_present(p) for p in run_dirs], [p.name for p in run_dirs],
+                        failed=failed, aside=len(attempts))
+
+
+def same_name_bundles(out_dir: Path, name: str) -> list[Path]:
+    """The bundles already written under this name: <name>.tar.gz, then <name>-v2.tar.gz, -v3, ..."""
+    found, version = [], 1
+    while (path := Path(out_dir) / (f"{name}.tar.gz" if version == 1 else f"{name}-v{version}.tar.gz")).exists():
+        found.append(path)
+        version += 1
+    return found
+
+
+def unused_name(out_dir: Path, name: str) -> str:
+    """A bundle is never rewritten (someone may have signed, sent or checked it): a new archive whose name is
+    taken gets the next free -vN."""
+    taken = len(same_name_bundles(out_dir, name))
+    return name if taken == 0 else f"{name}-v{taken + 1}"
 
 
 # ---- the stage function -----------------------------------------------------------------------------
@@ -366,17 +395,18 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, work_dir: Pa
     run_dirs = [p for p in all_dirs if p.name not in attempt_ids]
     if not run_dirs:
         raise InputError("every run given is an attempt; nothing to judge", "pass the runs to judge as RUN_DIR")
-    run_ids = [p.name for p in run_dirs]
     work_dir = Path(work_dir) if work_dir else Path(os.path.commonpath([str(p.resolve().parent) for p in all_dirs]))
     key = load_private_key(sign_key) if sign_key else None
     environ = os.environ if environ is None else environ
-    originals = [RunMeta.load_if_present(p) for p in run_dirs]
-    name = name or default_name(record, originals, run_ids)
+    attempt_dirs = [p for p in all_dirs if p.name in attempt_ids]
+    if name and (Path(out_dir) / f"{name}.tar.gz").exists():
+        raise InputError(f"{Path(out_dir) / (name + '.tar.gz')} exists: a bundle is never rewritten",
+                         "choose another --name (or leave it out: the default name is always new)")
+    name = name or unused_name(out_dir, name_for(record, run_dirs, attempt_dirs))
     if not NAME_RE.match(name):
         raise InputError(f"bundle name {name!r} has characters other than letters, digits, '.', '_' and '-'",
                          "choose a plain name with --name")
-    request = _Request(record=record, name=name, run_dirs=run_dirs,
-                       attempt_dirs=[p for p in all_dirs if p.name in attempt_ids], work_dir=work_dir,
+    request = _Request(record=record, name=name, run_dirs=run_dirs, attempt_dirs=attempt_dirs, work_dir=work_dir,
                        sources=sources, key=key, environ=environ)
     try:
         members, manifest, mtime, redactions = _assemble(request)

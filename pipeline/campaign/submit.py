@@ -24,7 +24,7 @@ from pipeline.campaign.model import (
     load_campaign,
 )
 from pipeline.campaign.status import campaign_view
-from pipeline.errors import InputError
+from pipeline.errors import InputError, UsageError
 from pipeline.folderlock import FolderLock
 from pipeline.records.model import Record
 from pipeline.reproduce.flow import DEMO_SYNTH
@@ -110,7 +110,7 @@ def check_training(campaign: Campaign) -> None:
     train = campaign.train
     if train.trainer != "native":
         if train.overrides or train.preset:
-            raise InputError(f"--set / --preset apply to the native trainer; this campaign runs the record's program "
+            raise UsageError(f"--set / --preset apply to the native trainer; this campaign runs the record's program "
                              f"({' '.join('--set ' + o for o in train.overrides) or '--preset ' + str(train.preset)})",
                              "drop them, or add --trainer native")
         return
@@ -119,10 +119,10 @@ def check_training(campaign: Campaign) -> None:
     try:
         config = apply_overrides(preset(train.preset or "record"), list(train.overrides))
     except ConfigError as exc:
-        raise InputError(f"the campaign's training options are refused by the native trainer: {exc}",
+        raise UsageError(f"the campaign's training options are refused by the native trainer: {exc}",
                          "correct the --set (`python -m train --help` lists the keys) and submit again") from None
     if config.seed is not None and campaign.runs > 1:
-        raise InputError(f"--set seed={config.seed} would give all {campaign.runs} runs the same seed: they would be "
+        raise UsageError(f"--set seed={config.seed} would give all {campaign.runs} runs the same seed: they would be "
                          "copies of one run (same weights, same data order), and their spread would say nothing",
                          "drop --set seed (each run then draws its own seed and logs it)")
 

@@ -32,7 +32,9 @@ from .output import emit_json, pass_workspace
 @click.option("--record", "record_name", default=None, help="Record to judge against [the one in the runs' run.yaml].")
 @click.option("--out", "out_dir", default=None, type=click.Path(path_type=Path),
               help="Folder for the bundle [<root>/bundles].")
-@click.option("--name", default=None, help="Bundle name (default: <record>-<last run end>-<N>runs).")
+@click.option("--name", default=None,
+              help="Bundle name, never one that exists (default: <record>-<last run end>-<N>runs"
+              "[-<F>failed][-<A>aside], -vN added when taken).")
 @click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="ed25519 private key (PEM) to sign SHA256SUMS with (writes SHA256SUMS.sig).")
 @click.option("--preflight", type=click.Path(dir_okay=False, path_type=Path), default=None,

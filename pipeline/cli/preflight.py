@@ -124,6 +124,10 @@ def preflight(registry, record_name, runtime, strict, as_json, output, data_dir,
     if report.no_gpu:
         raise MissingDependency("preflight: no GPU visible; the record cannot be timed on this machine",
                                 "run on a GPU node (`make demo` runs the CPU demo here)")
+    if report.no_docker is not None:
+        from pipeline.docker_engine import START_FIX
+
+        raise MissingDependency(f"preflight: {report.no_docker.reason}", f"{START_FIX}; or use --runtime host")
     if report.outcome == "fail":
         names = [c.name for c in report.failures()]
         raise CheckFailed(f"preflight failed: {', '.join(names)}",

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import Interrupted, RunFailed
+from pipeline.errors import Interrupted, RunFailed, UsageError
 from pipeline.outcome import Outcome
 from pipeline.records.model import DEFAULT_RECORD
-from pipeline.reproduce.flow import ReproduceRequest, demo_request
+from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
-from pipeline.verdict.judge import passed
 
 from .output import emit_json, pass_registry
 
@@ -84,6 +83,10 @@ def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overr
               bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
               smoke_val_tokens, python_env, wheelhouse, plan_only, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
+    if demo and trainer == "record":
+        raise UsageError("--demo --trainer record: the demo trains with the native trainer (its record, "
+                         "demo-cpu-synth, has no program of its own to run)",
+                         "drop --trainer record, or drop --demo and give --record NAME for a record's program")
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
@@ -97,12 +100,18 @@ def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overr
         changes["overrides"] = tuple(overrides)
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
+    check_training_options(request)  # a --set the trainer refuses fails here, before the plan or any stage
     if plan_only:
         return _print_plan(registry.workspace, request, as_json)
     out = sys.stderr if as_json else sys.stdout
+    if request.runs < 2 and request.smoke_steps is None:
+        click.echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
+                   "target needs at least 2 runs (the record's own rules ask for more; --plan says how many)", file=out)
+    from pipeline.verdict.judge import passed  # scipy: seconds to import, paid only once options are checked
+
     started = time.monotonic()
     result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
-                           terminal=out.buffer if stream else None)
+                           terminal=out.buffer if stream else None, screen=out)
     seconds = time.monotonic() - started
     if as_json:
         emit_json(result)

@@ -35,6 +35,10 @@ def _header(r: ReportInput) -> str:
              f'<span class="badge {signature}" id="signature">signature: {esc(i.signature)}</span></p>',
              f"<p><b>What was proven:</b> {esc(i.proven)}</p>",
              "<ul>" + "".join(f"<li>{esc(reason)}</li>" for reason in r.verdict.reasons) + "</ul>"]
+    if r.attempts:
+        lines.append(f'<p id="attempts"><b>{len(r.attempts)} attempt(s) kept aside, outside the verdict:</b> '
+                     + "; ".join(f"{esc(a.id)} {esc(a.status)} at step {esc(a.steps)}" for a in r.attempts)
+                     + " (listed under Runs)</p>")
     if i.problems:
         lines.append("<p><b>Problems the bundle check found:</b></p><ul>"
                      + "".join(f"<li>{esc(p)}</li>" for p in i.problems) + "</ul>")
@@ -52,6 +56,11 @@ def _runs(r: ReportInput) -> str:
                      fmt(run.final_val_loss, ".4f"), fmt(run.train_time_s, ".3f"), fmt(step_avg, ".2f"),
                      fmt(run.peak_allocated_mib, "d"), esc("; ".join(run.problems) or "")])
         classes.append("problem" if run.problems else "")
+    for a in r.attempts:  # every attempt is shown: a reader sees what was tried, not only what counted
+        exit_code = "" if a.exit_code is None else f" (exit {a.exit_code})"
+        rows.append([esc(a.id), esc(a.status + exit_code), "", esc(a.steps), "—", "—", "—", "—",
+                     esc(f"attempt kept aside, not judged: {a.why}" if a.why else "attempt kept aside, not judged")])
+        classes.append("attempt")
     loss, time = r.verdict.loss, r.verdict.time
     summary = []
     if loss is not None:

@@ -53,6 +53,18 @@ class ReportInput:
     program: tuple[ProgramRow, ...]
     environment: tuple[tuple[str, str], ...]  # (what, value): runtimes, environments, locks, data
     members: tuple[tuple[str, str], ...]  # a bundle's (member, sha256) from SHA256SUMS
+    attempts: tuple[AttemptLine, ...] = ()  # a bundle's runs kept aside (aborted, failed), outside the verdict
+
+
+@dataclass(frozen=True)
+class AttemptLine:
+    """A run kept aside: shown in the verdict and the runs, never judged."""
+
+    id: str
+    status: str  # aborted | failed
+    exit_code: int | None
+    steps: str
+    why: str  # its findings, as sentences
 
 
 def _program_rows(verdict: Verdict, labels: list[str], sources: list[str | None]) -> tuple[ProgramRow, ...]:
@@ -134,6 +146,26 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput 
                    ("data", f"{data.dataset or '—'}: {len(data.shards)} shard(s), lock {data.lock_sha256 or '—'}"),
                    ("world size", ", ".join(sorted({str(r.world_size) for r in manifest.runs if r.world_size})) or "—"))
     sources = {p.id: p.source for p in evidence.program.runs}
-    rows = _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids])
+    rows = _native_sha256(files, _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids]))
     return ReportInput(manifest.name, record, verdict, logs, tuple(published), source, integrity, rows,
-                       environment, _sums(files))
+                       environment, _sums(files), _attempt_lines(manifest.attempts))
+
+
+def _attempt_lines(attempts) -> tuple[AttemptLine, ...]:
+    from pipeline.verdict.render import render
+
+    return tuple(AttemptLine(a.id, a.status, a.exit_code, a.steps, "; ".join(render(f) for f in a.findings))
+                 for a in attempts)
+
+
+def _native_sha256(files, rows: tuple[ProgramRow, ...]) -> tuple[ProgramRow, ...]:
+    """The native trainer's code is identified by train/'s sha256 in run.yaml, not by a record's program pin."""
+    from dataclasses import replace
+
+    from pipeline.bundle.judging import RUNS, run_meta
+
+    def sha256(row: ProgramRow) -> str | None:
+        meta = run_meta(files, f"{RUNS}/{row.run}") if row.trainer == "native" and not row.sha256 else None
+        return (meta.program_sha256 if meta is not None else None) or row.sha256
+
+    return tuple(replace(row, sha256=sha256(row)) for row in rows)

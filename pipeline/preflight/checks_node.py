@@ -12,6 +12,9 @@ from pipeline.records.model import Record
 
 GIB = 1024**3
 SHARD_BYTES = 256 * 4 + 100_000_000 * 2  # one FineWeb shard: 256 int32 header + 100M uint16 tokens
+# generated data (`repro data synth`, dataset "synth"): the demo's two shards are 0.6 MB; a bound with room
+# for a larger synth, instead of two FineWeb shards' 0.4 GB
+SYNTH_BYTES = 16 * 1024**2
 RUNS_FREE_MIN = 10 * GIB  # logs are small; the inductor and Triton compile caches are not
 IMAGE_FREE_MIN = 30 * GIB  # CUDA devel base + torch + the FA3 build layers
 SHM_FAIL_BELOW = 256 * 1024**2  # Docker's 64 MiB default makes NCCL die with "unhandled system error"
@@ -21,7 +24,7 @@ NO_TIME = "no effect on the measured step time"
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e9:.1f} GB" if n >= 100e6 or n == 0 else f"{n / 1e6:.1f} MB"
 
 
 def check_runtime(facts: HostFacts, record: Record, runtime: str) -> Check:
@@ -85,7 +88,8 @@ def check_disk_data(facts: HostFacts, record: Record, runtime: str) -> Check:
         return Check("disk_data", "warn", f"free space unknown ({facts.missing_reason('disk:data') or 'not read'})",
                      "a fetch may run out of space")
     shards = record.dataset.shards_to_fetch + record.dataset.val_shards
-    need = max(0, shards * SHARD_BYTES - (disk.present_bytes or 0))
+    size = SYNTH_BYTES if record.dataset.name == "synth" else shards * SHARD_BYTES
+    need = max(0, size - (disk.present_bytes or 0))
     if disk.free_bytes < need:
         return Check("disk_data", "fail", f"{_gb(disk.free_bytes)} free at {disk.path}; {shards} shards need "
                      f"{_gb(need)} more", "the data fetch would fail: free space or pass another --data-dir")

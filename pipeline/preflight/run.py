@@ -63,6 +63,14 @@ class PreflightReport:
         """No GPU where the record needs one (a CPU record needs none)."""
         return not self.facts.gpus and any(c.name == "gpus_visible" and c.status == "fail" for c in self.checks)
 
+    @property
+    def no_docker(self) -> Check | None:
+        """The docker runtime's failed check when no Docker daemon answers: something missing on the machine
+        (exit 4, as every other command that needs the engine says it), not a check that said no."""
+        if self.facts_from != "this machine" or self.runtime != "docker" or self.facts.docker is not None:
+            return None  # saved outputs without docker-info.json say nothing about a daemon
+        return next((c for c in self.checks if c.name == "docker" and c.status == "fail"), None)
+
     def by_status(self, status: str) -> list[Check]:
         return [c for c in self.checks if c.status == status]
 

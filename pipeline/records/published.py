@@ -124,7 +124,9 @@ def published_logs_dir(record: Record, cache: Path, record_logs: Path | None = N
 
     `record_logs` (the user's --record-logs DIR) may hold them directly or in a <record>/ subfolder; the
     logs in it are used as given (a folder of log tails has no pinned hashes). Otherwise the cache
-    filled by `repro records fetch-logs`, when every pinned log in it verifies."""
+    filled by `repro records fetch-logs`, when every pinned log in it verifies; otherwise the folder beside the
+    record's manifest in the registry (manifests/records/<record>/, e.g. the demo record's four committed logs),
+    verified against the pins where the manifest has them, else as committed with the manifest itself."""
     if record_logs is not None:
         for candidate in (Path(record_logs) / record.name, Path(record_logs)):
             if candidate.is_dir() and any(candidate.glob("*.txt")):
@@ -134,4 +136,8 @@ def published_logs_dir(record: Record, cache: Path, record_logs: Path | None = N
     folder = cache_dir(record, cache)
     if record.logs and not verify_folder(record, folder):
         return folder
+    beside = Path(record.path).with_suffix("") if getattr(record, "path", None) else None
+    if beside is not None and beside.is_dir() and any(beside.glob("*.txt")) \
+            and not (record.logs and verify_folder(record, beside)):
+        return beside
     return None

@@ -43,8 +43,15 @@ def load_published(record: Record, folder: Path | None) -> tuple[list[LabelledLo
     `repro records fetch-logs`, or --record-logs DIR); None: the manifest's final losses only."""
     if folder is None:
         return [], "the record manifest's published final losses (no published logs on this machine)"
-    logs = [LabelledLog(p.name.split(".")[0][:8], parse_log(p)) for p in sorted(folder.glob("*.txt"))]
+    logs = [LabelledLog(_label(p), parse_log(p)) for p in sorted(folder.glob("*.txt"))]
     return logs, f"the record's published logs ({len(logs)} files)"
+
+
+def _label(path: Path) -> str:
+    """A published log's legend name: upstream's UUID names by their first 8 characters; a short name (the demo's
+    <time>-<id>, which share their first 8) whole."""
+    stem = path.name.split(".")[0]
+    return stem if len(stem) <= 21 else stem[:8]
 
 
 def _fmt(value, spec: str, missing: str = "—") -> str:

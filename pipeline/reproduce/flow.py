@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pipeline.env.choose import EnvironmentChoice
 from pipeline.env.venv import VenvIdentity
-from pipeline.errors import InputError
+from pipeline.errors import InputError, UsageError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
@@ -126,6 +126,7 @@ class Flow:
     state: State
     say: Callable[[str], None]
     terminal: object = None
+    screen: object = None  # a text stream for the runs' progress lines (pipeline/runs/progress.py), or None
     data_dir: Path | None = None
     image_state: dict | None = None
     choice: EnvironmentChoice | None = None  # pipeline/env/choose.py, when one was made
@@ -163,15 +164,16 @@ class Flow:
 
 
 def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], None] = lambda line: None,
-              terminal=None) -> ReproduceResult:
+              terminal=None, screen=None) -> ReproduceResult:
     if req.runs < 1:
         raise InputError(f"--runs {req.runs}: at least one run is needed", "give --runs 1 or more (4+ for a verdict)")
     ws, record = registry.workspace, registry.record(req.record)
+    check_training_options(req)
     refuse_before_cost(ws, record, req)
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):
-        flow = Flow(ws, req, record, State(work / STATE_FILE, req), say, terminal)
+        flow = Flow(ws, req, record, State(work / STATE_FILE, req), say, terminal, screen)
         flow.data_dir = data_dir_of(flow)
         stages: list[StageOutcome] = []
         for stage in STAGES:
@@ -187,6 +189,28 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
                                tuple(a.name for a in flow.attempts), flow.stopped, flow.outcome, flow.reasons,
                                str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok, str(flow.report),
                                str(flow.state.path), str(flow.report_html) if flow.report_html else None)
+
+
+def check_training_options(req: ReproduceRequest) -> None:
+    """The training options against the trainer that will run them, before any stage is paid for: the native
+    trainer's own configuration parses the preset and every --set (train/config.py: its message, verbatim)."""
+    if req.trainer != "native":
+        given = [f"--preset {req.preset}"] * bool(req.preset) + [f"--set {o}" for o in req.overrides]
+        if given:
+            raise UsageError(f"{', '.join(given)}: the native trainer's options; the record trainer runs the "
+                             "record's program exactly as published",
+                             "drop them, or add --trainer native (--smoke STEPS cuts the record program's steps)")
+        return
+    from pipeline.runs.stage import effective_native_settings
+    from train.config import ConfigError, apply_overrides, preset
+
+    overrides, _ = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens)
+    try:
+        apply_overrides(preset(req.preset or "record"), list(overrides))
+    except ConfigError as exc:
+        raise UsageError(f"the native trainer refuses the options: {exc}",
+                         "correct the --set or --preset (`python -m train --help` lists the keys); nothing ran") \
+            from None
 
 
 def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> None:

@@ -176,14 +176,33 @@ def plan_data(ws: Workspace, record: Record, req: ReproduceRequest, text: bytes 
     return out, f"data: {short}; give more shards (dataset.train_shards)" if short else ""
 
 
-def _cost(record: Record, req: ReproduceRequest) -> dict:
+# Launch to first timed step (compile, warm-up, data), measured on an H200 on 2026-12-01 (README, runs table):
+# the record's program on the FlexAttention stand-in, and the native trainer; cold = the first run, warm = later
+# runs with the compile cache. A CPU run of the native trainer starts in seconds.
+STARTUP_S = {"record": (706.9, 88.0), "native": (166.1, 44.6)}
+# One FineWeb shard: a 256-int32 header and 100M uint16 tokens (pipeline/preflight/checks_node.py SHARD_BYTES).
+SHARD_BYTES = 256 * 4 + 100_000_000 * 2
+
+
+def _cost(record: Record, req: ReproduceRequest, data: dict) -> dict:
+    """What the node pays: training (the record's own time), each run's startup, the download, the build."""
     p = record.published
     per_run = p.mean_time_s * (req.smoke_steps / p.steps if req.smoke_steps else 1)
+    gpu = record.hardware.gpu_count > 0
+    cold, warm = STARTUP_S.get(req.trainer, STARTUP_S["record"]) if gpu else (0.0, 0.0)
+    startup = cold + warm * (req.runs - 1)
+    shards = data.get("train", 0) + data.get("val", 0)
+    build = ("none: the Python found here" if req.python_env == "system" and req.runtime == "host" else
+             "the environment's image or venv: ~3 GB of locked wheels, plus FA3's CUDA compile for an image "
+             "(not measured here); skipped once built")
     return {"runs": req.runs, "gpus": record.hardware.gpu_count, "gpu_model": record.hardware.gpu_model,
-            "train_s_per_run": round(per_run, 1),
+            "train_s_per_run": round(per_run, 1), "startup_s": round(startup, 1),
+            "startup_basis": (f"{cold} s for the first run, {warm} s each later (launch to first timed step, "
+                              "measured on an H200 on 2026-12-01)") if gpu else "seconds on a CPU",
+            "download_bytes": shards * SHARD_BYTES, "build": build,
+            "known_s": round(per_run * req.runs + startup, 1),
             "basis": (f"the record's mean train time {p.mean_time_s} s over {p.steps} steps"
-                      + (f", scaled to {req.smoke_steps} steps" if req.smoke_steps else "")
-                      + "; each run adds its compile and warm-up (untimed in the record)")}
+                      + (f", scaled to {req.smoke_steps} steps" if req.smoke_steps else ""))}
 
 
 def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = None) -> ReproducePlan:
@@ -207,7 +226,7 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
         plan.needs = program_needs(plan.program.get("files", []), text)
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
-    plan.cost = _cost(record, req)
+    plan.cost = _cost(record, req, plan.data)
     plan.refusals += [r for r in (env_refusal, program_refusal, *stand_in_refusals, patch_refusal, data_refusal) if r]
     return plan
 
@@ -244,4 +263,12 @@ def render_plan(plan: ReproducePlan) -> list[str]:
     where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else "CPU"
     lines.append(f"  cost        {cost['runs']} run(s) on {where}, about "
                  f"{cost['train_s_per_run']} s of training each ({cost['basis']})")
+    lines.append(f"              + startup {cost['startup_s']} s in all ({cost['startup_basis']})" if cost["startup_s"]
+                 else f"              + startup: {cost['startup_basis']}")
+    if cost["download_bytes"]:
+        lines.append(f"              + download {cost['download_bytes'] / 1e9:.1f} GB of shards (a few minutes at "
+                     "datacenter bandwidth; skipped where they verify)")
+    lines.append(f"              + build: {cost['build']}")
+    lines.append(f"              = at least {cost['known_s']:.0f} s ({cost['known_s'] / 60:.0f} min) of node time "
+                 "besides the download and the build")
     return lines

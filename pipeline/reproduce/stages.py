@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from pipeline.errors import CheckFailed, InputError, MissingDependency
 from pipeline.hashing import sha256_file
 from pipeline.reproduce import selection
-from pipeline.reproduce.selection import run_meta
 from pipeline.reproduce.state import (
     ArchiveState,
     BundleCheckState,
@@ -66,8 +65,9 @@ def stage_preflight(flow: Flow) -> StageOutcome:
                           + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
                           f"see {path} or `repro preflight --record {flow.record.name} --runtime {flow.req.runtime}`"
                           "; --keep-going runs anyway")
-    warned = len(report.by_status("warn"))
-    return StageOutcome("preflight", "done", f"{report.outcome}: {warned} warning(s)"
+    warned = report.by_status("warn")
+    which = f" ({'; '.join(f'{c.name}: {c.reason}' for c in warned)})" if warned else ""
+    return StageOutcome("preflight", "done", f"{report.outcome}: {len(warned)} warning(s){which}"
                         + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else ""))
 
 
@@ -76,13 +76,16 @@ def _refuse_missing(flow: Flow, report, failures, path: Path) -> None:
     if report.no_gpu and not flow.req.keep_going:
         raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
                                 "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
+    if report.no_docker is not None and not flow.req.keep_going:
+        from pipeline.docker_engine import START_FIX
+
+        raise MissingDependency(f"preflight: {report.no_docker.reason}", f"{START_FIX}; see {path}")
     torch_missing = next((c for c in failures if c.name == "runtime" and "import torch failed" in c.reason), None)
     if torch_missing is not None and flow.req.runtime == "host" and not flow.req.keep_going:
         # `pip install .` installs the CLI without torch (the extra "train"): say what to install, not "see the report"
-        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}",
-                                "install it into this Python: `pip install '.[train]'` (CPU only: `pip install torch "
-                                "--index-url https://download.pytorch.org/whl/cpu`), or run `make demo`, which builds "
-                                ".venv with a CPU torch")
+        from pipeline.probe import INSTALL_TORCH
+
+        raise MissingDependency(f"PyTorch is missing: {torch_missing.reason}", INSTALL_TORCH)
 
 
 def stage_environment(flow: Flow) -> StageOutcome:
@@ -245,6 +248,13 @@ def _run_line(result) -> str:
             + (f" ({result.failure})" if getattr(result, "failure", None) else ""))
 
 
+def _progress(flow: Flow, label: str):
+    """The run's progress line on flow.screen (not with --stream, which shows the trainer's own output)."""
+    from pipeline.runs.progress import StepProgress
+
+    return StepProgress(flow.screen, label) if flow.screen is not None and flow.terminal is None else None
+
+
 def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
     return RunsState(tuple(r.name for r in runs), tuple(r.name for r in good))
 
@@ -266,7 +276,12 @@ def stage_runs(flow: Flow) -> StageOutcome:
         plan = plan_train(train_request(flow))
         flow.say(f"run {len(good) + 1} of {req.runs}: {plan.run_id} ({req.trainer} trainer, {req.runtime} runtime, "
                  f"{plan.world_size} process(es); log in {plan.run_dir / 'stdout.txt'})")
-        result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else Discard())
+        screen = _progress(flow, f"run {len(good) + 1} of {req.runs}")
+        try:
+            result = run_train(plan, terminal=flow.terminal if flow.terminal is not None else screen or Discard())
+        finally:
+            if screen is not None:
+                screen.close()
         done += 1
         run = Path(result.run_dir)
         runs.append(run)
@@ -296,26 +311,16 @@ def judged_and_attempts(flow: Flow) -> tuple[list[Path], list[Path]]:
 
 def stage_archive(flow: Flow) -> StageOutcome:
     """Judge the runs and pack them into the bundle; an existing bundle of the same runs that verifies is kept."""
-    from pipeline.bundle.archive import ArchiveSources, archive, default_name
-    from pipeline.bundle.verify import show_bundle, verify_bundle
+    from pipeline.bundle.archive import ArchiveSources, archive, name_for, same_name_bundles
 
     flow.judged, flow.attempts = judged_and_attempts(flow)
     if not flow.judged:
         raise CheckFailed("no run directory to judge", f"see {flow.work / 'runs'}; run `repro reproduce` again")
     req, record, judged, attempts = flow.req, flow.record, flow.judged, flow.attempts
     out_dir = Path(req.bundle_dir or flow.ws.bundles)
-    metas = [run_meta(r) for r in judged]
-    expected = out_dir / f"{default_name(record, metas, [r.name for r in judged])}.tar.gz"
-    if expected.is_file():
-        check = verify_bundle(expected, flow.ws.records_dir)
-        manifest = show_bundle(expected).manifest if check.ok else None
-        same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in judged] \
-            and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in attempts)
-        if same_runs and check.ok and (manifest.signature is not None) == (req.sign_key is not None):
-            flow.state.set(ArchiveState(str(expected), sha256_file(expected)))
-            flow.bundle, flow.outcome = expected, check.recomputed_outcome
-            flow.reasons = manifest.verdict.reasons
-            return StageOutcome("archive", "skipped", f"{expected} holds these runs and verifies")
+    for earlier in same_name_bundles(out_dir, name_for(record, judged, attempts)):
+        if _holds(flow, earlier):
+            return StageOutcome("archive", "skipped", f"{earlier} holds these runs and verifies")
     preflight = flow.work / "preflight.json"
     lock = flow.choice.lock_path if flow.choice is not None else None  # the committed or node-resolved lock
     sources = ArchiveSources(preflight=preflight if preflight.is_file() else None, image_state=flow.image_state,
@@ -327,6 +332,21 @@ def stage_archive(flow: Flow) -> StageOutcome:
     redacted = sum(c for _, c in result.redactions)
     return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
                         + (f", {redacted} secret value(s) redacted" if redacted else "") + ")")
+
+
+def _holds(flow: Flow, bundle: Path) -> bool:
+    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten."""
+    from pipeline.bundle.verify import show_bundle, verify_bundle
+
+    check = verify_bundle(bundle, flow.ws.records_dir)
+    manifest = show_bundle(bundle).manifest if check.ok else None
+    same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in flow.judged] \
+        and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in flow.attempts)
+    if not (same_runs and (manifest.signature is not None) == (flow.req.sign_key is not None)):
+        return False
+    flow.state.set(ArchiveState(str(bundle), sha256_file(bundle)))
+    flow.bundle, flow.outcome, flow.reasons = bundle, check.recomputed_outcome, manifest.verdict.reasons
+    return True
 
 
 def stage_report(flow: Flow) -> StageOutcome:

@@ -30,13 +30,13 @@ STOP_TIMEOUT_S = 30  # torchrun gives workers time to exit after SIGTERM before 
 
 def probe_environment(python: str = sys.executable) -> RuntimeProbe:
     """What the interpreter that will train has; torch must import."""
-    from pipeline.probe import probe_interpreter
+    from pipeline.probe import INSTALL_TORCH, probe_interpreter
 
     found = probe_interpreter(python)
     if found.torch is None:
         raise MissingDependency(f"PyTorch is not importable in {python}: {found.errors.get('torch')}",
-                                "build an environment with `repro env venv`, install torch "
-                                "(`pip install -e '.[train]'`), or use --runtime docker")
+                                f"{INSTALL_TORCH}; or build an environment with `repro env venv`, or use --runtime "
+                                "docker")
     return found
 
 

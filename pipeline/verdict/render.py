@@ -69,8 +69,10 @@ def _time(d: dict) -> str:
     text = f"mean train time {d['mean_s']:.2f} s = {d['ratio']:.4f} × the record's {d['record_mean_s']:.2f} s{ci}"
     if not d.get("comparable"):
         return text + f"; not comparable: {d.get('why_not') or 'the hardware differs from the record'}"
-    if d.get("slower"):
-        return text + f"; slower than the record by more than {d['tolerance']:.0%}"
+    if d.get("slower"):  # judged on the interval's upper end, not on the mean ratio: say which bound failed
+        upper = d.get("ci_high") if d.get("ci_high") is not None else d["ratio"]
+        return text + (f"; slower than the record: up to {upper:.4f} × its time, more than the "
+                       f"{1 + d['tolerance']:.4f} × its rules allow")
     return text
 
 

@@ -1,0 +1,54 @@
+"""Every option is checked before anything is paid for (issue 37): a --set the native trainer refuses ends
+`reproduce` with exit 2 and the trainer's own message, in seconds, with no work folder, run or report written."""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.cli import run
+
+
+def test_an_unknown_set_key_exits_2_before_any_stage(tmp_path, capsys):
+    started = time.monotonic()
+    code = run(["--root", str(tmp_path), "reproduce", "--demo", "--set", "nosuchkey=1", "--runs", "1"])
+    seconds = time.monotonic() - started
+    said = capsys.readouterr()
+    assert code == 2 and seconds < 5, (code, seconds)
+    assert "--set nosuchkey: unknown key; known keys: steps," in said.err  # train/config.py's words
+    assert "nothing ran" in said.err and "Traceback" not in said.err
+    assert not (tmp_path / "work").exists() and not (tmp_path / "runs").exists()
+    assert not (tmp_path / "bundles").exists()
+
+
+def test_a_bad_value_and_the_record_trainer_are_refused_by_name(tmp_path, capsys):
+    assert run(["--root", str(tmp_path), "reproduce", "--demo", "--set", "num_layers=seven"]) == 2
+    assert "--set num_layers=seven: expected an integer" in capsys.readouterr().err
+    assert run(["--root", str(tmp_path), "reproduce", "--demo", "--trainer", "record"]) == 2
+    said = capsys.readouterr().err
+    assert "--demo --trainer record" in said and "--preset" not in said and "--steps" not in said
+    assert run(["--root", str(tmp_path), "reproduce", "--record", "2025-09-23_MuonCustomSizing", "--trainer",
+                "record", "--set", "num_layers=8"]) == 2
+    said = capsys.readouterr().err
+    assert "--set num_layers=8: the native trainer's options" in said and "--steps" not in said
+    assert not (tmp_path / "work").exists()
+
+
+def test_one_run_says_up_front_why_it_cannot_be_reproduced(tmp_path, capsys):
+    code = run(["--root", str(tmp_path), "reproduce", "--demo", "--runs", "1", "--record", "no-such-record"])
+    said = capsys.readouterr()
+    assert code == 3  # the record lookup fails after the note: nothing ran
+    assert "--runs 1 cannot end `reproduced`: the verdict's t-test" in said.out and "at least 2 runs" in said.out
+
+
+def test_make_demo_honours_runs():
+    """`make demo RUNS=4` ran 2 (issue 37); the demo's own default stays 2."""
+    import subprocess
+
+    from tests.paths import REPO_ROOT
+
+    def command(*args: str) -> str:
+        return subprocess.run(["make", "-n", "-o", ".venv/.installed", "demo", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+
+    assert command("RUNS=4").endswith("reproduce --demo --runs 4")
+    assert command().endswith("reproduce --demo --runs 2")
