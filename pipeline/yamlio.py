@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode
+from yaml.resolver import Resolver
 
 from pipeline.errors import InputError, os_error
 
@@ -45,8 +48,9 @@ class YamlRefused(InputError):
         self.source, self.line, self.problem = source, line, problem
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader without anchors, aliases or duplicate keys (pure Python: the C parser cannot be hooked)."""
+class _StrictRules:
+    """Anchors, aliases and duplicate keys refused: hooked into the composer and the constructor, which stay
+    Python in both loaders below (only the scanner and parser differ)."""
 
     source = "<yaml>"
 
@@ -74,6 +78,37 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _StrictLoader(_StrictRules, yaml.SafeLoader):
+    """The pure-Python loader: the reference, and the one whose error messages are reported."""
+
+
+# libyaml's scanner and parser (the slow part of a load, ~10x faster in C) under the same Python composer and
+# constructor, so the same rules hold and the same objects come out. Its error texts differ from the pure
+# parser's, so a document it refuses is parsed again by _StrictLoader, whose error is the one reported.
+try:
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # PyYAML built without libyaml
+    _CParser = None
+if _CParser is not None:
+    class _FastLoader(_StrictRules, Composer, _CParser, SafeConstructor, Resolver):
+        def __init__(self, stream):
+            _CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+else:
+    _FastLoader = _StrictLoader
+
+# The same holds for writing: libyaml's emitter where PyYAML has it (the bytes are the pure emitter's for what
+# this tool dumps: tests/test_yaml_speed.py compares them on every committed manifest).
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def dump(data: Any, **options: Any) -> str:
+    """yaml.safe_dump's text, through libyaml's emitter when PyYAML has it."""
+    return yaml.dump(data, Dumper=_Dumper, **options)
+
+
 def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
     """Parse one YAML document held in memory; `source` names it in errors (a path or a bundle member)."""
     limit = LIMITS[kind]
@@ -86,10 +121,13 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise YamlRefused(source, 0, f"is not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
-    loader = _StrictLoader(data)
-    loader.source = source
+    if _FastLoader is not _StrictLoader:
+        try:
+            return _parse(_FastLoader, data, source)
+        except (yaml.YAMLError, RecursionError):
+            pass  # refused by libyaml: the pure parser says why below, in the words this tool has always used
     try:
-        return loader.get_single_data()
+        return _parse(_StrictLoader, data, source)
     except YamlRefused:
         raise
     except yaml.YAMLError as exc:
@@ -101,6 +139,13 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
     except RecursionError:
         raise YamlRefused(source, 0, "is nested too deeply to parse",
                           "this is not a file the tool wrote; check where it came from") from None
+
+
+def _parse(loader_class: type, data: str, source: str) -> Any:
+    loader = loader_class(data)
+    loader.source = source
+    try:
+        return loader.get_single_data()
     finally:
         loader.dispose()
 
