@@ -48,20 +48,10 @@ class YamlRefused(InputError):
         self.source, self.line, self.problem = source, line, problem
 
 
-class _StrictRules:
-    """Anchors, aliases and duplicate keys refused: hooked into the composer and the constructor, which stay
-    Python in both loaders below (only the scanner and parser differ)."""
+class _NoDuplicateKeys:
+    """Duplicate keys refused, in the constructor (Python in every loader below)."""
 
     source = "<yaml>"
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            kind = "an alias (*" if isinstance(event, yaml.AliasEvent) else "an anchor (&"
-            raise YamlRefused(self.source, event.start_mark.line + 1,
-                              f"{kind}{event.anchor}): anchors and aliases are not accepted",
-                              "write the value out in full (aliases can expand into gigabytes: 'billion laughs')")
-        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, MappingNode):
@@ -76,6 +66,19 @@ class _StrictRules:
                                       "keep one of the two entries: YAML would silently use the last")
                 seen[key] = line
         return super().construct_mapping(node, deep)
+
+
+class _StrictRules(_NoDuplicateKeys):
+    """Anchors and aliases refused too, in the composer (Python in the two loaders that use this)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            kind = "an alias (*" if isinstance(event, yaml.AliasEvent) else "an anchor (&"
+            raise YamlRefused(self.source, event.start_mark.line + 1,
+                              f"{kind}{event.anchor}): anchors and aliases are not accepted",
+                              "write the value out in full (aliases can expand into gigabytes: 'billion laughs')")
+        return super().compose_node(parent, index)
 
 
 class _StrictLoader(_StrictRules, yaml.SafeLoader):
@@ -96,8 +99,11 @@ if _CParser is not None:
             SafeConstructor.__init__(self)
             Resolver.__init__(self)
             Composer.__init__(self)
+
+    class _CLoader(_NoDuplicateKeys, yaml.cyaml.CSafeLoader):
+        """libyaml's composer too, for a text with no '&' and no '*': then it can hold no anchor or alias."""
 else:
-    _FastLoader = _StrictLoader
+    _FastLoader = _CLoader = _StrictLoader
 
 # The same holds for writing: libyaml's emitter where PyYAML has it (the bytes are the pure emitter's for what
 # this tool dumps: tests/test_yaml_speed.py compares them on every committed manifest).
@@ -123,7 +129,7 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
             raise YamlRefused(source, 0, f"is not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
     if _FastLoader is not _StrictLoader:
         try:
-            return _parse(_FastLoader, data, source)
+            return _parse(_FastLoader if "&" in data or "*" in data else _CLoader, data, source)
         except (yaml.YAMLError, RecursionError):
             pass  # refused by libyaml: the pure parser says why below, in the words this tool has always used
     try:

@@ -91,10 +91,14 @@ def cli(ctx, root, registry):
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
+    from pipeline.records import log_cache
     from pipeline.registry import Registry  # here, not above: `repro --help` reads no manifest
     from pipeline.workspace import Workspace
 
     ctx.obj = Registry(Workspace.resolve(root=root, registry=registry))
+    # what the log reader derives from a log's bytes is remembered in the workspace (each log is read once)
+    log_cache.use_folder(ctx.obj.workspace.cache / "log-reader")
+    ctx.call_on_close(log_cache.flush)
 
 
 @cli.result_callback()

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.hashing import sha256_bytes
-from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_text
 from pipeline.records.program_files import program_file_pins
 
 MAX_LOG_BYTES = 64 << 20
+# The reader's version: bump it on any change to what facts_from_bytes derives from a log (here, logparse,
+# identity, program_files). pipeline/records/log_cache.py keys its memo of facts and fingerprints on it (and on
+# those modules' source text, so a forgotten bump still starts a fresh memo).
+READER_VERSION = 1
 LOG_SUFFIXES = (".txt", ".log")
 
 
@@ -67,6 +70,12 @@ def _gpu_summary(table) -> tuple[str, int | None, str, str]:
     return (names[0] if len(names) == 1 else ", ".join(names)), len(table.gpus), table.driver, table.cuda
 
 
+def memo_fingerprint(program: bytes) -> str:
+    from pipeline.records.log_cache import program_fingerprint as remembered  # one walk per distinct program
+
+    return remembered(program)
+
+
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
     parsed = parse_text(raw, file)
     program = parsed.program
@@ -77,7 +86,7 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
     fp = ""
     if program is not None:
         try:
-            fp = program_fingerprint(program)
+            fp = memo_fingerprint(program)
         except (SyntaxError, ValueError) as exc:
             warnings.append(f"the program text is not valid Python: {exc}")
     gpu_model, gpu_count, driver, cuda_driver = _gpu_summary(parsed.hardware)
@@ -115,7 +124,9 @@ def read_log_facts(path: Path) -> LogFacts:
         raise LogUnreadable(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
     if len(raw) > MAX_LOG_BYTES:
         raise LogUnreadable(f"{path.name}: larger than {MAX_LOG_BYTES >> 20} MiB, not a run log")
-    return facts_from_bytes(raw, path.name)
+    from pipeline.records.log_cache import log_facts  # the memo of facts_from_bytes (keyed by the bytes' sha256)
+
+    return log_facts(raw, path.name)
 
 
 def logs_in(folder: Path) -> tuple[list[Path], list[str]]:
