@@ -6,4 +6,4 @@ the others are this stage's own. Names, not imports: importing the package loads
 
 PUBLIC = ("model", "logparse", "logfacts", "identity", "program", "published", "patch", "importer",
           "environment_choice", "history_plot", "nvidia_smi_table", "program_files", "selection", "smoke_cut",
-          "upstream_table")
+          "upstream_table", "log_cache", "import_memo")
