@@ -111,8 +111,11 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def dump(data: Any, **options: Any) -> str:
-    """yaml.safe_dump's text, through libyaml's emitter when PyYAML has it."""
-    return yaml.dump(data, Dumper=_Dumper, **options)
+    """yaml.safe_dump's text, through libyaml's emitter when PyYAML has it. The two differ only where libyaml
+    escapes a character the pure emitter writes as it is (one outside the BMP, such as an emoji; NEL): libyaml's
+    text then holds a backslash, and the pure emitter writes the text instead."""
+    text = yaml.dump(data, Dumper=_Dumper, **options)
+    return text if "\\" not in text or _Dumper is yaml.SafeDumper else yaml.safe_dump(data, **options)
 
 
 def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:

@@ -30,7 +30,7 @@ from pathlib import Path
 from pipeline.hashing import sha256_bytes
 from pipeline.records import identity, logfacts
 from pipeline.records.logfacts import LogFacts
-from pipeline.records.logparse import ParsedLog
+from pipeline.records.logparse import ParsedLog, parse_text
 
 MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
 READER_MODULES = ("logparse", "logfacts", "identity", "program_files", "nvidia_smi_table")
@@ -143,7 +143,10 @@ def log_facts(raw: bytes, file: str) -> LogFacts:
     key = sha256_bytes(raw)
     facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file)
     if facts is None:
-        facts = logfacts.facts_from_bytes(raw, file)
+        parsed = parse_text(raw, file)
+        if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
+            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed)
+        facts = logfacts.facts_from_parsed(raw, parsed, file)
         entry = asdict(facts)
         del entry["file"]  # the only field not derived from the bytes
         _remember("facts", key, entry)

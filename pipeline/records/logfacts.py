@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.hashing import sha256_bytes
-from pipeline.records.logparse import parse_text
+from pipeline.records.logparse import ParsedLog, parse_text
 from pipeline.records.program_files import program_file_pins
 
 MAX_LOG_BYTES = 64 << 20
@@ -77,7 +77,11 @@ def memo_fingerprint(program: bytes) -> str:
 
 
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
-    parsed = parse_text(raw, file)
+    return facts_from_parsed(raw, parse_text(raw, file), file)
+
+
+def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
+    """The facts of a log already parsed (pipeline/records/log_cache.py keeps the parse for `verify` too)."""
     program = parsed.program
     warnings: list[str] = []
     if parsed.layout == "llmc":
