@@ -128,3 +128,15 @@ def test_a_reimport_where_nothing_changed_stops_after_hashing(tmp_path, monkeypa
     monkeypatch.setattr(importer, "import_records", real)
     code, out = run(*args)
     assert code == 0 and out != second[1]
+
+
+def test_an_older_readers_memo_is_removed_when_the_memo_is_written(tmp_path):
+    (tmp_path / "parsed-0123456789abcdef").mkdir()
+    (tmp_path / "log-reader-0123456789abcdef.json").write_text("{}")
+    log_cache.use_folder(tmp_path)
+    try:
+        assert log_cache.program_fingerprint(b"x = 1\n").startswith("ast1-")
+        log_cache.flush()
+    finally:
+        log_cache.use_folder(None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"log-reader-{log_cache.reader_key()}.json"]

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import pickle
+import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import asdict, fields
@@ -90,7 +91,7 @@ def _remember(kind: str, key: str, entry: dict) -> None:
 
 
 def flush() -> None:
-    """Write what this process learnt (with what is on disk now) in one atomic write; drop other readers' memos."""
+    """Write what this process learnt (with what is on disk now) in one atomic write; drop older readers' memos."""
     path = _memo_path()
     if path is None or not _state["dirty"]:
         return
@@ -105,6 +106,9 @@ def flush() -> None:
         for old in path.parent.glob("log-reader-*.json"):
             if old != path:
                 old.unlink(missing_ok=True)
+        for old in path.parent.glob("parsed-*"):  # an older reader's parses: never read again
+            if old.name != f"parsed-{reader_key()}":
+                shutil.rmtree(old, ignore_errors=True)
     except (OSError, ReproError, ValueError):
         pass  # a memo that cannot be written costs time, never a result
     _state["dirty"] = False
