@@ -104,7 +104,9 @@ def test_a_planted_pickle_builds_nothing_but_the_readers_classes(tmp_path):
 def test_the_memo_is_keyed_on_the_reader_version(monkeypatch):
     key = log_cache.reader_key()
     monkeypatch.setattr(logfacts, "READER_VERSION", logfacts.READER_VERSION + 1)
+    monkeypatch.delitem(log_cache._state, "key")
     assert log_cache.reader_key() != key
+    monkeypatch.delitem(log_cache._state, "key")
 
 
 def test_every_log_fact_can_be_checked_on_the_way_back():

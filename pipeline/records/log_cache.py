@@ -8,7 +8,7 @@
 A log's facts (its numbers, header, program's files and fingerprint) and a program's fingerprint (a walk of its
 syntax tree: most of a log's reading time) are pure functions of the bytes, so they are a memo, never a source:
 - the key is the content's sha256 and the reader's key: logfacts.READER_VERSION and the source text of the
-  modules that read a log (READER_MODULES), so a change to the reader, bumped or not, starts a new memo;
+  modules of pipeline/records/, so a change to the reader, bumped or not, starts a new memo;
 - one JSON file per reader key, read bounded (MAX_MEMO_BYTES) once per process and written atomically once, when
   the command ends, merged with what another process may have written meanwhile;
 - an entry that is not well formed (a corrupt or hand-edited file) is ignored and computed again from the bytes.
@@ -34,21 +34,20 @@ from pipeline.records.logfacts import LogFacts
 from pipeline.records.logparse import ParsedLog, parse_text
 
 MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
-READER_MODULES = ("logparse", "logfacts", "identity", "program_files", "nvidia_smi_table")
 
 _state: dict = {"folder": None, "loaded": False, "dirty": False, "facts": {}, "fingerprints": {}}
 
 
 def reader_key() -> str:
-    """READER_VERSION and the reader's own source text: a changed reader never reads an old memo."""
-    digest = hashlib.sha256(f"reader {logfacts.READER_VERSION}\n".encode())
-    here = Path(__file__).resolve().parent
-    for name in READER_MODULES:
-        try:
-            digest.update((here / f"{name}.py").read_bytes())
-        except OSError:
-            digest.update(f"{name}: no source".encode())  # a build without sources: the version alone decides
-    return digest.hexdigest()[:16]
+    """READER_VERSION and the source text of every module of pipeline/records/ (the reader and what it calls:
+    logparse, logfacts, identity, program_files, ... as they are split and joined), so a changed reader never
+    reads an old memo, bumped or not. Computed once per process."""
+    if "key" not in _state:
+        digest = hashlib.sha256(f"reader {logfacts.READER_VERSION}\n".encode())
+        for path in sorted(Path(__file__).resolve().parent.glob("*.py")):  # a build without sources: the version
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _state["key"] = digest.hexdigest()[:16]
+    return _state["key"]
 
 
 def use_folder(folder: Path | None) -> None:
