@@ -76,3 +76,22 @@ def test_libyaml_dumps_the_bytes_the_pure_dumper_writes(options):
         docs += [doc] + ([{k: v} for k, v in doc.items()] if isinstance(doc, dict) else [])  # importer: per block
     for doc in docs:
         assert yamlio.dump(doc, **options) == yaml.safe_dump(doc, **options)
+
+
+# -- several records planned in one process -------------------------------------------------------------------
+def test_plans_of_several_records_are_each_records_own_plan():
+    import json
+
+    from click.testing import CliRunner
+
+    def plan(*args: str):
+        result = CliRunner().invoke(cli, ["reproduce", "--plan", "--json", *args])
+        return result.exit_code, json.loads(result.output)
+
+    names = ["2025-09-23_MuonCustomSizing", "2026-07-17_FP8DownProjection"]
+    singles = [plan("--record", name)[1] for name in names]
+    assert plan("--record", names[0], "--record", names[1])[1] == singles
+    code, every = plan("--all")
+    assert [p["record"] for p in every] == sorted(p.stem for p in (REPO_ROOT / "manifests" / "records").glob("*.yaml"))
+    refused = CliRunner().invoke(cli, ["reproduce", "--record", names[0], "--record", names[1]])
+    assert refused.exit_code == 2 and "add --plan" in refused.output
