@@ -22,9 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import yaml
-
 from pipeline.errors import MissingDependency, ReproError, os_error
+from pipeline.yamlio import dump
 
 
 class DiskFull(MissingDependency):
@@ -117,7 +116,7 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_yaml(path: Path, doc: Any, header: str = "") -> Path:
     """YAML as the tool writes it everywhere: key order kept, wide lines, an optional comment header."""
-    return write_text(path, header + yaml.safe_dump(doc, sort_keys=False, width=200, allow_unicode=True))
+    return write_text(path, header + dump(doc, sort_keys=False, width=200, allow_unicode=True))
 
 
 def write_json(path: Path, obj: Any, indent: int | None = 2) -> Path:

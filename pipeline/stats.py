@@ -7,9 +7,14 @@ import warnings
 from dataclasses import dataclass
 from statistics import mean, stdev
 
-from scipy import stats as sps
-
 MAX_RUNS_SEARCHED = 100_000
+
+
+def _sps():
+    """scipy.stats, imported on first use: a second of CPU that only commands computing a test should pay."""
+    from scipy import stats
+
+    return stats
 
 
 def p_value_below(losses: list[float], target: float) -> float | None:
@@ -21,7 +26,7 @@ def p_value_below(losses: list[float], target: float) -> float | None:
     with warnings.catch_warnings():
         # scipy warns on nearly equal losses (4-decimal logs often are); the zero-spread case is handled above
         warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        return float(sps.ttest_1samp(losses, target, alternative="less").pvalue)
+        return float(_sps().ttest_1samp(losses, target, alternative="less").pvalue)
 
 
 def runs_needed(mean_loss: float, sd: float, target: float, p_max: float) -> int | None:
@@ -32,7 +37,7 @@ def runs_needed(mean_loss: float, sd: float, target: float, p_max: float) -> int
         return 2
     for n in range(2, MAX_RUNS_SEARCHED):
         t = (mean_loss - target) / (sd / math.sqrt(n))
-        if sps.t.cdf(t, n - 1) < p_max:
+        if _sps().t.cdf(t, n - 1) < p_max:
             return n
     return None
 
@@ -59,11 +64,11 @@ def consistency(losses: list[float], published: list[float], against: str, role:
             return Consistency(against, role, 1.0 if same else 0.0, same, "exact comparison (no spread)")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-            p = float(sps.ttest_ind(losses, published, equal_var=False).pvalue)
+            p = float(_sps().ttest_ind(losses, published, equal_var=False).pvalue)
         return Consistency(against, role, p, p >= alpha, "Welch two-sided t-test")
     m, s, k = mean(published), stdev(published), len(published)
     t = (losses[0] - m) / (s * math.sqrt(1 + 1 / k)) if s > 0 else (0.0 if losses[0] == m else math.inf)
-    p = float(2 * sps.t.sf(abs(t), k - 1))
+    p = float(2 * _sps().t.sf(abs(t), k - 1))
     return Consistency(against, role, p, p >= alpha, "prediction interval of the published runs")
 
 
@@ -89,6 +94,6 @@ def time_ratio(times_s: list[float], record_mean_s: float, confidence: float) ->
     low = high = None
     if len(times_s) >= 2:
         logs = [math.log(t) for t in times_s]
-        half = sps.t.ppf(0.5 + confidence / 2, len(logs) - 1) * stdev(logs) / math.sqrt(len(logs))
+        half = _sps().t.ppf(0.5 + confidence / 2, len(logs) - 1) * stdev(logs) / math.sqrt(len(logs))
         low, high = float(ratio * math.exp(-half)), float(ratio * math.exp(half))
     return TimeRatio(m, record_mean_s, ratio, low, high, confidence)

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode
+from yaml.resolver import Resolver
 
 from pipeline.errors import InputError, os_error
 
@@ -45,19 +48,10 @@ class YamlRefused(InputError):
         self.source, self.line, self.problem = source, line, problem
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader without anchors, aliases or duplicate keys (pure Python: the C parser cannot be hooked)."""
+class _NoDuplicateKeys:
+    """Duplicate keys refused, in the constructor (Python in every loader below)."""
 
     source = "<yaml>"
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            kind = "an alias (*" if isinstance(event, yaml.AliasEvent) else "an anchor (&"
-            raise YamlRefused(self.source, event.start_mark.line + 1,
-                              f"{kind}{event.anchor}): anchors and aliases are not accepted",
-                              "write the value out in full (aliases can expand into gigabytes: 'billion laughs')")
-        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, MappingNode):
@@ -74,6 +68,56 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _StrictRules(_NoDuplicateKeys):
+    """Anchors and aliases refused too, in the composer (Python in the two loaders that use this)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            kind = "an alias (*" if isinstance(event, yaml.AliasEvent) else "an anchor (&"
+            raise YamlRefused(self.source, event.start_mark.line + 1,
+                              f"{kind}{event.anchor}): anchors and aliases are not accepted",
+                              "write the value out in full (aliases can expand into gigabytes: 'billion laughs')")
+        return super().compose_node(parent, index)
+
+
+class _StrictLoader(_StrictRules, yaml.SafeLoader):
+    """The pure-Python loader: the reference, and the one whose error messages are reported."""
+
+
+# libyaml's scanner and parser (the slow part of a load, ~10x faster in C) under the same Python composer and
+# constructor, so the same rules hold and the same objects come out. Its error texts differ from the pure
+# parser's, so a document it refuses is parsed again by _StrictLoader, whose error is the one reported.
+try:
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # PyYAML built without libyaml
+    _CParser = None
+if _CParser is not None:
+    class _FastLoader(_StrictRules, Composer, _CParser, SafeConstructor, Resolver):
+        def __init__(self, stream):
+            _CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+
+    class _CLoader(_NoDuplicateKeys, yaml.cyaml.CSafeLoader):
+        """libyaml's composer too, for a text with no '&' and no '*': then it can hold no anchor or alias."""
+else:
+    _FastLoader = _CLoader = _StrictLoader
+
+# The same holds for writing: libyaml's emitter where PyYAML has it (the bytes are the pure emitter's for what
+# this tool dumps: tests/test_yaml_speed.py compares them on every committed manifest).
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def dump(data: Any, **options: Any) -> str:
+    """yaml.safe_dump's text, through libyaml's emitter when PyYAML has it. The two differ only where libyaml
+    escapes a character the pure emitter writes as it is (one outside the BMP, such as an emoji; NEL): libyaml's
+    text then holds a backslash, and the pure emitter writes the text instead."""
+    text = yaml.dump(data, Dumper=_Dumper, **options)
+    return text if "\\" not in text or _Dumper is yaml.SafeDumper else yaml.safe_dump(data, **options)
+
+
 def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
     """Parse one YAML document held in memory; `source` names it in errors (a path or a bundle member)."""
     limit = LIMITS[kind]
@@ -86,10 +130,13 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise YamlRefused(source, 0, f"is not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
-    loader = _StrictLoader(data)
-    loader.source = source
+    if _FastLoader is not _StrictLoader:
+        try:
+            return _parse(_FastLoader if "&" in data or "*" in data else _CLoader, data, source)
+        except (yaml.YAMLError, RecursionError):
+            pass  # refused by libyaml: the pure parser says why below, in the words this tool has always used
     try:
-        return loader.get_single_data()
+        return _parse(_StrictLoader, data, source)
     except YamlRefused:
         raise
     except yaml.YAMLError as exc:
@@ -101,6 +148,13 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
     except RecursionError:
         raise YamlRefused(source, 0, "is nested too deeply to parse",
                           "this is not a file the tool wrote; check where it came from") from None
+
+
+def _parse(loader_class: type, data: str, source: str) -> Any:
+    loader = loader_class(data)
+    loader.source = source
+    try:
+        return loader.get_single_data()
     finally:
         loader.dispose()
 

@@ -22,12 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pipeline.errors import ManifestError
 from pipeline.findings import Finding
 from pipeline.manifest_io import Fields
-from pipeline.yamlio import load_bytes, require_mapping
+from pipeline.yamlio import dump, load_bytes, require_mapping
 
 SCHEMA_VERSION = 2
 KIND = "repro-record-bundle"
@@ -220,7 +218,7 @@ class BundleManifest:
         return plain(self)
 
     def dump(self) -> bytes:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=120).encode("utf-8")
+        return dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=120).encode("utf-8")
 
     # ---- reading ------------------------------------------------------------------------------------
 

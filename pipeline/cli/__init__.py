@@ -35,9 +35,36 @@ SUBCOMMANDS = {
 }
 
 
+# Each command's one-line help, for `repro --help`: listing the commands must not import them (the bundle and
+# verify commands pull in scipy, a second of the listing's time). tests/test_cli_speed.py holds these equal to
+# the commands' own docstrings.
+SUMMARIES = {
+    "archive": "Bundle run directories, their environment, data lock, verdict and report into one archive.",
+    "bundle": "Check or show a record bundle written by `repro archive`.",
+    "campaign": "Many runs of a record on Slurm (a job array) or locally, gathered into one verified bundle.",
+    "data": "Token shards: fetch (verified, resumable), verify, tokenize text, generate synthetic data.",
+    "env": "The pinned container: lock, build, verify, save and load the record's environment.",
+    "preflight": "Read this node (GPUs, driver, topology, runtime versions, CPU, RAM, disk, /dev/shm, Docker) and "
+                 "check it against the record's hardware.",
+    "records": "The records this tool knows (the registry's records/*.yaml).",
+    "report": "Write a markdown summary (losses, mean, sd, p-value, times) and plots against the record's logs.",
+    "reproduce": "Reproduce a record end to end and leave a verified record bundle.",
+    "train": "Run training once and leave a complete run directory (runs/<record>/<run-id>/).",
+    "verify": "Judge run directories or log files against a record.",
+}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(SUBCOMMANDS)
+
+    def format_commands(self, ctx, formatter):
+        """click's listing, from SUMMARIES instead of importing every command."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, click.utils.make_default_short_help(SUMMARIES[name], limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx, name):
         target = SUBCOMMANDS.get(name)
@@ -67,7 +94,12 @@ def cli(ctx, root, registry):
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
+    from pipeline.records import log_cache
+
     ctx.obj = Registry(Workspace.resolve(root=root, registry=registry))
+    # what the log reader derives from a log's bytes is remembered in the workspace (each log is read once)
+    log_cache.use_folder(ctx.obj.workspace.cache / "log-reader")
+    ctx.call_on_close(log_cache.flush)
 
 
 @cli.result_callback()

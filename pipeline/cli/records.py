@@ -179,12 +179,8 @@ def fingerprint_(log):
 @pass_workspace
 def import_(ws, clone, track, commit, into, dry_run, as_json):
     """Write one manifest per record of the upstream README's records table (idempotent; keeps your edits)."""
-    from pipeline.records.importer import import_records
-
     target = ws.with_registry(into.resolve()) if into else ws
-    result = import_records(clone, target.records_dir, track=track, commit=commit,
-                            environments=registry_environments(target.environments_dir), dry_run=dry_run,
-                            shard_tokens=dataset_shard_tokens(target))
+    result = _import(ws, target, clone, track, commit, dry_run)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -210,6 +206,33 @@ def not_imported_text(skipped_rows: list[str]) -> str:
     head = (f"  not imported: {sum(absent)} row(s) whose log folder is not in this clone (--json lists them)\n"
             if any(absent) else "")
     return head + "".join(f"  not imported: {line}\n" for line, gone in zip(skipped_rows, absent) if not gone)
+
+
+def _import(ws: Workspace, target: Workspace, clone: Path, track: int, commit: str | None, dry_run: bool):
+    """import_records, or the result of the same import replayed when none of its inputs changed since one
+    that wrote nothing (pipeline/records/import_memo.py)."""
+    from pipeline.errors import ReproError
+    from pipeline.records.import_memo import ImportInputs, import_key, recall, remember
+    from pipeline.records.importer import DEFAULT_REPOSITORY, import_records
+
+    memo, key = ws.cache / "import-memo", None
+    shard_tokens = dataset_shard_tokens(target)
+    if (Path(clone) / "README.md").is_file():  # else import_records says what is wrong
+        try:
+            key = import_key(ImportInputs(clone=Path(clone), records_dir=target.records_dir,
+                                          environments_dir=target.environments_dir, track=track, commit=commit,
+                                          repository=DEFAULT_REPOSITORY, dry_run=dry_run,
+                                          shard_tokens=shard_tokens))
+        except (ReproError, OSError):
+            key = None  # the import itself reports it
+    result = recall(memo, key) if key else None
+    if result is None:
+        result = import_records(clone, target.records_dir, track=track, commit=commit,
+                                environments=registry_environments(target.environments_dir), dry_run=dry_run,
+                                shard_tokens=shard_tokens)
+        if key:
+            remember(memo, key, result)
+    return result
 
 
 @records.command("plot")

@@ -31,8 +31,10 @@ from .output import emit_json, pass_registry
 
 
 @click.command()
-@click.option("--record", "record_name", default=None,
-              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth].")
+@click.option("--record", "record_names", multiple=True,
+              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, repeat it "
+                   "to plan several records in one process.")
+@click.option("--all", "all_records", is_flag=True, help="With --plan: plan every record of the registry.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
 @click.option("--demo", is_flag=True, help="The CPU demo: host runtime, native trainer preset demo, generated "
@@ -79,10 +81,15 @@ from .output import emit_json, pass_registry
               "program files, stand-ins, patch, data and cost; run and fetch nothing (exit 1: it cannot run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
 @pass_registry
-def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going, work_dir,
-              bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source, smoke_steps,
-              smoke_val_tokens, python_env, wheelhouse, plan_only, stream, as_json):
+def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime, preset, overrides, nproc, keep_going,
+              work_dir, bundle_dir, data_dir, dataset, data_source, image_tarball, sign_key, program_source,
+              smoke_steps, smoke_val_tokens, python_env, wheelhouse, plan_only, stream, as_json):
     """Reproduce a record end to end and leave a verified record bundle."""
+    if (len(record_names) > 1 or all_records) and not plan_only:
+        raise click.UsageError("several records (--record twice, or --all) can only be planned: add --plan")
+    if all_records and record_names:
+        raise click.UsageError("--all plans every record: leave out --record")
+    record_name = record_names[0] if record_names else None
     if demo and trainer == "record":
         raise UsageError("--demo --trainer record: the demo trains with the native trainer (its record, "
                          "demo-cpu-synth, has no program of its own to run)",
@@ -101,6 +108,9 @@ def reproduce(registry, record_name, runs, demo, trainer, runtime, preset, overr
     request = replace(request, keep_going=keep_going, data_source=data_source,
                       **{k: v for k, v in changes.items() if v is not None})
     check_training_options(request)  # a --set the trainer refuses fails here, before the plan or any stage
+    if plan_only and (len(record_names) > 1 or all_records):
+        names = registry.record_names() if all_records else list(record_names)
+        return _print_plans(registry.workspace, [replace(request, record=name) for name in names], as_json)
     if plan_only:
         return _print_plan(registry.workspace, request, as_json)
     out = sys.stderr if as_json else sys.stdout
@@ -147,3 +157,15 @@ def _print_plan(ws, request, as_json: bool) -> Outcome:
     else:
         click.echo("\n".join(render_plan(plan)))
     return Outcome.check(not plan.refusals)
+
+
+def _print_plans(ws, requests, as_json: bool) -> Outcome:
+    """Several records' plans in one process (one registry, one import of the tool): a list with --json."""
+    from pipeline.reproduce.plan import plan_reproduce, render_plan
+
+    plans = [plan_reproduce(ws, request) for request in requests]
+    if as_json:
+        emit_json([plan.to_dict() for plan in plans])
+    else:
+        click.echo("\n\n".join("\n".join(render_plan(plan)) for plan in plans))
+    return Outcome.check(not any(plan.refusals for plan in plans))

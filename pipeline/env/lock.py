@@ -29,8 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from pipeline.env.manifest import DIGEST_REF_RE, LOCAL_TAG_RE, Environment
 from pipeline.errors import InputError, ManifestError, MissingDependency, RunFailed
 from pipeline.findings import Finding, deviations_from_list
@@ -38,6 +36,7 @@ from pipeline.hashing import sha256_file
 from pipeline.manifest_io import Fields, check_schema_version, load_yaml
 from pipeline.redact import public_url, scrub_urls
 from pipeline.regular_file import read_text_bounded
+from pipeline.yamlio import dump
 
 SCHEMA_VERSION = 2  # 2: deviations are findings (version 1 wrote sentences; still read)
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -156,7 +155,7 @@ def lock_to_yaml(lock: Lock) -> str:
             "build_packages": files(lock.build_packages), "flash_attention": lock.flash_attention,
             "expect": dict(lock.expect), "deviations": [d.to_dict() for d in lock.deviations],
             "unresolved": list(lock.unresolved), "notes": list(lock.notes)}
-    return LOCK_HEADER.format(name=lock.environment) + yaml.safe_dump(data, sort_keys=False, width=200)
+    return LOCK_HEADER.format(name=lock.environment) + dump(data, sort_keys=False, width=200)
 
 
 # --- resolution -------------------------------------------------------------------------------------------------

@@ -112,8 +112,32 @@ def _locked_torch(lock_path: Path) -> tuple[str, str]:
     return "", ""
 
 
+# registry_environments' answers by folder, valid while no file of the folder changes (name, size, mtime): a
+# command that chooses for every record (`records list`, `site`) reads the ~60 KB locks once, not once a record.
+_PINS: dict[tuple, tuple[EnvironmentPin, ...]] = {}
+
+
+def _folder_state(folder: Path) -> tuple:
+    state = []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        state.append((path.name, st.st_size, st.st_mtime_ns))
+    return (str(folder.resolve()), tuple(state))
+
+
 def registry_environments(environments_dir: Path) -> list[EnvironmentPin]:
     """The environment manifests of a registry, read only for what choosing needs (unreadable ones skipped)."""
+    key = _folder_state(Path(environments_dir))
+    if key not in _PINS:
+        _PINS.clear()  # one registry at a time is what a command reads
+        _PINS[key] = tuple(_read_environments(Path(environments_dir)))
+    return list(_PINS[key])
+
+
+def _read_environments(environments_dir: Path) -> list[EnvironmentPin]:
     pins = []
     for path in sorted(Path(environments_dir).glob("*.yaml")):
         if path.name.endswith(".lock.yaml"):

@@ -145,9 +145,11 @@ class ProgramIdentity:
 def identify(program: bytes | None, accepted_sha256: frozenset[str], pinned_fingerprint: str) -> ProgramIdentity:
     if program is None:
         return ProgramIdentity("absent", None, None, "the log carries no program text (only the run output)")
+    from pipeline.records.log_cache import program_fingerprint as remembered  # one walk per distinct program
+
     digest = sha256_bytes(program)
     try:
-        fp = program_fingerprint(program)
+        fp = remembered(program)
     except (SyntaxError, ValueError) as exc:
         return ProgramIdentity("unparsable", digest, None, f"the program text is not valid Python ({exc})")
     if digest in accepted_sha256:

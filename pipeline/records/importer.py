@@ -32,8 +32,6 @@ from datetime import date
 from pathlib import Path
 from statistics import mean
 
-import yaml
-
 from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule, environment_family
@@ -44,7 +42,7 @@ from pipeline.records.model import NAME_RE, load_record_file
 from pipeline.records.selection import FolderInput, Selection, select_runs
 from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_table, track_terms
 from pipeline.regular_file import open_regular, read_text_bounded
-from pipeline.yamlio import LIMITS, YamlRefused, load_file
+from pipeline.yamlio import LIMITS, YamlRefused, dump, load_file
 
 DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
 SEPARATOR_TEXT = SEPARATOR.decode()
@@ -312,7 +310,7 @@ def _blocks(text: str) -> list[tuple[str | None, str]]:
 
 
 def _dump(key: str, value) -> str:
-    return yaml.safe_dump({key: value}, sort_keys=False, width=120, allow_unicode=True)
+    return dump({key: value}, sort_keys=False, width=120, allow_unicode=True)
 
 
 def render(existing_text: str | None, old: dict | None, new: dict) -> str:

@@ -17,12 +17,15 @@ from pathlib import Path
 
 from pipeline.errors import ReproError
 from pipeline.hashing import sha256_bytes
-from pipeline.records.identity import program_fingerprint
-from pipeline.records.logparse import MAX_LOG_FILE_BYTES, parse_text
+from pipeline.records.logparse import MAX_LOG_FILE_BYTES, ParsedLog, parse_text
 from pipeline.records.program_files import program_file_pins
 from pipeline.regular_file import read_bounded
 
 MAX_LOG_BYTES = MAX_LOG_FILE_BYTES
+# The reader's version: bump it on any change to what facts_from_bytes derives from a log (here, logparse,
+# identity, program_files). pipeline/records/log_cache.py keys its memo of facts and fingerprints on it (and on
+# those modules' source text, so a forgotten bump still starts a fresh memo).
+READER_VERSION = 1
 LOG_SUFFIXES = (".txt", ".log")
 
 
@@ -69,8 +72,18 @@ def _gpu_summary(table) -> tuple[str, int | None, str, str]:
     return (names[0] if len(names) == 1 else ", ".join(names)), len(table.gpus), table.driver, table.cuda
 
 
+def memo_fingerprint(program: bytes) -> str:
+    from pipeline.records.log_cache import program_fingerprint as remembered  # one walk per distinct program
+
+    return remembered(program)
+
+
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
-    parsed = parse_text(raw, file)
+    return facts_from_parsed(raw, parse_text(raw, file), file)
+
+
+def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
+    """The facts of a log already parsed (pipeline/records/log_cache.py keeps the parse for `verify` too)."""
     program = parsed.program
     warnings: list[str] = []
     if parsed.layout == "llmc":
@@ -79,7 +92,7 @@ def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
     fp = ""
     if program is not None:
         try:
-            fp = program_fingerprint(program)
+            fp = memo_fingerprint(program)
         except (SyntaxError, ValueError) as exc:
             warnings.append(f"the program text is not valid Python: {exc}")
     gpu_model, gpu_count, driver, cuda_driver = _gpu_summary(parsed.hardware)
@@ -114,7 +127,9 @@ def read_log_facts(path: Path) -> LogFacts:
         raw = read_bounded(path, MAX_LOG_BYTES, "log", "")
     except ReproError as exc:  # a FIFO, a device, over the limit, unreadable: described, never waited on
         raise LogUnreadable(f"{path.name}: {exc.what.removeprefix(f'{path}: ')}") from None
-    return facts_from_bytes(raw, path.name)
+    from pipeline.records.log_cache import log_facts  # the memo of facts_from_bytes (keyed by the bytes' sha256)
+
+    return log_facts(raw, path.name)
 
 
 def logs_in(folder: Path) -> tuple[list[Path], list[str]]:

@@ -411,8 +411,13 @@ def parse_log(path: Path) -> ParsedLog:
 
     path = Path(path)
     fix = "give the path of a run's log.txt or a run directory"
-    try:
-        with open_regular(path, "log", fix) as f:  # streamed in lines of at most MAX_LINE: bounded memory
-            return parse_stream(f, str(path))
-    except OSError as exc:
-        raise os_error(path, exc, "give the path of a run's log.txt or a run directory") from None
+    def parse() -> ParsedLog:
+        try:
+            with open_regular(path, "log", fix) as f:
+                return parse_stream(f, str(path))
+        except OSError as exc:
+            raise os_error(path, exc, "give the path of a run's log.txt or a run directory") from None
+
+    from pipeline.records.log_cache import parsed_log  # a log read before (same sha256) is not parsed again
+
+    return parsed_log(path, parse)

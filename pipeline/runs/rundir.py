@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
-
 # The one atomic write (pipeline/atomic.py: temp, fsync, rename, fsync folder), under the names runs/ uses.
 from pipeline.atomic import write_text as atomic_write_text
 from pipeline.clock import utc_now
@@ -29,6 +27,7 @@ from pipeline.findings import Finding, deviations_from_list
 from pipeline.manifest_io import Fields, load_yaml
 from pipeline.probe import RuntimeProbe, probe_from_mapping
 from pipeline.regular_file import open_regular
+from pipeline.yamlio import dump
 
 SCHEMA_VERSION = 2  # 2: host_environment.deviations are findings (version 1's sentences are still read)
 STATUSES = ("running", "succeeded", "failed", "aborted")
@@ -113,7 +112,7 @@ class RunMeta:
         data["overrides"] = list(self.overrides)
         data["command"] = list(self.command)
         data["host_environment"] = self.host_environment.to_dict() if self.host_environment else None
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+        return dump(data, sort_keys=False, allow_unicode=True, width=1000)
 
     @classmethod
     def from_dict(cls, data, path: Path) -> RunMeta:

@@ -1,0 +1,126 @@
+"""The CLI at the speed of its work (issue 39): each command of a reviewer's loop beside the floor of reading
+and hashing the same logs, measured in one run.
+
+    .venv/bin/python benchmarks/cli_speed.py                                   # the shared 21-folder sample
+    .venv/bin/python benchmarks/cli_speed.py --history /work/upstream-head      # and the whole history
+    .venv/bin/python benchmarks/cli_speed.py --history DIR --out benchmarks/cli_speed-2026-12-02.txt
+
+A benchmark, not a test: it prints numbers and ratios, it asserts nothing. Each command runs as `bin/repro`
+in a fresh workspace (--root) and a fresh registry (the checkout's datasets/ and environments/, records written
+by the import), so "cold" means an empty log-reader memo. Times are wall and CPU (user + sys of the child,
+from getrusage): the machine may be shared, and CPU time is what the command itself cost. The floor is this
+process reading and hashing every log under records/ (what any import must do at least), timed the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REPRO = REPO_ROOT / "bin" / "repro"
+SAMPLE = Path("/work/shared/upstream/modded-nanogpt")  # the project's shared sample, when this machine has it
+COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"  # upstream HEAD both copies were taken at
+LOG_SUFFIXES = (".txt", ".log")
+
+
+def floor(clone: Path) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, files, bytes) of reading and hashing every log under records/."""
+    paths = sorted(p for p in (clone / "records").rglob("*") if p.suffix in LOG_SUFFIXES and p.is_file())
+    wall, cpu = time.perf_counter(), time.process_time()
+    size = 0
+    for path in paths:
+        data = path.read_bytes()
+        hashlib.sha256(data).hexdigest()
+        size += len(data)
+    return time.perf_counter() - wall, time.process_time() - cpu, len(paths), size
+
+
+def timed(args: list[str], repro: Path = REPRO) -> tuple[float, float, int]:
+    """(wall s, CPU s of the child, exit code) of one `repro ARGS`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        code = subprocess.run([str(repro), *args], stdout=sink, stderr=subprocess.DEVNULL, check=False).returncode
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), code
+
+
+def fresh_registry(folder: Path) -> Path:
+    for name in ("datasets", "environments"):
+        shutil.copytree(REPO_ROOT / "manifests" / name, folder / name)
+    (folder / "records").mkdir()
+    return folder
+
+
+def measure(label: str, clone: Path, commit: str, repro: Path = REPRO) -> list[str]:
+    f_wall, f_cpu, files, size = floor(clone)
+    lines = [f"## {label}: {clone} ({files} logs, {size / 1e6:.1f} MB)", "",
+             f"{'command':55} {'wall s':>8} {'CPU s':>8} {'wall/floor':>10} {'CPU/floor':>9}  target",
+             f"{'floor: read + sha256 of every log (in-process)':55} {f_wall:8.2f} {f_cpu:8.2f} {1:10.2f} {1:9.2f}"]
+    with tempfile.TemporaryDirectory(prefix="cli-speed-") as tmp:
+        root, reg, site = Path(tmp) / "root", fresh_registry(Path(tmp) / "registry"), Path(tmp) / "site"
+        base = ["--root", str(root), "--registry", str(reg)]
+        imp = ["records", "import", str(clone), "--commit", commit, "--registry", str(reg)]
+        check = ["records", "check", "--from", str(clone), "--json"]
+        steps = [
+            ("records import, track 1, cold (empty memo)", base + imp, "<= 10x floor"),
+            ("records import, track 1, again (facts memo)", base + imp, ""),
+            ("records import, track 1, nothing changed (import memo)", base + imp, "<= 2x floor"),
+            ("records import, track 2 (cold)", base + imp + ["--track", "2"], ""),
+            ("records check --json, first after the imports", base + check, "<= 10 s"),
+            ("records check --json, again", base + check, "<= 10 s"),
+            ("records site --from --plans", base + ["records", "site", "--from", str(clone), "--plans", "--out",
+                                                    str(site)], "<= 20 s"),
+            ("reproduce --plan --all --json (one process)", base + ["reproduce", "--plan", "--all", "--json"], ""),
+            ("records list", base + ["records", "list"], "<= 1 s"),
+            ("repro --help", ["--help"], "<= 0.5 s"),
+        ]
+        for name, args, target in steps:
+            wall, cpu, code = timed(args, repro)
+            note = "" if code in (0, 1) else f"  (exit {code})"
+            lines.append(f"{name:55} {wall:8.2f} {cpu:8.2f} {wall / f_wall:10.2f} {cpu / f_cpu:9.2f}  {target}{note}")
+        records = len(list((reg / "records").glob("*.yaml")))
+    lines += [f"({records} record manifests; exit 1 of check/plan is a verdict or a refusal, not a failure)", ""]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=Path, default=SAMPLE, help="the shared sample [%(default)s]")
+    parser.add_argument("--history", type=Path, default=None, help="a copy of upstream's whole history (optional)")
+    parser.add_argument("--commit", default=COMMIT, help="the upstream commit of both copies [%(default)s]")
+    parser.add_argument("--out", type=Path, default=None, help="also write the output to this file")
+    parser.add_argument("--repro", type=Path, default=REPRO,
+                        help="the repro to time, e.g. another checkout's bin/repro for a before/after [%(default)s]")
+    args = parser.parse_args()
+    if not args.repro.is_file():
+        sys.exit(f"{args.repro} is missing: run `make setup` first")
+    lines = [f"# benchmarks/cli_speed.py, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}: "
+             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; timing {args.repro}", ""]
+    print("\n".join(lines), flush=True)
+    for label, clone in (("sample", args.sample), ("history", args.history)):
+        if clone is None:
+            part = [f"## {label}: not given (--{label} DIR)", ""]
+        elif not (clone / "records").is_dir():
+            part = [f"## {label}: skipped: {clone} has no records/ folder", ""]
+        else:
+            part = measure(label, clone, args.commit, args.repro)
+        print("\n".join(part), flush=True)
+        lines += part
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""What the log reader derives from a log's bytes, remembered by the bytes' sha256: each log is read once.
+
+    log_cache.use_folder(ws.cache / "log-reader")   # the CLI, once per command (without it: this process only)
+    facts = log_cache.log_facts(raw, "b067….txt")     # == logfacts.facts_from_bytes(raw, "b067….txt")
+    fp = log_cache.program_fingerprint(program)        # == identity.program_fingerprint(program)
+    log_cache.flush()                                  # the CLI, when the command ends: one atomic write
+
+A log's facts (its numbers, header, program's files and fingerprint) and a program's fingerprint (a walk of its
+syntax tree: most of a log's reading time) are pure functions of the bytes, so they are a memo, never a source:
+- the key is the content's sha256 and the reader's key: logfacts.READER_VERSION and the source text of the
+  modules of pipeline/records/, so a change to the reader, bumped or not, starts a new memo;
+- one JSON file per reader key, read bounded (MAX_MEMO_BYTES) once per process and written atomically once, when
+  the command ends, merged with what another process may have written meanwhile;
+- an entry that is not well formed (a corrupt or hand-edited file) is ignored and computed again from the bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import pickle
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from pipeline.hashing import sha256_bytes
+from pipeline.records import identity, logfacts
+from pipeline.records.logfacts import LogFacts
+from pipeline.records.logparse import ParsedLog, parse_text
+
+MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
+
+_state: dict = {"folder": None, "loaded": False, "dirty": False, "facts": {}, "fingerprints": {}}
+
+
+def reader_key() -> str:
+    """READER_VERSION and the source text of every module of pipeline/records/ (the reader and what it calls:
+    logparse, logfacts, identity, program_files, ... as they are split and joined), so a changed reader never
+    reads an old memo, bumped or not. Computed once per process."""
+    if "key" not in _state:
+        digest = hashlib.sha256(f"reader {logfacts.READER_VERSION}\n".encode())
+        for path in sorted(Path(__file__).resolve().parent.glob("*.py")):  # a build without sources: the version
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _state["key"] = digest.hexdigest()[:16]
+    return _state["key"]
+
+
+def use_folder(folder: Path | None) -> None:
+    """Keep the memo in `folder` (the workspace's cache); None: in this process only."""
+    flush()
+    _state.update(folder=Path(folder) if folder else None, loaded=False, dirty=False, facts={}, fingerprints={})
+
+
+def _memo_path() -> Path | None:
+    folder = _state["folder"]
+    return folder / f"log-reader-{reader_key()}.json" if folder else None
+
+
+def _read_memo(path: Path) -> dict:
+    """The memo file's two tables, or empty ones when it is absent, too large or not a memo."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_MEMO_BYTES + 1)
+        doc = json.loads(raw) if len(raw) <= MAX_MEMO_BYTES else None
+    except (OSError, ValueError):
+        doc = None
+    ok = isinstance(doc, dict) and all(isinstance(doc.get(k), dict) for k in ("facts", "fingerprints"))
+    return {"facts": doc["facts"], "fingerprints": doc["fingerprints"]} if ok else {"facts": {}, "fingerprints": {}}
+
+
+def _table(kind: str) -> dict:
+    if not _state["loaded"]:
+        _state["loaded"] = True
+        path = _memo_path()
+        if path is not None:
+            disk = _read_memo(path)
+            for name in ("facts", "fingerprints"):
+                _state[name] = {**disk[name], **_state[name]}
+    return _state[kind]
+
+
+def _remember(kind: str, key: str, entry: dict) -> None:
+    _table(kind)[key] = entry
+    _state["dirty"] = True
+
+
+def flush() -> None:
+    """Write what this process learnt (with what is on disk now) in one atomic write; drop older readers' memos."""
+    path = _memo_path()
+    if path is None or not _state["dirty"]:
+        return
+    from pipeline.atomic import write_text
+    from pipeline.errors import ReproError
+
+    disk = _read_memo(path)
+    doc = {"reader": reader_key(), **{k: {**disk[k], **_state[k]} for k in ("facts", "fingerprints")}}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(doc, allow_nan=False, separators=(",", ":")))
+        for old in path.parent.glob("log-reader-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+        for old in path.parent.glob("parsed-*"):  # an older reader's parses: never read again
+            if old.name != f"parsed-{reader_key()}":
+                shutil.rmtree(old, ignore_errors=True)
+    except (OSError, ReproError, ValueError):
+        pass  # a memo that cannot be written costs time, never a result
+    _state["dirty"] = False
+
+
+# --- a program's fingerprint --------------------------------------------------------------------------------
+
+def program_fingerprint(program: bytes) -> str:
+    """identity.program_fingerprint(program), its walk done once per distinct program (errors remembered too)."""
+    key = sha256_bytes(program)
+    entry = _table("fingerprints").get(key)
+    if not _fingerprint_entry_ok(entry):
+        try:
+            entry = {"fingerprint": identity.program_fingerprint(program)}
+        except (SyntaxError, ValueError) as exc:
+            entry = {"error": type(exc).__name__, "message": str(exc)}
+        _remember("fingerprints", key, entry)
+    if "fingerprint" in entry:
+        return entry["fingerprint"]
+    raise (SyntaxError if entry["error"] == "SyntaxError" else ValueError)(entry["message"])
+
+
+def _fingerprint_entry_ok(entry) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    if set(entry) == {"fingerprint"}:
+        return isinstance(entry["fingerprint"], str) and bool(entry["fingerprint"])
+    return set(entry) == {"error", "message"} and entry["error"] in ("SyntaxError", "ValueError") \
+        and isinstance(entry["message"], str)
+
+
+# --- a log's facts -------------------------------------------------------------------------------------------
+
+def log_facts(raw: bytes, file: str) -> LogFacts:
+    """logfacts.facts_from_bytes(raw, file), read from the memo when these bytes were read before."""
+    key = sha256_bytes(raw)
+    facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file)
+    if facts is None:
+        parsed = parse_text(raw, file)
+        if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
+            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed)
+        facts = logfacts.facts_from_parsed(raw, parsed, file)
+        entry = asdict(facts)
+        del entry["file"]  # the only field not derived from the bytes
+        _remember("facts", key, entry)
+    return facts
+
+
+def _check(kind: str, value) -> bool:
+    """Is a JSON value of the field's declared type? (LogFacts' annotations are strings: postponed evaluation)."""
+    if kind.endswith(" | None"):
+        return value is None or _check(kind.removesuffix(" | None"), value)
+    if kind.startswith("tuple[") and kind.endswith(", ...]"):
+        return isinstance(value, list) and all(_check(kind[6:-6], v) for v in value)
+    simple = {"str": (str,), "int": (int,), "float": (int, float), "dict": (dict,), "bool": (bool,)}.get(kind)
+    if simple is None:
+        return False  # a field of a type this memo cannot check: never served from it
+    return isinstance(value, simple) and (kind == "bool" or not isinstance(value, bool))
+
+
+def _facts_from_entry(entry, key: str, size: int, file: str) -> LogFacts | None:
+    """The entry as LogFacts, or None when it is not a well-formed record of these very bytes."""
+    if not isinstance(entry, dict) or entry.get("sha256") != key or entry.get("size") != size:
+        return None
+    kinds = {f.name: str(f.type) for f in fields(LogFacts) if f.name != "file"}
+    if set(entry) != set(kinds) or not all(_check(kinds[name], entry[name]) for name in kinds):
+        return None
+    values = {name: tuple(v) if isinstance(v, list) else v for name, v in entry.items()}
+    return LogFacts(file=file, **values)
+
+
+def checkable() -> bool:
+    """Can every field of LogFacts be checked on the way back from JSON (else the memo never serves facts)?"""
+    return all(_check(str(f.type), _sample(str(f.type))) for f in fields(LogFacts) if f.name != "file")
+
+
+def _sample(kind: str):
+    base = kind.removesuffix(" | None")
+    if base.startswith("tuple["):
+        return []
+    return {"str": "", "int": 0, "float": 0.0, "dict": {}, "bool": False}.get(base, object())
+
+
+# --- a log as the reader parses it (ParsedLog: every step, for `verify`, `records check` and the site) ----------
+# One file per log, named by its sha256: a parsed log keeps every step (a 1.4 MB log: ~5,000 of them), too many
+# to keep in the memo above. Pickled (a dataclass tree; JSON would need a codec per class), and read back with an
+# unpickler that builds nothing but the reader's own classes and plain values, so a damaged or planted file
+# is refused like any other bad entry.
+_PARSED_CLASSES = {("pipeline.records.logparse", n) for n in ("ParsedLog", "StepPoint", "ValPoint", "LogIssue")} | \
+    {("pipeline.records.nvidia_smi_table", n) for n in ("NvidiaSmiTable", "TableGpu")} | \
+    {("copyreg", "_reconstructor"), ("builtins", "object")}
+
+
+class _ReaderUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _PARSED_CLASSES:
+            raise pickle.UnpicklingError(f"{module}.{name} is not a class of the log reader")
+        return super().find_class(module, name)
+
+
+def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
+    """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before."""
+    folder = _state["folder"]
+    if folder is None:
+        return parse()
+    from pipeline.hashing import sha256_file
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return parse()  # a FIFO or a device is not hashed here (it could block): parse() refuses it
+        digest = sha256_file(path)
+    except OSError:
+        return parse()  # parse() says what is wrong with the path
+    entry = folder / f"parsed-{reader_key()}" / f"{digest}.pickle"
+    log = _read_parsed(entry, digest)
+    if log is not None:
+        return dataclasses.replace(log, path=str(path))
+    log = parse()
+    if log.log_sha256 == digest:  # the file did not change while it was read
+        _write_parsed(entry, log)
+    return log
+
+
+def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
+    try:
+        with open(entry, "rb") as f:
+            log = _ReaderUnpickler(io.BytesIO(f.read(MAX_MEMO_BYTES + 1))).load()
+    except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
+        return None
+    ok = isinstance(log, ParsedLog) and log.log_sha256 == digest and isinstance(log.steps, tuple) \
+        and isinstance(log.vals, tuple) and isinstance(log.issues, tuple)
+    return log if ok else None
+
+
+def _write_parsed(entry: Path, log: ParsedLog) -> None:
+    from pipeline.atomic import write_bytes
+    from pipeline.errors import ReproError
+
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(entry, pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
+    except (OSError, ReproError):
+        pass  # a memo that cannot be written costs time, never a result

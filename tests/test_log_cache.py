@@ -1,0 +1,144 @@
+"""Each log read once (issue 39): the log reader's memo and the import memo change no output, and are never
+trusted over the bytes. Runs on tests/fixtures/history-sample (real upstream logs, trimmed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.records import importer, log_cache, logfacts, logparse
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "fixtures" / "history-sample"
+COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"
+
+
+def run(*args: str, verdict: bool = False) -> tuple[int, str]:
+    """(exit code, output); with `verdict`, a command whose CheckFailed is its answer (some records fail)."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=verdict)
+    return result.exit_code, result.output
+
+
+def registry(folder: Path) -> Path:
+    for name in ("environments", "datasets"):
+        shutil.copytree(ROOT / "manifests" / name, folder / name)
+    (folder / "records").mkdir()
+    return folder
+
+
+def loop(root: Path, reg: Path, site: Path) -> dict[str, str | bytes]:
+    """A reviewer's loop (import both tracks, check, site with plans); every output, by name."""
+    base = ["--root", str(root), "--registry", str(reg)]
+    out: dict[str, str | bytes] = {}
+    for track in ("1", "2"):
+        code, out[f"import {track}"] = run(*base, "records", "import", str(SAMPLE), "--commit", COMMIT,
+                                           "--track", track, "--json")
+        assert code == 0, out[f"import {track}"]
+    _, out["check"] = run(*base, "records", "check", "--from", str(SAMPLE), "--json", verdict=True)
+    code, _ = run(*base, "records", "site", "--from", str(SAMPLE), "--plans", "--out", str(site))
+    assert code == 0
+    out.update({f"site/{p.relative_to(site)}": p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()})
+    out.update({f"manifest/{p.name}": p.read_bytes() for p in sorted((reg / "records").glob("*.yaml"))})
+    return out
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cold")
+    return tmp / "root", loop(tmp / "root", registry(tmp / "reg"), tmp / "site")
+
+
+def test_check_site_and_manifests_are_the_same_cold_and_warm(cold, tmp_path, monkeypatch):
+    root, before = cold
+    memo = sorted(p.name for p in (root / "cache" / "log-reader").iterdir())
+    assert len(memo) == 2 and memo[0].startswith("log-reader-") and memo[1].startswith("parsed-"), memo
+    # warm: the same workspace, a new registry and site. No log is parsed and no program walked again.
+    monkeypatch.setattr(logparse, "parse_stream", lambda *a, **k: pytest.fail("a log was parsed again"))
+    monkeypatch.setattr(log_cache.identity, "program_fingerprint", lambda *a: pytest.fail("a program was walked"))
+    after = loop(root, registry(tmp_path / "reg"), tmp_path / "site")
+    assert after.keys() == before.keys()
+    assert [k for k in before if before[k] != after[k]] == []
+    assert json.loads(after["check"])  # the check said something: rows for every record
+
+
+def test_a_corrupt_memo_is_ignored_and_written_again(cold, tmp_path):
+    root, before = cold
+    work = tmp_path / "root"
+    shutil.copytree(root, work)
+    folder = work / "cache" / "log-reader"
+    memo = next(folder.glob("log-reader-*.json"))
+    doc = json.loads(memo.read_text())
+    for entry in doc["facts"].values():
+        entry["val_loss"] = "3.28"  # wrong type: not trusted
+    for key in doc["fingerprints"]:
+        doc["fingerprints"][key] = {"fingerprint": 1}
+    memo.write_text(json.dumps(doc))
+    parsed = sorted(next(folder.glob("parsed-*")).iterdir())
+    parsed[0].write_bytes(b"\x80\x04not a pickle")
+    parsed[1].write_bytes(parsed[1].read_bytes()[:100])  # truncated
+    after = loop(work, registry(tmp_path / "reg"), tmp_path / "site")
+    assert [k for k in before if before[k] != after[k]] == []
+    fixed = json.loads(memo.read_text())
+    assert all(isinstance(e["val_loss"], (float, type(None))) for e in fixed["facts"].values())
+    assert all(isinstance(e.get("fingerprint", ""), str) for e in fixed["fingerprints"].values())
+    assert log_cache._read_parsed(parsed[0], parsed[0].stem) is not None  # rewritten from the bytes
+
+
+def test_a_planted_pickle_builds_nothing_but_the_readers_classes(tmp_path):
+    import pickle
+
+    class Planted:
+        def __reduce__(self):
+            return (print, ("planted",))
+
+    entry = tmp_path / "x.pickle"
+    entry.write_bytes(pickle.dumps(Planted()))
+    assert log_cache._read_parsed(entry, "0" * 64) is None
+
+
+def test_the_memo_is_keyed_on_the_reader_version(monkeypatch):
+    key = log_cache.reader_key()
+    monkeypatch.setattr(logfacts, "READER_VERSION", logfacts.READER_VERSION + 1)
+    monkeypatch.delitem(log_cache._state, "key")
+    assert log_cache.reader_key() != key
+    monkeypatch.delitem(log_cache._state, "key")
+
+
+def test_every_log_fact_can_be_checked_on_the_way_back():
+    """A field of a type the memo cannot check would make every log a miss: add its type to log_cache._check."""
+    assert log_cache.checkable()
+
+
+def test_a_reimport_where_nothing_changed_stops_after_hashing(tmp_path, monkeypatch):
+    clone = tmp_path / "clone"
+    shutil.copytree(SAMPLE, clone)
+    reg = registry(tmp_path / "reg")
+    args = ["--root", str(tmp_path / "root"), "--registry", str(reg), "records", "import", str(clone),
+            "--commit", COMMIT]
+    first, second = run(*args), run(*args)  # the second writes nothing: remembered
+    assert first[0] == second[0] == 0 and "unchanged 0" not in second[1]
+    real = importer.import_records
+    monkeypatch.setattr(importer, "import_records", lambda *a, **k: pytest.fail("imported again"))
+    assert run(*args) == second
+    log = next((clone / "records" / "track_1_short" / "2024-12-04_ValueEmbed").glob("*.txt"))
+    log.write_bytes(log.read_bytes() + b"\n")  # a changed log: a new key, and a real import
+    monkeypatch.setattr(importer, "import_records", real)
+    code, out = run(*args)
+    assert code == 0 and out != second[1]
+
+
+def test_an_older_readers_memo_is_removed_when_the_memo_is_written(tmp_path):
+    (tmp_path / "parsed-0123456789abcdef").mkdir()
+    (tmp_path / "log-reader-0123456789abcdef.json").write_text("{}")
+    log_cache.use_folder(tmp_path)
+    try:
+        assert log_cache.program_fingerprint(b"x = 1\n").startswith("ast1-")
+        log_cache.flush()
+    finally:
+        log_cache.use_folder(None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"log-reader-{log_cache.reader_key()}.json"]
