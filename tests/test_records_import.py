@@ -280,7 +280,7 @@ def test_list_and_plot_show_the_history(tmp_path):
     muon = {row["name"]: row for row in json.loads(out)}["2025-09-23_MuonCustomSizing"]
     assert muon["environment_will_use"] == "record-2025-09" and muon["environment_match"] == "exact"
     assert rows["demo-cpu-synth"]["environment_will_use"] == "host"
-    assert rows["2024-10-10_Muon"]["data_pinned"] is False  # its shard count is not in the table or the log
+    assert rows["2024-10-10_Muon"]["data_pinned"] is True  # its shard count is derived from its program
     code, out = run("--registry", str(ROOT / "manifests"), "records", "plot", "--out", str(tmp_path / "report"))
     assert code == 0, out
     png = (tmp_path / "report" / "records_time.png").read_bytes()

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from pipeline.records.model import record_names
 from tests.paths import FIXTURES, REPO_ROOT
@@ -53,8 +55,8 @@ def test_what_each_era_says(tmp_path):
     assert (newest["data"]["train"], newest["data"]["val"]) == (9, 1)  # the README of its commit, not assumed
     nightly = _plan(home, "--record", "2026-02-10_ShortWindow")
     assert nightly["environment"]["kind"] == "deviation" and "nearest stable" in nightly["environment"]["reason"]
-    assert nightly["refusals"] == [r for r in nightly["refusals"] if r.startswith("data:")] != []
-    assert "pins no train shard count" in nightly["refusals"][0]
+    assert nightly["refusals"] == []  # its shard count is worked out from its program (dataset.derived)
+    assert nightly["data"]["count_from"] == "dataset.derived" and nightly["data"]["train"] == 6
     adamw = _plan(home, "--record", "2024-06-06_AdamW")
     assert any(r.startswith("program: the record's logs carry no program text") for r in adamw["refusals"])
     assert list(home.iterdir()) == []
@@ -96,9 +98,17 @@ def test_an_unserved_hub_kernel_and_a_program_without_smoke_fields_are_refused_b
 
 
 def test_reproduce_refuses_a_record_without_a_shard_count_before_any_stage(tmp_path):
-    env = {**os.environ, "REPRO_HOME": str(tmp_path), "REPRO_REGISTRY": str(REPO_ROOT / "manifests")}
+    registry = tmp_path / "registry"
+    shutil.copytree(REPO_ROOT / "manifests", registry)
+    manifest = registry / "records" / "2026-02-10_ShortWindow.yaml"
+    doc = yaml.safe_load(manifest.read_text())
+    doc["dataset"].pop("derived")  # no count pinned, none derived (an older import): nothing says what to fetch
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "REPRO_HOME": str(home), "REPRO_REGISTRY": str(registry)}
     done = subprocess.run(REPRO + ["reproduce", "--record", "2026-02-10_ShortWindow", "--runtime", "host",
                                    "--python-env", "system"], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
-    assert done.returncode == 3 and "pins no train shard count" in done.stderr and "Traceback" not in done.stderr
-    assert list(tmp_path.iterdir()) == []
+                          cwd=home)
+    assert done.returncode == 3 and "train shard" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert list(home.iterdir()) == []
