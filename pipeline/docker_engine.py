@@ -55,7 +55,7 @@ def connect(timeout: int = 600, alternative: str = ""):
                                 fix) from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnippetResult:
     image: str
     exit_code: int | None
@@ -82,7 +82,8 @@ def _run_once(api, image: str, argv: list[str], gpus: bool, network: bool, timeo
                             "check the image's python (run it by hand with `docker run`)") from None
         out = api.logs(container, stdout=True, stderr=False).decode("utf-8", errors="replace")
         err = api.logs(container, stdout=False, stderr=True).decode("utf-8", errors="replace")
-        return SnippetResult(image, status.get("StatusCode"), out, err, None)
+        return SnippetResult(image=image, exit_code=status.get("StatusCode"), stdout=out, stderr=err,
+                             gpu_access_error=None)
     finally:
         try:
             api.remove_container(container, force=True)
@@ -107,7 +108,8 @@ def run_snippet(image: str, argv: list[str], gpus: bool = False, network: bool =
             # No GPU runtime on this engine: still run it, and keep the engine's reason.
             reason = _public(str(exc.explanation or exc))[:300]
             done = _run_once(api, image, argv, False, network, timeout_s, labels)
-            return SnippetResult(image, done.exit_code, done.stdout, done.stderr, reason)
+            return SnippetResult(image=image, exit_code=done.exit_code, stdout=done.stdout, stderr=done.stderr,
+                                 gpu_access_error=reason)
     except docker.errors.ImageNotFound:
         raise InputError(f"image {image} is not on this Docker engine",
                          "build it with `repro env build` or load it with `repro env load FILE`") from None

@@ -49,7 +49,7 @@ USER_AGENT = "repro-speedrun"
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Policy:
     retries: int = 5  # consecutive failed attempts without new bytes before giving up
     backoff_s: float = 1.0  # backoff factor: waits grow 2x per failure, with jitter
@@ -68,7 +68,7 @@ class Downloaded:
     cut_at_limit: bool  # the server had more bytes than the expected size: they were not written
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Request:
     """What one download asks for, the same in every attempt (download()'s arguments, checked)."""
 
@@ -279,7 +279,8 @@ def download(url: str, part: Path | None, *, headers: dict | None = None, expect
         raise ValueError(f"expected_size must be >= 0, got {expected_size}")
     if urlsplit(url).scheme == "file":
         return _local(url, part, expected_size, policy, progress)
-    want = _Request(url, headers or {}, expected_size, size_from_prefix, prefix_bytes, policy, progress)
+    want = _Request(url=url, headers=headers or {}, expected_size=expected_size, size_from_prefix=size_from_prefix,
+                    prefix_bytes=prefix_bytes, policy=policy, progress=progress)
     own_session = http is None
     http = http or session()
     state = _Part(part)

@@ -69,7 +69,7 @@ INSTALL_TORCH = ("in a clone, `make setup` builds .venv with torch's CPU build f
                  "the same into this Python); installed with pip, `pip install '.[train]'` (unpinned)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuntimeProbe:
     where: str  # "host: /usr/bin/python3", "docker: sha256:…", "saved torch-env.json"
     python: str | None = None  # "3.10.12"

@@ -42,7 +42,7 @@ def runs_needed(mean_loss: float, sd: float, target: float, p_max: float) -> int
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Consistency:
     against: str
     role: str  # "record" or "parent"
@@ -57,22 +57,26 @@ def consistency(losses: list[float], published: list[float], against: str, role:
     Two or more runs: two-sided Welch t-test. One run: inside the published runs' prediction interval.
     """
     if len(published) < 2 or not losses:
-        return Consistency(against, role, None, True, "not tested: too few published runs")
+        return Consistency(against=against, role=role, p_value=None, consistent=True,
+                           method="not tested: too few published runs")
     if len(losses) >= 2:
         if stdev(losses) == 0 and stdev(published) == 0:
             same = mean(losses) == mean(published)
-            return Consistency(against, role, 1.0 if same else 0.0, same, "exact comparison (no spread)")
+            return Consistency(against=against, role=role, p_value=1.0 if same else 0.0, consistent=same,
+                               method="exact comparison (no spread)")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
             p = float(_sps().ttest_ind(losses, published, equal_var=False).pvalue)
-        return Consistency(against, role, p, p >= alpha, "Welch two-sided t-test")
+        return Consistency(against=against, role=role, p_value=p, consistent=p >= alpha,
+                           method="Welch two-sided t-test")
     m, s, k = mean(published), stdev(published), len(published)
     t = (losses[0] - m) / (s * math.sqrt(1 + 1 / k)) if s > 0 else (0.0 if losses[0] == m else math.inf)
     p = float(2 * _sps().t.sf(abs(t), k - 1))
-    return Consistency(against, role, p, p >= alpha, "prediction interval of the published runs")
+    return Consistency(against=against, role=role, p_value=p, consistent=p >= alpha,
+                       method="prediction interval of the published runs")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimeRatio:
     mean_s: float
     record_mean_s: float
@@ -96,4 +100,5 @@ def time_ratio(times_s: list[float], record_mean_s: float, confidence: float) ->
         logs = [math.log(t) for t in times_s]
         half = _sps().t.ppf(0.5 + confidence / 2, len(logs) - 1) * stdev(logs) / math.sqrt(len(logs))
         low, high = float(ratio * math.exp(-half)), float(ratio * math.exp(half))
-    return TimeRatio(m, record_mean_s, ratio, low, high, confidence)
+    return TimeRatio(mean_s=m, record_mean_s=record_mean_s, ratio=ratio, ci_low=low, ci_high=high,
+                     confidence=confidence)

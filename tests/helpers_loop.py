@@ -151,8 +151,9 @@ def native_loop(cfg: TrainConfig, grad_accum: int | None = None) -> dict[int, St
     spy_on_step(adam, names, tracer, ends_step=False)
     spy_on_step(muon, names, tracer, ends_step=True)
     spy = ModelSpy(model.yarn, tracer)
-    run = Run(cfg, DistEnv(0, 0, 1, CPU), spy, spy.native_call, adam, muon, AttnArgs("dense", cfg.block_size, CPU),
-              RunLog(None, None, enabled=False), grad_accum or cfg.grad_accum(1))
+    run = Run(cfg=cfg, env=DistEnv(0, 0, 1, CPU), model=spy, forward=spy.native_call, adam=adam, muon=muon,
+              attn_args=AttnArgs("dense", cfg.block_size, CPU),
+              log=RunLog(None, None, enabled=False), grad_accum=grad_accum or cfg.grad_accum(1))
     timed_run(run)
     return tracer.steps
 

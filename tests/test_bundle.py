@@ -37,7 +37,8 @@ def make_data_dir(root: Path) -> Path:
     data.mkdir(parents=True)
     for name, size in (("fineweb_val_000000.bin", 1024 + 2 * 512), ("fineweb_train_000001.bin", 1024 + 2 * 4096)):
         (data / name).write_bytes(bytes(size))
-    write_local_lock(data, "fineweb10B-gpt2", [LockEntry(p.name, p.stat().st_size, "ab" * 32, None, "synth")
+    write_local_lock(data, "fineweb10B-gpt2",
+                     [LockEntry(name=p.name, size=p.stat().st_size, sha256="ab" * 32, tokens=None, source="synth")
                                                for p in sorted(data.glob("*.bin"))])
     return data
 

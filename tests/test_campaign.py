@@ -27,9 +27,10 @@ from tests.campaign_helpers import QUICK, bundle_manifest, bundle_members, bundl
 
 
 def _campaign(folder: Path, gpus: int = 8, partition: str | None = "gpu") -> Campaign:
-    return Campaign(folder, "2025-09-23_MuonCustomSizing", 11, "slurm", TrainSettings("record", "docker"),
-                    DataSettings(str(folder / "data" / "fineweb10B")),
-                    SlurmSettings(partition, 1, gpus, "00:30:00"))
+    return Campaign(folder=folder, record="2025-09-23_MuonCustomSizing", runs=11, engine="slurm",
+                    train=TrainSettings(trainer="record", runtime="docker"),
+                    data=DataSettings(str(folder / "data" / "fineweb10B")),
+                    slurm=SlurmSettings(partition=partition, nodes_per_run=1, gpus_per_node=gpus, time="00:30:00"))
 
 
 def test_array_ranges_are_compact():

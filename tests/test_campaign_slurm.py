@@ -203,15 +203,19 @@ def test_a_task_killed_before_it_could_write_its_status_is_marked_aborted_once_s
         assert time.monotonic() < deadline, f"job {array} did not complete"
         time.sleep(0.5)
     folder = tmp_path / "campaign"
-    train = TrainSettings("native", "host", "tiny", (), 1)
-    Campaign(folder, "demo-cpu-synth", 1, "slurm", train, DataSettings(str(folder / "data" / "synth")),
-             SlurmSettings(None, 1, 0), None, (Submission(1, "2026-01-01T00:00:00Z", "slurm", (0,), train,
-                                                          None, array),)).save()
+    train = TrainSettings(trainer="native", runtime="host", preset="tiny", overrides=(), nproc=1)
+    Campaign(folder=folder, record="demo-cpu-synth", runs=1, engine="slurm", train=train,
+             data=DataSettings(str(folder / "data" / "synth")),
+             slurm=SlurmSettings(partition=None, nodes_per_run=1, gpus_per_node=0), image_tarball=None,
+             submissions=(Submission(number=1, submitted_at="2026-01-01T00:00:00Z", engine="slurm", indices=(0,),
+                                     train=train,
+                                                          prepare_job=None, array_job=array),)).save()
     run = folder / "runs" / "demo-cpu-synth" / "20260101T000000Z-dead"
     run.mkdir(parents=True)
     (run / "status").write_text("running\n")
     (run / "stdout.txt").write_text("step:1/10 train_time:1ms step_avg:1ms\n")
-    task = TaskRecord(0, f"{array}_0", "slurm", "node1", "vm", array, array, "0", "2026-01-01T00:00:00Z",
+    task = TaskRecord(index=0, job=f"{array}_0", engine="slurm", node="node1", hostname="vm", slurm_job_id=array,
+                      slurm_array_job_id=array, slurm_array_task_id="0", started_at="2026-01-01T00:00:00Z",
                       run_dir=str(run.relative_to(folder)))
     task.save(load_campaign(folder))
     long_ago = time.time() - 3600  # quiet for an hour: no process of the task is still writing

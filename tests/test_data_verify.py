@@ -130,7 +130,8 @@ def _folder(tmp_path, n=4):
     for i in range(n):
         name = f"fineweb_train_{i + 1:06d}.bin"
         write_shard(folder / name, np.random.default_rng(i).integers(0, 50257, 2000 + i))
-        entries.append(LockEntry(name, (folder / name).stat().st_size, sha256_file(folder / name), 2000 + i, "test"))
+        entries.append(LockEntry(name=name, size=(folder / name).stat().st_size, sha256=sha256_file(folder / name),
+                                 tokens=2000 + i, source="test"))
     write_local_lock(folder, "toy", entries)
     return folder, [e.name for e in entries]
 
@@ -165,10 +166,11 @@ def test_lock_digest_depends_on_content_not_source(tmp_path):
     folder, names = _folder(tmp_path)
     before = data_lock_digest(folder)
     lock = read_local_lock(folder)
-    moved = [LockEntry(e.name, e.size, e.sha256, e.tokens, "https://elsewhere/" + e.name) for e in lock.files.values()]
+    moved = [LockEntry(name=e.name, size=e.size, sha256=e.sha256, tokens=e.tokens,
+                       source="https://elsewhere/" + e.name) for e in lock.files.values()]
     write_local_lock(folder, "toy", moved)
     assert data_lock_digest(folder) == before
-    write_local_lock(folder, "toy", [LockEntry("extra.bin", 1024, "0" * 64)])
+    write_local_lock(folder, "toy", [LockEntry(name="extra.bin", size=1024, sha256="0" * 64)])
     assert data_lock_digest(folder) != before
     with pytest.raises(InputError, match="belongs to dataset"):
         write_local_lock(folder, "other", [])

@@ -153,7 +153,9 @@ def test_small_gpu_memory_fails(record_node):
 
 def test_disks_and_shm(record_node):
     def with_disk(label, total, free, present=None):
-        disks = [d for d in record_node.disks if d.label != label] + [DiskFacts(label, "/x", total, free, present)]
+        disks = [d for d in record_node.disks if d.label != label] + [DiskFacts(label=label, path="/x",
+                                                                                total_bytes=total, free_bytes=free,
+                                                                                present_bytes=present)]
         return by_name(run_checks(dataclasses.replace(record_node, disks=tuple(disks)), RECORD, "docker"))
 
     assert with_disk("shm", 64 * 1024**2, 64 * 1024**2)["shm"].status == "fail"  # Docker's default
@@ -169,7 +171,9 @@ def test_generated_data_asks_for_megabytes_not_shards(record_node):
     from pipeline.preflight.checks_node import check_disk_data
 
     demo = load_record("demo-cpu-synth")
-    disks = tuple(d for d in record_node.disks if d.label != "data") + (DiskFacts("data", "/x", 10**12, 10**8, None),)
+    disks = tuple(d for d in record_node.disks if d.label != "data") + (DiskFacts(label="data", path="/x",
+                                                                                  total_bytes=10**12, free_bytes=10**8,
+                                                                                  present_bytes=None),)
     check = check_disk_data(dataclasses.replace(record_node, disks=disks), demo, "host")
     assert check.status == "pass" and "need 16.8 MB" in check.reason, check.reason
 

@@ -341,14 +341,18 @@ def test_each_era_gets_its_rule_and_says_why():
 
     many = [3.276, 3.277, 3.278, 3.2765, 3.2775, 3.2772]
     cases = {
-        "retiming": RuleInput("2025-02-01", True, many, ""),
-        "single-run": RuleInput("2024-11-06", False, [3.2791], ""),
-        "own": RuleInput("2025-09-03", False, many, ""),
-        "quoted": RuleInput("2025-01-13", False, [3.277], "significance: accs = [3.27, 3.275, 3.276]\np=0.004"),
-        "parent": RuleInput("2025-09-23", False, [3.2792, 3.2792, 3.2801, 3.2799], "",
+        "retiming": RuleInput(date="2025-02-01", repeats_previous=True, losses=many, readme=""),
+        "single-run": RuleInput(date="2024-11-06", repeats_previous=False, losses=[3.2791], readme=""),
+        "own": RuleInput(date="2025-09-03", repeats_previous=False, losses=many, readme=""),
+        "quoted": RuleInput(date="2025-01-13", repeats_previous=False, losses=[3.277],
+                            readme="significance: accs = [3.27, 3.275, 3.276]\np=0.004"),
+        "parent": RuleInput(date="2025-09-23", repeats_previous=False, losses=[3.2792, 3.2792, 3.2801, 3.2799],
+                            readme="",
                             description="perform mlp and attn reduce scatter in shared call"),
-        "one-run": RuleInput("2025-02-08", False, [2.9182], "", target=2.92, description="Added standard weight decay"),
-        "baseline": RuleInput("2024-05-28", False, [2.9282], "", first_baseline=True),
+        "one-run": RuleInput(date="2025-02-08", repeats_previous=False, losses=[2.9182], readme="", target=2.92,
+                             description="Added standard weight decay"),
+        "baseline": RuleInput(date="2024-05-28", repeats_previous=False, losses=[2.9282], readme="",
+                              first_baseline=True),
     }
     for evidence, inp in cases.items():
         proposal = propose_rule(inp)

@@ -308,10 +308,11 @@ def test_environment_choice_rules():
 
     from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule
 
-    envs = [EnvironmentPin("nightly-0726", "2.9.0.dev20250726+cu126", "", True, "torch-n.whl", "ab" * 32),
-            EnvironmentPin("stable-2.8", "2.8.0+cu126", "", True),
-            EnvironmentPin("stable-2.10", "2.10.0+cu128", "", True),
-            EnvironmentPin("stable-2.4", "2.4.1+cu121", "", False)]
+    envs = [EnvironmentPin(name="nightly-0726", torch="2.9.0.dev20250726+cu126", record="", locked=True,
+                           torch_file="torch-n.whl", torch_sha256="ab" * 32),
+            EnvironmentPin(name="stable-2.8", torch="2.8.0+cu126", record="", locked=True),
+            EnvironmentPin(name="stable-2.10", torch="2.10.0+cu128", record="", locked=True),
+            EnvironmentPin(name="stable-2.4", torch="2.4.1+cu121", record="", locked=False)]
     fresh = environment_by_rule("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2025, 8, 1))
     assert (fresh.environment, fresh.kind, fresh.deviation) == ("nightly-0726", "exact", None)
     gone = environment_by_rule("2.9.0.dev20250726+cu126", "r", "2025-07-26", envs, today=date(2026, 1, 1))

@@ -67,14 +67,17 @@ def test_systems_only_is_read_from_what_the_record_says(description, readme, kin
 
 
 def test_one_log_records_are_accepted_on_one_run_and_unknown_changes_are_flagged():
-    ml = propose_rule(RuleInput("2025-02-14", False, [2.9193], "", target=2.92,
+    ml = propose_rule(RuleInput(date="2025-02-14", repeats_previous=False, losses=[2.9193], readme="", target=2.92,
                                 description="Tuned Muon Newton-Schulz coefficients"))
     assert ml.evidence == "one-run" and not ml.flags
-    systems = propose_rule(RuleInput("2025-07-13", False, [3.2794], "", description="Upgrade PyTorch to 2.9.0"))
+    systems = propose_rule(RuleInput(date="2025-07-13", repeats_previous=False, losses=[3.2794], readme="",
+                                     description="Upgrade PyTorch to 2.9.0"))
     assert systems.evidence == "parent" and not systems.flags
-    unknown = propose_rule(RuleInput("2025-07-13", False, [3.279, 3.2805], "", description="Tweaks"))
+    unknown = propose_rule(RuleInput(date="2025-07-13", repeats_previous=False, losses=[3.279, 3.2805], readme="",
+                                     description="Tweaks"))
     assert unknown.evidence == "parent" and unknown.flags
-    stated = propose_rule(RuleInput("2025-01-16", False, [3.2785], "[3.276, 3.2785, 3.2796]\np=0.0001",
+    stated = propose_rule(RuleInput(date="2025-01-16", repeats_previous=False, losses=[3.2785],
+                                    readme="[3.276, 3.2785, 3.2796]\np=0.0001",
                                     description="Merged QKV weights"))
     assert stated.evidence == "quoted" and stated.quoted["p_value"] == 0.0001
 

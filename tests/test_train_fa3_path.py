@@ -60,8 +60,9 @@ def test_validation_passes_its_own_max_seqlen_to_fa3_and_training_its_own(cfg, m
     monkeypatch.setattr(attention_module, "fa3_varlen", recording_fa3)
     adam, muon = build_optimizers(model, cfg)
     grad_accum = cfg.grad_accum(1)
-    run = Run(cfg, DistEnv(0, 0, 1, CPU), model, model, adam, muon, AttnArgs("fa3", cfg.block_size, CPU),
-              RunLog(None, None, enabled=False), grad_accum)
+    run = Run(cfg=cfg, env=DistEnv(0, 0, 1, CPU), model=model, forward=model, adam=adam, muon=muon,
+              attn_args=AttnArgs("fa3", cfg.block_size, CPU),
+              log=RunLog(None, None, enabled=False), grad_accum=grad_accum)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the trainer does on CPU: small ops, shared cores
     try:

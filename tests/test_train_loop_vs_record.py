@@ -205,8 +205,9 @@ def test_the_untimed_warm_up_leaves_model_yarn_and_optimizers_as_they_started(sh
     model = GPT(cfg, attention_backend="dense", fp8=False)
     adam, muon = build_optimizers(model, cfg)
     cpu = torch.device("cpu")
-    run = Run(cfg, DistEnv(0, 0, 1, cpu), model, model, adam, muon, AttnArgs("dense", cfg.block_size, cpu),
-              RunLog(None, None, enabled=False), cfg.grad_accum(1))
+    run = Run(cfg=cfg, env=DistEnv(0, 0, 1, cpu), model=model, forward=model, adam=adam, muon=muon,
+              attn_args=AttnArgs("dense", cfg.block_size, cpu),
+              log=RunLog(None, None, enabled=False), grad_accum=cfg.grad_accum(1))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     tables = (model.yarn.cos.clone(), model.yarn.sin.clone(), model.yarn.angular_freq.clone())
     warm_up(run)

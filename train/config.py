@@ -26,7 +26,7 @@ class ConfigError(ValueError):
     """A configuration value is wrong; the message names the key and what to do."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     # model (head_dim = model_dim // num_heads)
     vocab_size: int = 50257  # GPT-2; the embeddings and head are padded to the next multiple of 128

@@ -45,7 +45,7 @@ class DistEnv:
         return self.rank == 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunResult:
     final_val_loss: float
     val_losses: tuple[tuple[int, float], ...]  # (step, loss)
@@ -164,7 +164,7 @@ def validate(forward, model: GPT, cfg: TrainConfig, env: DistEnv, micro_steps: i
     return loss.item()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
     """Everything one training run holds; the optimizers are rebuilt after the warm-up."""
 
@@ -219,7 +219,8 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
     log.event("muon_plan", plan=muon.plan.to_dict() if hasattr(muon.plan, "to_dict") else str(muon.plan))
     log.note(str(muon.plan))
     log.note(f"init seed {seed}" + ("" if cfg.seed is not None else " (drawn; --set seed=N repeats it)"))
-    return Run(cfg, env, model, forward, adam, muon, AttnArgs(backend, cfg.block_size, env.device), log, grad_accum)
+    return Run(cfg=cfg, env=env, model=model, forward=forward, adam=adam, muon=muon,
+               attn_args=AttnArgs(backend, cfg.block_size, env.device), log=log, grad_accum=grad_accum)
 
 
 def warm_up(run: Run) -> None:

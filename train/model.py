@@ -96,7 +96,7 @@ class Yarn(nn.Module):
         self.attn_scale *= 0.2 * math.log(new_window / old_window) + 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AttnInputs:
     """What every attention layer of one forward pass shares."""
 

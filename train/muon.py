@@ -29,7 +29,7 @@ from train.newton_schulz import orthogonalize
 KINDS = ("gate", "attn", "mlp")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommGroup:
     """One stacked collective: parameters [start, start + size) padded to `padded`, `chunk` per rank."""
 
@@ -117,7 +117,8 @@ def plan_groups(kinds: list[str], world_size: int, shapes: list[tuple[int, ...]]
         if size == 0:
             continue
         chunk = -(-size // world_size)
-        groups.append(CommGroup(start, size, chunk * world_size, chunk, tuple(kinds[start:start + size])))
+        groups.append(CommGroup(start=start, size=size, padded=chunk * world_size, chunk=chunk,
+                                kinds=tuple(kinds[start:start + size])))
     return GroupPlan(world_size, tuple(groups))
 
 

@@ -88,7 +88,7 @@ FIRST = (MANIFEST, SUMS, SIGNATURE)  # read first, so `bundle show` finds them a
 PATHS = "relative to the bundle; run files' paths relative to the work folder that held the runs"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchiveSources:
     """What goes into a bundle besides the runs; anything None is looked up from the runs' run.yaml."""
 
@@ -100,7 +100,7 @@ class ArchiveSources:
     extra: Mapping[str, bytes] | None = None  # more members by name, e.g. a campaign's per-node table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchiveResult:
     path: Path
     name: str
@@ -418,11 +418,12 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, work_dir: Pa
         raise (write_error(where, exc) if exc.errno == errno.ENOSPC else os_error(where, exc)) from None
     path = Path(out_dir) / f"{name}.tar.gz"
     digest = write_tar_gz(path, name, members, mtime)
-    return ArchiveResult(path, name, digest, tuple(member_order(list(members))), manifest.verdict.outcome,
-                         manifest.verdict.reasons, redactions, key is not None)
+    return ArchiveResult(path=path, name=name, sha256=digest, members=tuple(member_order(list(members))),
+                         outcome=manifest.verdict.outcome,
+                         reasons=manifest.verdict.reasons, redactions=redactions, signed=key is not None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Request:
     """One archive() call with its inputs settled: checked run folders, the bundle's name, the signing key."""
 

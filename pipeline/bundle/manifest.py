@@ -60,7 +60,7 @@ class Tool:
     version: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordPin:
     """The record the verdict was judged against, pinned by name and manifest hash."""
 
@@ -84,7 +84,7 @@ class VerdictSection:
     reasons: tuple[str, ...]  # the findings as sentences when archived (for people; never compared)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
     id: str
     status: str
@@ -101,7 +101,7 @@ class RunRow:
     not_archived: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptRow:
     id: str
     status: str
@@ -111,7 +111,7 @@ class AttemptRow:
     folder: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentSection:
     runtimes: tuple[str, ...]
     image_ids: tuple[str, ...]
@@ -140,7 +140,7 @@ class Shard:
     tokens: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataSection:
     dataset: str | None
     lock_file: str | None
@@ -150,7 +150,7 @@ class DataSection:
     generator: Any  # how synthetic shards were made (the lock's generator mapping), None for real data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProgramRun:
     id: str
     trainer: str
@@ -182,7 +182,7 @@ class SignatureInfo:
     public_key: str  # base64 of the raw ed25519 public key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleManifest:
     schema_version: int
     kind: str

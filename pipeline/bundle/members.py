@@ -37,7 +37,7 @@ class Problem:
         return f"{self.member}: {self.problem}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Members:
     top: str | None = None  # the one folder every member sits in
     files: dict[str, bytes] = field(default_factory=dict)  # name inside the folder -> bytes
@@ -164,7 +164,8 @@ def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
     handle = open_regular(Path(path), "bundle", "give the path of a readable .tar.gz written by `repro archive`")
     with handle, gzip.GzipFile(fileobj=handle, mode="rb") as gz:
         try:
-            _Reader(_Stream(gz), out, max_member_bytes, max_total_bytes, max_members).read()
+            _Reader(stream=_Stream(gz), out=out, max_member=max_member_bytes, max_total=max_total_bytes,
+                    max_members=max_members).read()
         except _Malformed as exc:
             out.problems.append(Problem(ARCHIVE, f"not a readable bundle: {exc}"))
             out.stopped = str(exc)
@@ -191,7 +192,7 @@ class _Pending:
     long_link: str | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Reader:
     stream: _Stream
     out: Members

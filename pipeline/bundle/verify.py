@@ -63,7 +63,7 @@ def known_rules_versions() -> tuple[int, ...]:
     return tuple(sorted(judge.JUDGES))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evidence:
     """A bundle's members and what the check recomputed from them against the verifier's record."""
 
@@ -74,7 +74,7 @@ class Evidence:
     program: ProgramSection
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleCheck:
     path: str
     name: str | None
@@ -340,9 +340,11 @@ def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, req
         outcome, judged_against, more, more_notes, evidence = recompute(read.files, manifest, records_dir)
         problems += more
         notes += more_notes
-    return BundleCheck(str(path), read.top, tuple(sorted(read.files)), tuple(problems), tuple(notes), signature,
-                       judged_against, manifest.verdict.outcome if manifest else None, outcome,
-                       evidence if not problems else None)
+    return BundleCheck(path=str(path), name=read.top, members=tuple(sorted(read.files)), problems=tuple(problems),
+                       notes=tuple(notes), signature=signature,
+                       judged_against=judged_against, manifest_outcome=manifest.verdict.outcome if manifest else None,
+                       recomputed_outcome=outcome,
+                       evidence=evidence if not problems else None)
 
 
 def _integrity(read: Members, path: Path) -> tuple[BundleManifest | None, list[Problem]]:

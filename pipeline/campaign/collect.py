@@ -33,7 +33,7 @@ NODES_MEMBER = "campaign/nodes.md"  # bundle members a campaign adds
 CAMPAIGN_MEMBER = "campaign/campaign.yaml"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeRow:
     run_id: str
     role: str  # judged | attempt
@@ -46,7 +46,7 @@ class NodeRow:
     train_time_s: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CollectResult:
     bundle: str
     bundle_sha256: str
@@ -68,10 +68,12 @@ def node_rows(judged: list[Path], attempts: list[Path]) -> list[NodeRow]:
             task = read_task(run / NODE_FILE) if (run / NODE_FILE).is_file() else None
             log = parse_log(run / "log.txt") if (run / "log.txt").is_file() else None
             time_ms = log.train_time_ms if log is not None else None
-            rows.append(NodeRow(run.name, role, task.index if task else None, task.job if task else None,
-                                task.node if task else "unknown (no node.json)", task.hostname if task else None,
-                                read_status(run), log.final_val_loss if log else None,
-                                time_ms / 1000 if time_ms is not None else None))
+            rows.append(NodeRow(run_id=run.name, role=role, index=task.index if task else None,
+                                job=task.job if task else None,
+                                node=task.node if task else "unknown (no node.json)",
+                                hostname=task.hostname if task else None,
+                                status=read_status(run), final_val_loss=log.final_val_loss if log else None,
+                                train_time_s=time_ms / 1000 if time_ms is not None else None))
     return rows
 
 
@@ -162,7 +164,9 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
             outcome = stage(flow)
             say(f"[{outcome.stage}] {outcome.action}: {outcome.detail}")
     write_text(campaign.folder / "report" / "nodes.md", nodes_md)
-    return CollectResult(str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok,
-                         getattr(flow.state.values.get("bundle_verify"), "problems", ()), flow.outcome,
-                         tuple(str(r) for r in flow.reasons), tuple(p.name for p in flow.judged),
-                         tuple(p.name for p in flow.attempts), str(flow.report), table, tuple(rows))
+    return CollectResult(bundle=str(flow.bundle), bundle_sha256=sha256_file(flow.bundle),
+                         bundle_verified=flow.bundle_ok,
+                         problems=getattr(flow.state.values.get("bundle_verify"), "problems", ()), outcome=flow.outcome,
+                         reasons=tuple(str(r) for r in flow.reasons), runs=tuple(p.name for p in flow.judged),
+                         attempts=tuple(p.name for p in flow.attempts), report=str(flow.report), nodes_table=table,
+                         nodes=tuple(rows))

@@ -99,7 +99,8 @@ class LocalEngine:
     def submit(self, campaign: Campaign, number: int, indices: list[int], commands: Commands, say,
                recorded: Callable[[Submission], None]) -> Submission:
         campaign.logs_dir.mkdir(parents=True, exist_ok=True)
-        submission = Submission(number, utc_now(), self.name, tuple(indices), campaign.train)
+        submission = Submission(number=number, submitted_at=utc_now(), engine=self.name, indices=tuple(indices),
+                                train=campaign.train)
         recorded(submission)
         self._run(commands.prepare(number), campaign.logs_dir / f"local-{number}-prepare.out", "prepare", say)
         failed = []

@@ -31,7 +31,7 @@ ENGINES = ("slurm", "local")
 TASK_OUTCOMES = ("running", "succeeded", "failed", "aborted", "failed-before-run", "aborted-before-run")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainSettings:
     """What every run of the campaign is: the options of `repro train` that a task passes on."""
 
@@ -48,8 +48,8 @@ class TrainSettings:
         python_env = f.opt("python_env", str, "venv")
         if python_env not in ("venv", "system"):
             raise f.fail("python_env", f"is {python_env!r}", "use venv or system")
-        return cls(f.req("trainer", str), f.req("runtime", str), f.opt("preset", str),
-                   f.list_of("overrides", str, False), f.opt("nproc", int), python_env)
+        return cls(trainer=f.req("trainer", str), runtime=f.req("runtime", str), preset=f.opt("preset", str),
+                   overrides=f.list_of("overrides", str, False), nproc=f.opt("nproc", int), python_env=python_env)
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "overrides": list(self.overrides)}
@@ -72,7 +72,7 @@ class DataSettings:
         return cls(f.req("dir", str), f.opt("source", str, "hub"), synth)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SlurmSettings:
     partition: str | None = None
     nodes_per_run: int = 1
@@ -91,11 +91,12 @@ class SlurmSettings:
                 checks[key](value)
             except InputError as exc:
                 raise f.fail(key, exc.what, exc.fix or "") from None
-        return cls(values["partition"], f.req("nodes_per_run", int), f.req("gpus_per_node", int),
-                   values["time"], values["prepare_time"])
+        return cls(partition=values["partition"], nodes_per_run=f.req("nodes_per_run", int),
+                   gpus_per_node=f.req("gpus_per_node", int),
+                   time=values["time"], prepare_time=values["prepare_time"])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Submission:
     """One `repro campaign submit`: which task indices, through which engine, under which job ids."""
 
@@ -111,9 +112,10 @@ class Submission:
     @classmethod
     def read(cls, f: Fields) -> Submission:
         f.only("number", "submitted_at", "engine", "indices", "train", "prepare_job", "array_job", "scripts")
-        return cls(f.req("number", int), f.req("submitted_at", str), f.req("engine", str),
-                   f.list_of("indices", int), TrainSettings.read(f.sub("train")), f.opt("prepare_job", str),
-                   f.opt("array_job", str), f.list_of("scripts", str, False))
+        return cls(number=f.req("number", int), submitted_at=f.req("submitted_at", str), engine=f.req("engine", str),
+                   indices=f.list_of("indices", int), train=TrainSettings.read(f.sub("train")),
+                   prepare_job=f.opt("prepare_job", str),
+                   array_job=f.opt("array_job", str), scripts=f.list_of("scripts", str, False))
 
     def to_dict(self) -> dict:
         return {"number": self.number, "submitted_at": self.submitted_at, "engine": self.engine,
@@ -121,7 +123,7 @@ class Submission:
                 "array_job": self.array_job, "scripts": list(self.scripts)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Campaign:
     folder: Path  # where campaign.yaml lives (not written: the file is wherever the folder is)
     record: str
@@ -177,14 +179,16 @@ def load_campaign(folder: Path) -> Campaign:
     engine = f.req("engine", str)
     if engine not in ENGINES:
         raise f.fail("engine", f"is {engine!r}", f"use one of: {', '.join(ENGINES)}")
-    return Campaign(folder, f.req("record", str), f.req("runs", int), engine, TrainSettings.read(f.sub("train")),
-                    DataSettings.read(f.sub("data")), SlurmSettings.read(f.sub("slurm")), f.opt("image_tarball", str),
-                    tuple(Submission.read(s) for s in f.items("submissions", False)))
+    return Campaign(folder=folder, record=f.req("record", str), runs=f.req("runs", int), engine=engine,
+                    train=TrainSettings.read(f.sub("train")),
+                    data=DataSettings.read(f.sub("data")), slurm=SlurmSettings.read(f.sub("slurm")),
+                    image_tarball=f.opt("image_tarball", str),
+                    submissions=tuple(Submission.read(s) for s in f.items("submissions", False)))
 
 
 # ---- prepare.json ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PrepareRecord:
     finished_at: str
     node: str
@@ -205,14 +209,16 @@ def load_prepare(campaign: Campaign) -> PrepareRecord | None:
     f = Fields(_json(path), path)
     f.only("schema_version", *(x.name for x in dataclasses.fields(PrepareRecord)))
     check_schema_version(f, SCHEMA_VERSION)
-    return PrepareRecord(f.req("finished_at", str), f.req("node", str), f.req("data_dir", str),
-                         f.sha256("data_lock_sha256"), f.req("data_action", str), f.opt("image_id", str),
-                         f.opt("image_tarball", str))
+    return PrepareRecord(finished_at=f.req("finished_at", str), node=f.req("node", str),
+                         data_dir=f.req("data_dir", str),
+                         data_lock_sha256=f.sha256("data_lock_sha256"), data_action=f.req("data_action", str),
+                         image_id=f.opt("image_id", str),
+                         image_tarball=f.opt("image_tarball", str))
 
 
 # ---- tasks/<i>-<job>.json and node.json ----------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRecord:
     """One task attempt, where it ran and how it ended. `node` is the scheduler's node name (SLURMD_NODENAME;
     the host name for the local engine): on a one-host test cluster several nodes share one host name."""
@@ -263,10 +269,13 @@ def read_task(path: Path) -> TaskRecord:
     outcome = f.req("outcome", str)
     if outcome not in TASK_OUTCOMES:
         raise f.fail("outcome", f"is {outcome!r}", f"one of: {', '.join(TASK_OUTCOMES)}")
-    return TaskRecord(f.req("index", int), f.req("job", str), f.req("engine", str), f.req("node", str),
-                      f.req("hostname", str), f.opt("slurm_job_id", str), f.opt("slurm_array_job_id", str),
-                      f.opt("slurm_array_task_id", str), f.req("started_at", str), outcome, f.opt("run_dir", str),
-                      f.opt("ended_at", str), f.opt("detail", str), f.opt("attempt", int, 1))
+    return TaskRecord(index=f.req("index", int), job=f.req("job", str), engine=f.req("engine", str),
+                      node=f.req("node", str),
+                      hostname=f.req("hostname", str), slurm_job_id=f.opt("slurm_job_id", str),
+                      slurm_array_job_id=f.opt("slurm_array_job_id", str),
+                      slurm_array_task_id=f.opt("slurm_array_task_id", str), started_at=f.req("started_at", str),
+                      outcome=outcome, run_dir=f.opt("run_dir", str),
+                      ended_at=f.opt("ended_at", str), detail=f.opt("detail", str), attempt=f.opt("attempt", int, 1))
 
 
 def load_tasks(campaign: Campaign) -> list[TaskRecord]:

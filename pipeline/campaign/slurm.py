@@ -147,8 +147,9 @@ class SlurmEngine:
             raise
         say(f"[submit] array job {array_job} ({compact(indices)}), after job {prepare_job}: {tasks_file}")
         rel = [str(p.relative_to(campaign.folder)) for p in (prepare_file, tasks_file)]
-        submission = Submission(number, utc_now(), self.name, tuple(indices), campaign.train, prepare_job,
-                                array_job, tuple(rel))
+        submission = Submission(number=number, submitted_at=utc_now(), engine=self.name, indices=tuple(indices),
+                                train=campaign.train, prepare_job=prepare_job,
+                                array_job=array_job, scripts=tuple(rel))
         recorded(submission)
         return submission
 

@@ -34,7 +34,7 @@ from pipeline.workspace import Workspace
 QUIET_S = 120
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunView:
     run_id: str
     path: Path
@@ -44,7 +44,7 @@ class RunView:
     train_time_s: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptView:
     """One task record: a submission's task, or one attempt of a requeued one."""
 
@@ -57,7 +57,7 @@ class AttemptView:
     detail: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskView:
     index: int
     job: str | None  # the latest job for this index
@@ -120,8 +120,8 @@ def _run_view(campaign: Campaign, task: TaskRecord, flow: Flow) -> RunView | Non
     status = read_status(path)
     log = parse_log(path / "log.txt") if (path / "log.txt").is_file() else None
     time_s = log.train_time_ms / 1000 if log is not None and log.train_time_ms is not None else None
-    return RunView(path.name, path, status, status == "succeeded" and flow.counts(path),
-                   log.final_val_loss if log is not None else None, time_s)
+    return RunView(run_id=path.name, path=path, status=status, counts=status == "succeeded" and flow.counts(path),
+                   final_val_loss=log.final_val_loss if log is not None else None, train_time_s=time_s)
 
 
 def _quiet(campaign: Campaign, task: TaskRecord) -> bool:
@@ -193,14 +193,17 @@ def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
                 break
         settled = [_settled(campaign, t, states.get(t.job)) for t in tasks if t.index == index]
         mine = [t for t, _ in settled]
-        attempts = tuple(AttemptView(t.job, t.attempt, t.node, t.outcome, t.started_at,
-                                     Path(t.run_dir).name if t.run_dir else None, t.detail) for t in mine)
+        attempts = tuple(AttemptView(job=t.job, attempt=t.attempt, node=t.node, outcome=t.outcome,
+                                     started_at=t.started_at,
+                                     run_id=Path(t.run_dir).name if t.run_dir else None, detail=t.detail) for t in mine)
         runs = tuple(r for r in (_run_view(campaign, t, flow) for t in mine) if r is not None)
         last = mine[-1] if mine else None
         node = (state.node if state is not None else None) or (last.node if last else None)
-        views.append(TaskView(index, job or (last.job if last else None), state.state if state else None, node,
-                              state.reason if state else None, last.outcome if last else None, runs,
-                              last.detail if last else None, attempts, any(alive for _, alive in settled)))
+        views.append(TaskView(index=index, job=job or (last.job if last else None),
+                              scheduler=state.state if state else None, node=node,
+                              reason=state.reason if state else None, outcome=last.outcome if last else None, runs=runs,
+                              detail=last.detail if last else None, attempts=attempts,
+                              owner_alive=any(alive for _, alive in settled)))
     prepare = states.get(latest_prepare) if latest_prepare else None
     return CampaignView(campaign, prepare, load_prepare(campaign) is not None, tuple(views))
 

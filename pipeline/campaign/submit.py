@@ -38,7 +38,8 @@ def new_campaign(folder: Path, record: Record, runs: int, engine: str, train: Tr
                          "give --runs 1 or more (4+ for a verdict)")
     if data is None:  # on the campaign's own (shared) folder, so every node reads the same shards
         data = DataSettings(str(folder / "data" / record.dataset.name))
-    return Campaign(folder, record.name, runs, engine, train, data, slurm, image_tarball)
+    return Campaign(folder=folder, record=record.name, runs=runs, engine=engine, train=train, data=data, slurm=slurm,
+                    image_tarball=image_tarball)
 
 
 def demo_data(folder: Path, dataset: str) -> DataSettings:
@@ -46,7 +47,7 @@ def demo_data(folder: Path, dataset: str) -> DataSettings:
     return DataSettings(str(folder / "data" / dataset), "hub", dict(DEMO_SYNTH))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SubmitOptions:
     """`repro campaign submit`'s options as given: None (or empty) where one was left out, so that a new
     campaign takes the default and an existing one keeps its own value."""
@@ -74,8 +75,9 @@ class SubmitOptions:
 
     def train_settings(self, base: TrainSettings | None) -> TrainSettings:
         """The given training options over `base` (an existing campaign's), or over the defaults."""
-        base = base or (TrainSettings("native", "host", "demo", (), 1, "system") if self.demo
-                        else TrainSettings("record", "docker"))
+        base = base or (TrainSettings(trainer="native", runtime="host", preset="demo", overrides=(), nproc=1,
+                                      python_env="system") if self.demo
+                        else TrainSettings(trainer="record", runtime="docker"))
         given = {"trainer": self.trainer, "runtime": self.runtime, "preset": self.preset, "nproc": self.nproc,
                  "python_env": self.python_env}
         out = replace(base, **{k: v for k, v in given.items() if v is not None})
@@ -84,7 +86,8 @@ class SubmitOptions:
     def new_campaign(self, folder: Path, record: Record) -> Campaign:
         """A campaign of `record` in `folder` with the defaults where an option was left out."""
         gpus = self.gpus_per_node if self.gpus_per_node is not None else 0 if self.demo else record.hardware.gpu_count
-        slurm = SlurmSettings(self.partition, self.nodes_per_run or 1, gpus, self.time or "00:30:00")
+        slurm = SlurmSettings(partition=self.partition, nodes_per_run=self.nodes_per_run or 1, gpus_per_node=gpus,
+                              time=self.time or "00:30:00")
         if self.data_dir is not None:
             data = DataSettings(str(self.data_dir.resolve()), self.data_source or "hub")
         elif self.demo:

@@ -67,7 +67,8 @@ def campaign_flow(ws: Workspace, campaign: Campaign, say: Say, terminal=None, tr
     req = reproduce_request(campaign, train)
     if changes:
         req = replace(req, **changes)
-    flow = Flow(ws, req, load_record(campaign.record, ws.records_dir), StageValues(), say, terminal)
+    flow = Flow(ws=ws, req=req, record=load_record(campaign.record, ws.records_dir), state=StageValues(), say=say,
+                terminal=terminal)
     flow.data_dir = campaign.data_dir
     return flow
 
@@ -125,7 +126,8 @@ def prepare(ws: Workspace, campaign: Campaign, say: Say) -> PrepareRecord:
         tarball = str(target.relative_to(campaign.folder))
     data_dir, digest, action = _data(flow)
     say(f"[data] {action}: {data_dir} (lock {digest[:12]}…)")
-    prepared = PrepareRecord(utc_now(), node_name(), str(data_dir), digest, action, image_id, tarball)
+    prepared = PrepareRecord(finished_at=utc_now(), node=node_name(), data_dir=str(data_dir), data_lock_sha256=digest,
+                             data_action=action, image_id=image_id, image_tarball=tarball)
     prepared.save(campaign)
     return prepared
 

@@ -44,9 +44,10 @@ def environment_of(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> 
     pins = registry_environments(ws.environments_dir)
     exists = bool(r.environment) and any(p.name == r.environment for p in pins)
     if r.environment and not exists:  # e.g. `host`: the demo record runs in the machine's own Python
-        return EnvironmentChoice(r.environment, "named", environment_family(r.software.torch),
-                                 f"the manifest names {r.environment!r}, which is no environment manifest of this "
-                                 "registry: it runs as named (`host` = the machine's own Python)", ""), False
+        return EnvironmentChoice(environment=r.environment, kind="named", family=environment_family(r.software.torch),
+                                 reason=f"the manifest names {r.environment!r}, which is no environment manifest of "
+                                 "this registry: it runs as named (`host` = the machine's own Python)",
+                                 deviation=""), False
     return environment_by_rule(r.software.torch, r.name, r.date, pins, wheelhouse=wheelhouse), exists
 
 

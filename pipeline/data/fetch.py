@@ -65,7 +65,7 @@ class FetchError(Exception):
         self.what, self.fix, self.kind = what, fix, kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Remote:
     """Where one file's bytes are, and what the source declares about them."""
 
@@ -76,7 +76,7 @@ class Remote:
     label: str  # recorded in the lock: no credentials, no signed query strings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FetchedFile:
     name: str
     size: int
@@ -96,7 +96,7 @@ class FetchFailure:
     kind: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FetchResult:
     dataset: str
     data_dir: Path
@@ -116,7 +116,7 @@ class FetchResult:
         return tuple(f.name for f in self.files if not any(c.startswith("sha256") for c in f.checked))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Options:
     jobs: int = 4
     retries: int = 5  # consecutive failures without progress before giving up on a file
@@ -141,7 +141,7 @@ class Claim:
     sha256: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fetcher:
     """What every file of one fetch shares: where from, which dataset, where to, one progress, the options."""
 
@@ -224,7 +224,8 @@ class HubFiles:
         label = f"hf://{'datasets/' if self.hub.repo_type == 'dataset' else ''}{self.hub.repo_id}@{commit}/{name}"
         if self.endpoint:
             label += f" (endpoint {public_url(self.endpoint)})"
-        return Remote(location, headers, meta.size, etag if SHA256_RE.match(etag) else None, label)
+        return Remote(url=location, headers=headers, size=meta.size, sha256=etag if SHA256_RE.match(etag) else None,
+                      label=label)
 
 
 class MirrorFiles:
@@ -246,7 +247,7 @@ class MirrorFiles:
         url = self.template.format(filename=name, repo_id=self.hub.repo_id if self.hub else "",
                                    revision=self.hub.revision if self.hub else "")
         # No size and no sha256: nothing a mirror says about its own bytes vouches for them.
-        return Remote(url, {"Accept-Encoding": "identity"}, None, None, public_url(url))
+        return Remote(url=url, headers={"Accept-Encoding": "identity"}, size=None, sha256=None, label=public_url(url))
 
 
 class FolderFiles:
@@ -264,7 +265,8 @@ class FolderFiles:
         if not path.is_file():
             raise FetchError(f"{path} does not exist", "copy the shard there or fetch from the hub")
         entry = self.lock.files.get(name) if self.lock else None  # written locally when the folder was filled
-        return Remote(path.as_uri(), {}, path.stat().st_size, entry.sha256 if entry else None, str(path))
+        return Remote(url=path.as_uri(), headers={}, size=path.stat().st_size, sha256=entry.sha256 if entry else None,
+                      label=str(path))
 
 
 def make_source(source: str, manifest: DatasetManifest):
@@ -426,7 +428,8 @@ def _reuse(run: Fetcher, shard: _Shard, previous_source: str) -> FetchedFile | N
     if problems:
         return None
     run.progress(final.stat().st_size)
-    return FetchedFile(shard.name, final.stat().st_size, sha, read_header(final).num_tokens, label, checked, 0, True)
+    return FetchedFile(name=shard.name, size=final.stat().st_size, sha256=sha, tokens=read_header(final).num_tokens,
+                       source=label, checked=checked, downloaded_bytes=0, reused=True)
 
 
 def _download_checked(run: Fetcher, shard: _Shard) -> FetchedFile:
@@ -458,8 +461,9 @@ def _download_checked(run: Fetcher, shard: _Shard) -> FetchedFile:
             _fsync(part)
             commit(part, shard.final)
             meta_path.unlink(missing_ok=True)
-            return FetchedFile(shard.name, shard.final.stat().st_size, got.sha256,
-                               read_header(shard.final).num_tokens, remote.label, checked, downloaded, False)
+            return FetchedFile(name=shard.name, size=shard.final.stat().st_size, sha256=got.sha256,
+                               tokens=read_header(shard.final).num_tokens, source=remote.label, checked=checked,
+                               downloaded_bytes=downloaded, reused=False)
         counted(-part.stat().st_size)
         part.unlink()
         meta_path.unlink(missing_ok=True)
@@ -512,7 +516,7 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
     previous = read_local_lock(data_dir)
     total = sum((manifest.lock[n].size or 0) for n in names if n in manifest.lock)
     progress = _Progress(total, opts.quiet, len(names))
-    run = Fetcher(files_source, manifest, data_dir, progress, opts)
+    run = Fetcher(source=files_source, manifest=manifest, data_dir=data_dir, progress=progress, opts=opts)
     done, failures = _fetch_all(run, names, previous)
     locked: list[str] = []
     if opts.lock:
@@ -522,11 +526,11 @@ def fetch(manifest: DatasetManifest, names: list[str], data_dir: Path, source: s
             locked = record_lock(manifest, new)
     order = {n: i for i, n in enumerate(names)}
     lock_path = data_dir / "data.lock.yaml"
-    return FetchResult(manifest.name, data_dir, files_source.description,
-                       tuple(sorted(done, key=lambda f: order[f.name])),
-                       tuple(sorted(failures, key=lambda f: order[f.name])), tuple(locked),
-                       lock_path if lock_path.exists() else None,
-                       data_lock_digest(data_dir) if lock_path.exists() else None)
+    return FetchResult(dataset=manifest.name, data_dir=data_dir, source=files_source.description,
+                       files=tuple(sorted(done, key=lambda f: order[f.name])),
+                       failures=tuple(sorted(failures, key=lambda f: order[f.name])), locked=tuple(locked),
+                       lock_path=lock_path if lock_path.exists() else None,
+                       lock_digest=data_lock_digest(data_dir) if lock_path.exists() else None)
 
 
 def _prepare_dir(manifest: DatasetManifest, names: list[str], data_dir: Path) -> None:
@@ -555,8 +559,9 @@ def _fetch_all(run: Fetcher, names: list[str], previous) -> tuple[list[FetchedFi
             failures.append(FetchFailure(name, exc.what, exc.fix, exc.kind))
             return
         done.append(fetched)
-        write_local_lock(run.data_dir, run.manifest.name, [LockEntry(fetched.name, fetched.size, fetched.sha256,
-                                                                     fetched.tokens, fetched.source)])
+        write_local_lock(run.data_dir, run.manifest.name,
+                         [LockEntry(name=fetched.name, size=fetched.size, sha256=fetched.sha256,
+                                                                     tokens=fetched.tokens, source=fetched.source)])
 
     try:
         crashed = _in_threads(names, task, run.opts)

@@ -38,7 +38,7 @@ class HubSource:
     revision: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShardFormat:
     magic: int
     version: int
@@ -69,7 +69,7 @@ class LockedFile:
     sha256: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DatasetManifest:
     name: str
     path: Path
@@ -141,7 +141,8 @@ def parse_dataset(data: dict, path: Path) -> DatasetManifest:
     shard_format = _shard_format(top.sub("format"))
     splits = _splits(top.sub("splits"))
     lock = _lock(top)
-    return DatasetManifest(name, path, top.opt("description", str, ""), hub, mirrors, shard_format, splits, lock)
+    return DatasetManifest(name=name, path=path, description=top.opt("description", str, ""), hub=hub, mirrors=mirrors,
+                           format=shard_format, splits=splits, lock=lock)
 
 
 def _source(source: Fields) -> tuple[HubSource | None, tuple[str, ...]]:
@@ -165,8 +166,10 @@ def _source(source: Fields) -> tuple[HubSource | None, tuple[str, ...]]:
 
 def _shard_format(fmt: Fields) -> ShardFormat:
     fmt.only("magic", "version", "header_ints", "token_dtype", "tokens_per_shard", "bos")
-    shard_format = ShardFormat(fmt.req("magic", int), fmt.req("version", int), fmt.req("header_ints", int),
-                               fmt.req("token_dtype", str), fmt.opt("tokens_per_shard", int), fmt.req("bos", int))
+    shard_format = ShardFormat(magic=fmt.req("magic", int), version=fmt.req("version", int),
+                               header_ints=fmt.req("header_ints", int),
+                               token_dtype=fmt.req("token_dtype", str),
+                               tokens_per_shard=fmt.opt("tokens_per_shard", int), bos=fmt.req("bos", int))
     if (shard_format.header_ints, shard_format.token_dtype) != (256, "uint16"):
         raise fmt.fail("header_ints", "this tool reads 256-int32 headers with uint16 tokens only",
                        "write `header_ints: 256` and `token_dtype: uint16`")

@@ -137,7 +137,7 @@ def empirical_entropies(tokens: np.ndarray) -> tuple[float, float]:
     return float(_entropy(unigram)), float(_entropy(joint) - _entropy(prev))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SynthResult:
     out_dir: Path
     shards: tuple[tuple[str, int, str], ...]  # (file name, tokens, split)
@@ -182,8 +182,10 @@ def synth(out_dir: Path, *, train_tokens: int = 5_000_000, val_tokens: int = 500
     val_unigram, val_conditional = empirical_entropies(np.concatenate(measured))
     params = {"kind": "markov1", "seed": seed, "vocab": vocab, "branching": branching, "end_prob": end_prob,
               "unigram_entropy_nats": round(unigram, 6), "conditional_entropy_nats": round(conditional, 6)}
-    entries = [LockEntry(name, (out_dir / name).stat().st_size, sha256_file(out_dir / name), n,
-                         f"synth markov1 seed={seed}") for name, n, _ in writer.written]
+    entries = [LockEntry(name=name, size=(out_dir / name).stat().st_size, sha256=sha256_file(out_dir / name), tokens=n,
+                         source=f"synth markov1 seed={seed}") for name, n, _ in writer.written]
     write_local_lock(out_dir, out_dir.name, entries, generator=params, replace=True)
-    return SynthResult(out_dir, tuple(writer.written), unigram, conditional, val_unigram, val_conditional,
-                       time.perf_counter() - start, params)
+    return SynthResult(out_dir=out_dir, shards=tuple(writer.written), unigram_entropy=unigram,
+                       conditional_entropy=conditional, val_unigram_entropy=val_unigram,
+                       val_conditional_entropy=val_conditional,
+                       seconds=time.perf_counter() - start, params=params)

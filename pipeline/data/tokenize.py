@@ -231,7 +231,7 @@ class ShardWriter:
             (self.out_dir / name).unlink(missing_ok=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TokenizeResult:
     out_dir: Path
     documents: int
@@ -294,8 +294,10 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start
-    entries = [LockEntry(name, (out_dir / name).stat().st_size, sha256_file(out_dir / name), tokens,
-                         f"tokenize: {len(files)} input files, GPT-2 BPE")
+    entries = [LockEntry(name=name, size=(out_dir / name).stat().st_size, sha256=sha256_file(out_dir / name),
+                         tokens=tokens,
+                         source=f"tokenize: {len(files)} input files, GPT-2 BPE")
                for name, tokens, _ in writer.written]
     write_local_lock(out_dir, dataset_name or out_dir.name, entries, replace=True)
-    return TokenizeResult(out_dir, n_docs, n_tokens, tuple(writer.written), seconds)
+    return TokenizeResult(out_dir=out_dir, documents=n_docs, tokens=n_tokens, shards=tuple(writer.written),
+                          seconds=seconds)

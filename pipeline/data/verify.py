@@ -31,7 +31,7 @@ LOCK_NAME = "data.lock.yaml"
 LOCK_SCHEMA = 1
 # ---- the local lock: data/<dataset>/data.lock.yaml -------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LockEntry:
     name: str
     size: int
@@ -84,8 +84,8 @@ def parse_local_lock(doc: dict, path: Path) -> LocalLock:
         size = entry.req("size", int)
         if size < 0:
             raise entry.fail("size", f"is {size}, a negative size", "restore the lock or delete it and fetch again")
-        files[name] = LockEntry(name, size, entry.sha256("sha256"), entry.opt("tokens", int),
-                                entry.opt("source", str, ""))
+        files[name] = LockEntry(name=name, size=size, sha256=entry.sha256("sha256"), tokens=entry.opt("tokens", int),
+                                source=entry.opt("source", str, ""))
     return LocalLock(top.req("dataset", str), files, top.opt("generator", dict, {}))
 
 
@@ -130,7 +130,7 @@ def lock_digest(lock: LocalLock) -> str:
 
 # ---- verification ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileCheck:
     name: str
     size: int | None
@@ -178,14 +178,18 @@ def expected_hashes(manifest: DatasetManifest | None, lock: LocalLock | None, na
 def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], tokens_expected: int | None) -> FileCheck:
     """Header, exact size and sha256 of one file against every recorded expectation."""
     if not path.exists():
-        return FileCheck(path.name, None, None, None, ("missing: recorded in the lock but not in the folder",), False)
+        return FileCheck(name=path.name, size=None, sha256=None, tokens=None,
+                         problems=("missing: recorded in the lock but not in the folder",), hash_checked=False)
     if path.is_dir():
-        return FileCheck(path.name, None, None, None, ("is a directory where a shard belongs: remove it",), False)
+        return FileCheck(name=path.name, size=None, sha256=None, tokens=None,
+                         problems=("is a directory where a shard belongs: remove it",), hash_checked=False)
     kind = kind_of(path)
     if kind != "regular file":  # a FIFO would block the read forever, a device never end it
-        return FileCheck(path.name, None, None, None, (f"is a {kind}, not a regular file: not read; remove it",), False)
+        return FileCheck(name=path.name, size=None, sha256=None, tokens=None,
+                         problems=(f"is a {kind}, not a regular file: not read; remove it",), hash_checked=False)
     if sha256 is None:  # the file exists but could not be hashed
-        return FileCheck(path.name, None, None, None, (_unreadable(path),), False)
+        return FileCheck(name=path.name, size=None, sha256=None, tokens=None, problems=(_unreadable(path),),
+                         hash_checked=False)
     size = path.stat().st_size
     problems = header_problems(path, tokens_expected)
     header = read_header(path)
@@ -197,7 +201,8 @@ def check_file(path: Path, sha256: str | None, expected: dict[str, tuple], token
             hash_checked = True
             if sha256 != want_sha:
                 problems.append(f"sha256 {sha256} differs from {want_sha} in {where}")
-    return FileCheck(path.name, size, sha256, header.num_tokens if header else None, tuple(problems), hash_checked)
+    return FileCheck(name=path.name, size=size, sha256=sha256, tokens=header.num_tokens if header else None,
+                     problems=tuple(problems), hash_checked=hash_checked)
 
 
 def _unreadable(path: Path) -> str:

@@ -37,7 +37,7 @@ STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 WHEELHOUSE_IN_IMAGE = "/tmp/wheelhouse"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     """How `repro env build` builds: offline from a wheelhouse or not, the cache, the tag, the lock it uses."""
 
@@ -48,7 +48,7 @@ class BuildOptions:
     lock_file: Path | None = None  # a lock resolved on this node, instead of the committed one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildResult:
     image_id: str
     tag: str

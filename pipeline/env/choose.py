@@ -35,7 +35,7 @@ from pipeline.workspace import Workspace
 RESOLVED_NOTE = "resolved on this node on "  # + the UTC date; the lock's own record of trust on first use
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentChoice:
     environment: Environment
     lock: Lock
@@ -160,7 +160,8 @@ def choose_environment(ws: Workspace, record, work: Path, wheelhouse: Path | Non
             say(f"passed over: {line}")
         say(f"environment: {env.name} ({'the record' + chr(39) + 's own' if source == 'record' else 'FALLBACK'}"
             f", lock {lock.sha256[:12]}{', resolved on this node' if resolved else ''})")
-        return EnvironmentChoice(env, lock, Path(path), source, resolved, deviations, tuple(tried))
+        return EnvironmentChoice(environment=env, lock=lock, lock_path=Path(path), source=source,
+                                 resolved_on_node=resolved, deviations=deviations, tried=tuple(tried))
     raise MissingDependency("no environment of record " + record.name + " is usable here:\n  "
                             + "\n  ".join(tried),
                             "give --wheelhouse DIR holding the record's locked files, or run on a node that reaches "

@@ -24,7 +24,7 @@ CONFIG_FIELDS = ("Created", "Container", "ContainerConfig.Hostname", "DockerVers
 SAMPLE = 8  # paths shown per category
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LayerDiff:
     index: int
     diff_id_a: str
@@ -41,7 +41,7 @@ class LayerDiff:
         return self.diff_id_a == self.diff_id_b
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImageDiff:
     image_a: str
     image_b: str
@@ -164,9 +164,13 @@ def compare_images(image_a: str, image_b: str, client=None) -> ImageDiff:
     for i, (x, y) in enumerate(zip(layers_a, layers_b)):
         created_by = layer_steps[i] if i < len(layer_steps) else ""
         if x == y:
-            layers.append(LayerDiff(i, x, y, created_by, (), (), (), (), ()))
+            layers.append(LayerDiff(index=i, diff_id_a=x, diff_id_b=y, created_by=created_by, only_in_a=(),
+                                    only_in_b=(), content_differs=(), metadata_differs=(), metadata_fields=()))
             continue
-        layers.append(LayerDiff(i, x, y, created_by, *_diff_entries(entries_a.get(x, {}), entries_b.get(y, {}))))
+        only_a, only_b, differs, meta_differs, meta_fields = _diff_entries(entries_a.get(x, {}), entries_b.get(y, {}))
+        layers.append(LayerDiff(index=i, diff_id_a=x, diff_id_b=y, created_by=created_by, only_in_a=only_a,
+                                only_in_b=only_b, content_differs=differs, metadata_differs=meta_differs,
+                                metadata_fields=meta_fields))
     return ImageDiff(image_a=info_a["Id"], image_b=info_b["Id"], config_differences=config,
                      history_created_differs=created_differs, layers=tuple(layers),
                      content_a=content_digest(info_a), content_b=content_digest(info_b))

@@ -42,7 +42,7 @@ def state_dir(directory: Path | None = None) -> Path:
     return Path(directory)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImageState:
     image_id: str
     tags: tuple[str, ...]

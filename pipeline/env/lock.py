@@ -44,7 +44,7 @@ LOCK_HEADER = ("# The lock of environment {name} ({name}.yaml): exact files + sh
                "# empty sha256 and `unresolved` entries are unknown; `repro env lock --env {name}` fills them.\n")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LockedFile:
     name: str
     version: str
@@ -57,7 +57,7 @@ class LockedFile:
         return f"{self.name} @ {url or self.url} --hash=sha256:{self.sha256}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Lock:
     environment: str
     manifest_sha256: str

@@ -32,7 +32,7 @@ DIGEST_REF_RE = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
 LOCAL_TAG_RE = re.compile(r"^local:(?P<tag>[^\s@]+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Environment:
     name: str
     description: str

@@ -54,7 +54,7 @@ MARKER = "repro-venv.json"
 SCHEMA_VERSION = 2  # 2: deviations are findings (a version-1 marker's sentences are still read)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VenvIdentity:
     """What a run records about the venv it trained in (as a docker run records its image id)."""
 
@@ -99,7 +99,7 @@ class VenvOptions:
     build_fa3_from_source: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _VenvPlan:
     """One venv to build: which lock, from which Python, where it goes and where its files come from."""
 
@@ -327,7 +327,8 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, options: VenvOptions
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        plan = _VenvPlan(env, lock, base, version, plat, key, path, options)
+        plan = _VenvPlan(env=env, lock=lock, base=base, version=version, platform=plat, key=key, path=path,
+                         options=options)
         return _build(ws, plan, log)
 
 

@@ -30,7 +30,7 @@ class Check:
     ok: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyReport:
     image_id: str
     environment: str

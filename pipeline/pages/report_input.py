@@ -19,7 +19,7 @@ from pipeline.report.render import LabelledLog, load_published, read_run_logs
 from pipeline.verdict.judge import Verdict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Integrity:
     """What a reader may trust: the bundle check's first line, its problems and notes."""
 
@@ -31,7 +31,7 @@ class Integrity:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProgramRow:
     run: str
     trainer: str
@@ -41,7 +41,7 @@ class ProgramRow:
     fingerprint: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportInput:
     title: str  # the bundle's or the work folder's name
     record: Record
@@ -56,7 +56,7 @@ class ReportInput:
     attempts: tuple[AttemptLine, ...] = ()  # a bundle's runs kept aside (aborted, failed), outside the verdict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptLine:
     """A run kept aside: shown in the verdict and the runs, never judged."""
 
@@ -68,8 +68,9 @@ class AttemptLine:
 
 
 def _program_rows(verdict: Verdict, labels: list[str], sources: list[str | None]) -> tuple[ProgramRow, ...]:
-    return tuple(ProgramRow(label, run.trainer, run.program.status, source, run.program.sha256,
-                            run.program.fingerprint)
+    return tuple(ProgramRow(run=label, trainer=run.trainer, status=run.program.status, source=source,
+                            sha256=run.program.sha256,
+                            fingerprint=run.program.fingerprint)
                  for label, run, source in zip(labels, verdict.runs, sources))
 
 
@@ -83,12 +84,14 @@ def from_runs(record: Record, run_dirs: list[Path], published_dir: Path | None, 
     metas = [RunMeta.load_if_present(p) if p.is_dir() else None for p in run_dirs]
     published, source = load_published(record, published_dir)
     environment = _environment_of_metas(metas)
-    integrity = Integrity("runs", "not archived: runs on disk, no hashes or signature to check", "not a bundle",
-                          None, (), ())
+    integrity = Integrity(kind="runs", proven="not archived: runs on disk, no hashes or signature to check",
+                          signature="not a bundle",
+                          ok=None, problems=(), notes=())
     program = _program_rows(verdict, [log.label for log in logs],
                             [(m.program_source or None) if m else None for m in metas])
-    return ReportInput(title, record, verdict, tuple(logs), tuple(published), source, integrity, program,
-                       environment, ())
+    return ReportInput(title=title, record=record, verdict=verdict, runs=tuple(logs), published=tuple(published),
+                       published_source=source, integrity=integrity, program=program,
+                       environment=environment, members=())
 
 
 def _environment_of_metas(metas) -> tuple[tuple[str, str], ...]:
@@ -129,8 +132,8 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput 
     from pipeline.bundle.verify import verify_bundle
 
     check = verify_bundle(path, records_dir)
-    integrity = Integrity("bundle", check.proven, check.signature.status, check.ok,
-                          tuple(str(p) for p in check.problems), check.notes)
+    integrity = Integrity(kind="bundle", proven=check.proven, signature=check.signature.status, ok=check.ok,
+                          problems=tuple(str(p) for p in check.problems), notes=check.notes)
     evidence = check.evidence
     if evidence is None:
         return UnverifiedBundle(Path(path).name, integrity)
@@ -147,14 +150,16 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput 
                    ("world size", ", ".join(sorted({str(r.world_size) for r in manifest.runs if r.world_size})) or "—"))
     sources = {p.id: p.source for p in evidence.program.runs}
     rows = _native_sha256(files, _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids]))
-    return ReportInput(manifest.name, record, verdict, logs, tuple(published), source, integrity, rows,
-                       environment, _sums(files), _attempt_lines(manifest.attempts))
+    return ReportInput(title=manifest.name, record=record, verdict=verdict, runs=logs, published=tuple(published),
+                       published_source=source, integrity=integrity, program=rows,
+                       environment=environment, members=_sums(files), attempts=_attempt_lines(manifest.attempts))
 
 
 def _attempt_lines(attempts) -> tuple[AttemptLine, ...]:
     from pipeline.verdict.render import render
 
-    return tuple(AttemptLine(a.id, a.status, a.exit_code, a.steps, "; ".join(render(f) for f in a.findings))
+    return tuple(AttemptLine(id=a.id, status=a.status, exit_code=a.exit_code, steps=a.steps,
+                             why="; ".join(render(f) for f in a.findings))
                  for a in attempts)
 
 

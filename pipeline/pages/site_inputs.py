@@ -97,12 +97,15 @@ def load_check_rows(path: Path) -> list[CheckRow]:
                                  "give the JSON file `repro records check --json` wrote")
             left.append(LeftOut(item["file"], item["reason"], str(item.get("detail") or "")))
         number = (int, float)
-        rows.append(CheckRow(r.get("name", (str,)), r.get("verdict", (str,)), r.get("rule", (str,), False) or "",
-                             r.strings("runs_judged"), tuple(left), r.get("mean_loss", number, False),
-                             r.get("p", number, False), r.get("time_s", number, False),
-                             r.get("time_ratio", number, False), r.strings("reasons"),
-                             r.get("rule_why", (str,), False) or "", r.get("claimed_s", number, False),
-                             r.strings("flags")))
+        rows.append(CheckRow(name=r.get("name", (str,)), verdict=r.get("verdict", (str,)),
+                             rule=r.get("rule", (str,), False) or "",
+                             runs_judged=r.strings("runs_judged"), left_out=tuple(left),
+                             mean_loss=r.get("mean_loss", number, False),
+                             p=r.get("p", number, False), time_s=r.get("time_s", number, False),
+                             time_ratio=r.get("time_ratio", number, False), reasons=r.strings("reasons"),
+                             rule_why=r.get("rule_why", (str,), False) or "",
+                             claimed_s=r.get("claimed_s", number, False),
+                             flags=r.strings("flags")))
     return rows
 
 

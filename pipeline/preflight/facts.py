@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuFacts:
     index: int
     name: str
@@ -71,7 +71,7 @@ class Topology:
     numa_affinity: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuntimeFacts:
     where: str  # "host: /usr/bin/python3" or "docker: sha256:..."
     python: str | None = None
@@ -87,7 +87,7 @@ class RuntimeFacts:
     gpu_access_error: str | None = None  # docker: why a container could not be given the GPUs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CpuFacts:
     model: str | None
     logical_cpus: int | None
@@ -112,7 +112,7 @@ class OsFacts:
     kernel: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiskFacts:
     label: str  # "data", "runs", "image", "shm"
     path: str
@@ -121,7 +121,7 @@ class DiskFacts:
     present_bytes: int | None = None  # what of ours is already there (fetched shards), when known
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DockerFacts:
     server_version: str | None
     runtimes: tuple[str, ...]
@@ -148,7 +148,7 @@ class MissingSource:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostFacts:
     gpus: tuple[GpuFacts, ...] = ()
     driver: str | None = None

@@ -44,7 +44,7 @@ LOG_SOURCES = ("nvidia-smi topo -m", "lscpu", "/proc/meminfo", "/etc/os-release"
                "disk:runs", "disk:shm")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PreflightReport:
     schema_version: int
     created_utc: str

@@ -66,7 +66,7 @@ def environment_family(torch_text: str) -> str:
     return v.family if v else "unknown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentPin:
     name: str
     torch: str  # the exact torch build it installs, "" when it cannot be read from the manifest
@@ -76,7 +76,7 @@ class EnvironmentPin:
     torch_sha256: str = ""  # its sha256 in the lock ("" when not resolved yet)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentChoice:
     environment: str  # "" when the registry has no environment that can stand in
     kind: str  # exact | stable-stand-in | none
@@ -191,8 +191,10 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
     if wanted is None:
         minor = _stable_on(record_date)
         if not minor:
-            return EnvironmentChoice("", "none", "unknown", "the record's logs name no PyTorch version and its "
-                                     f"date ({record_date or 'unknown'}) predates the releases this tool knows", None)
+            return EnvironmentChoice(environment="", kind="none", family="unknown",
+                                     reason="the record's logs name no PyTorch version and its "
+                                     f"date ({record_date or 'unknown'}) predates the releases this tool knows",
+                                     deviation=None)
         wanted = parse_torch(minor + ".0")
         inferred = (f"the record's logs name no PyTorch version; {minor}, the stable release current on "
                     f"{record_date}, stands for it")
@@ -205,15 +207,16 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
         lock = (f"locked in {env.name}.lock.yaml" + ("" if env.torch_sha256 else ", torch's sha256 not resolved yet")
                 if env.locked else f"not locked yet (`repro env lock --env {env.name}`)")
         if available:
-            return EnvironmentChoice(env.name, "exact", family,
-                                     f"{env.name} pins PyTorch {wanted.text}, the build the record ran ({lock}); "
-                                     f"{why}", None)
+            return EnvironmentChoice(environment=env.name, kind="exact", family=family,
+                                     reason=f"{env.name} pins PyTorch {wanted.text}, the build the record ran "
+                                     f"({lock}); {why}", deviation=None)
         unavailable = f"{env.name} pins the record's PyTorch {wanted.text}, but {why}"
     stable = [(e, parse_torch(e.torch)) for e in environments]
     stable = [(e, v) for e, v in stable if v is not None and not v.nightly]
     if not stable:
-        return EnvironmentChoice("", "none", family, f"no environment in the registry pins PyTorch {wanted.text} "
-                                 "or any stable release to stand in for it", None)
+        return EnvironmentChoice(environment="", kind="none", family=family,
+                                 reason=f"no environment in the registry pins PyTorch {wanted.text} "
+                                 "or any stable release to stand in for it", deviation=None)
     target = wanted.minor[0] * 100 + wanted.minor[1]
     newer_first = -1 if wanted.nightly else 1
 
@@ -225,9 +228,10 @@ def environment_by_rule(record_torch: str, record_name: str, record_date: str,
 
     env, v = sorted(stable, key=rank)[0]
     why = inferred or unavailable or f"no environment pins the record's PyTorch {wanted.text}"
-    return EnvironmentChoice(env.name, "stable-stand-in", family,
-                             f"{why}; {env.name} pins PyTorch {v.text}, the nearest stable release in the registry",
-                             stand_in(env.name, v.text, "" if inferred else wanted.text))
+    return EnvironmentChoice(environment=env.name, kind="stable-stand-in", family=family,
+                             reason=f"{why}; {env.name} pins PyTorch {v.text}, the nearest stable release in the "
+                             "registry",
+                             deviation=stand_in(env.name, v.text, "" if inferred else wanted.text))
 
 
 def stand_in(environment: str, torch: str, record_torch: str) -> Finding:

@@ -84,7 +84,7 @@ def change_kind(description: str, readme: str) -> str:
     return "unknown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuleInput:
     date: str  # ISO date of the row
     repeats_previous: bool  # the table gives this row the number of the row before it

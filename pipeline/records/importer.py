@@ -60,7 +60,7 @@ MAX_README_BYTES = 16 << 20  # upstream's README is 52 kB, its tables a few hund
 MAX_RECORD_README_BYTES = 1 << 20  # a record folder's README is prose of a few kB
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ImportResult:
     commit: str
     track: int
@@ -135,7 +135,7 @@ def _log_entry(rel: str, f: LogFacts) -> dict:
     return entry
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RowImport:
     """Everything one manifest is generated from."""
 
@@ -484,8 +484,10 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             selection = select_runs(inp)
             proposal = _propose(row, previous_row, selection, inp.readme, terms)
             need = derived_data(folder, selection, terms.gpu_count, shard_tokens)
-            _import_one(records_dir, RowImport(row, name, previous, selection, proposal, terms, sha, repository,
-                                               licence, data_need=need), environments or [], result, dry_run)
+            _import_one(records_dir,
+                        RowImport(row=row, name=name, previous=previous, selection=selection, proposal=proposal,
+                                  terms=terms, commit=sha, repository=repository,
+                                               licence=licence, data_need=need), environments or [], result, dry_run)
         except ReproError as exc:
             result.skipped_rows.append(f"row {row.number} ({name}): not imported: {exc.what}")
     return result

@@ -29,7 +29,7 @@ READER_VERSION = 1
 LOG_SUFFIXES = (".txt", ".log")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogFacts:
     file: str
     sha256: str

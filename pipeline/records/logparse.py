@@ -85,7 +85,7 @@ class LogIssue:
     detail: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParsedLog:
     path: str
     log_sha256: str

@@ -50,7 +50,7 @@ def _positive(f: Fields, key: str, value: float | int | None) -> float | int | N
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Upstream:
     repository: str
     licence: str
@@ -71,7 +71,7 @@ class ProgramFilePin:
     bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublishedLog:
     file: str
     sha256: str
@@ -87,7 +87,7 @@ class PublishedLog:
     files: tuple[ProgramFilePin, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Imported:
     """Where an imported record came from: `repro records import` rewrites this block every time."""
 
@@ -117,7 +117,7 @@ class ProgramPin:
     smoke_fields: dict = dataclasses.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Published:
     steps: int
     losses: tuple[float, ...]
@@ -130,7 +130,7 @@ class Published:
     quoted: dict = field(default_factory=dict)  # statistics the record's README states (loss_evidence quoted)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hardware:
     gpu_model: str
     gpu_form_factor: str
@@ -141,7 +141,7 @@ class Hardware:
     cpu_model: str = ""  # lscpu's "Model name" of the machine the published times come from (CPU records)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FlashAttentionPin:
     repository: str
     branch: str
@@ -151,7 +151,7 @@ class FlashAttentionPin:
     build_env: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Software:
     python: str = ""
     torch: str = ""
@@ -164,7 +164,7 @@ class Software:
         return {"python": self.python, "torch": self.torch, "torch_cuda": self.torch_cuda, "triton": self.triton}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DatasetRef:
     """The data a record reads. train_shards is the author's pin (0: none); `derived` is what the importer worked
     out from the program's own hyperparameters (pipeline/records/data_need.py), rewritten by every import."""
@@ -182,7 +182,7 @@ class DatasetRef:
         return self.train_shards or (self.derived.train_shards if self.derived else 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rules:
     version: int
     target_val_loss: float
@@ -196,7 +196,7 @@ class Rules:
     compare_software: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Record:
     name: str
     title: str

@@ -30,7 +30,7 @@ _TEMP = re.compile(r"\b(\d{1,6})C\b")
 _PERCENT = re.compile(r"(\d{1,3})%")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableGpu:
     index: int
     name: str  # as printed; nvidia-smi truncates long names with "..."

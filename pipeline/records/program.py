@@ -38,7 +38,7 @@ MAX_LOG_BYTES = 64 << 20  # the record's logs are ~250 kB; anything this large i
 MAX_PROGRAM_BYTES = 8 << 20  # the records' programs are ~100 kB; parsing 60 MB of Python takes gigabytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordProgram:
     text: bytes
     sha256: str
@@ -133,7 +133,8 @@ def _check_program(record: Record, program: bytes, source: str, pinned: Publishe
     if fp and record.program.fingerprint and fp != record.program.fingerprint:
         raise CheckFailed(f"the program from {source} has code fingerprint {fp}, but {record.name} pins "
                           f"{record.program.fingerprint}", "correct the manifest's program fingerprint")
-    return RecordProgram(program, digest, fp, source, pinned.file if pinned else None)
+    return RecordProgram(text=program, sha256=digest, fingerprint=fp, source=source,
+                         log_file=pinned.file if pinned else None)
 
 
 def _left_out(record: Record, digest: str) -> str:

@@ -43,7 +43,7 @@ QUOTE_REACH = 300  # characters after such a phrase in which a run's train time 
 VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FolderInput:
     record_dir: Path
     linked: str  # the table's link below the record folder ("" = the folder itself)
@@ -70,7 +70,7 @@ class LeftOut:
     sha256: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Selection:
     folder: str  # the submission's folder below the record folder ("" = the record folder)
     basis: str  # how the folder was chosen, as a sentence
@@ -291,4 +291,5 @@ def select_runs(inp: FolderInput) -> Selection:
             left += [_left_out_folder(r, folder, inp) for r in logs]
     if not runs and candidates:
         flags.append(f"none of the {len(candidates)} log(s) in {folder or '.'}/ is usable as a run")
-    return Selection(folder, basis, tuple(runs), tuple(sorted(left, key=lambda x: x.file)), tuple(flags))
+    return Selection(folder=folder, basis=basis, runs=tuple(runs), left_out=tuple(sorted(left, key=lambda x: x.file)),
+                     flags=tuple(flags))

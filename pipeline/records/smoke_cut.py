@@ -55,7 +55,7 @@ RECORD_DATA = "data/fineweb10B"
 MAX_FACTOR_BITS = 256  # a batch size past this is no batch size: its product is not worked out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Field:
     name: str
     line: int  # 1-based
@@ -141,8 +141,10 @@ def class_fields(main: bytes, what: str = "train_gpt.py") -> dict[str, list[Fiel
                               "use the record's unmodified program")
         start, end = starts[v.lineno - 1] + v.col_offset, starts[v.end_lineno - 1] + v.end_col_offset
         uses = frozenset(n.id for n in ast.walk(v) if isinstance(n, ast.Name))
-        found.setdefault(name, []).append(Field(name, v.lineno, start, end, main[start:end].decode("utf-8", "replace"),
-                                                _int_value(v), uses, owner))
+        found.setdefault(name,
+                         []).append(Field(name=name, line=v.lineno, start=start, end=end,
+                                          was=main[start:end].decode("utf-8", "replace"),
+                                                value=_int_value(v), uses=uses, owner=owner))
     return found
 
 

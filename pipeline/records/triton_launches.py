@@ -49,7 +49,7 @@ class KernelLaunch:
         return tuple(name for name, typ in self.signature.items() if typ == FLOAT)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Kernel:
     file: str
     params: tuple[str, ...]
@@ -92,8 +92,9 @@ def _kernels(tree: ast.Module, file: str) -> dict[str, _Kernel]:
         defaults = dict(zip([a.arg for a in args[len(args) - len(node.args.defaults):]], node.args.defaults))
         constexpr = frozenset(a.arg for a in args
                               if a.annotation is not None and "constexpr" in ast.unparse(a.annotation))
-        found[node.name] = _Kernel(file, tuple(a.arg for a in args), constexpr, defaults,
-                                   _first_config(node.decorator_list), any("autotune" in n for n in names))
+        found[node.name] = _Kernel(file=file, params=tuple(a.arg for a in args), constexpr=constexpr, defaults=defaults,
+                                   tuned=_first_config(node.decorator_list),
+                                   autotuned=any("autotune" in n for n in names))
     return found
 
 

@@ -25,7 +25,7 @@ _TIME = re.compile(r"^\s*([\d.]+)\s*(second|sec|s|minute|min|hour|h)s?\b", re.I)
 _UNIT_S = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "hour": 3600, "h": 3600}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableRow:
     line: int  # 1-based line in the README
     number: str  # the table's "#" (re-timings repeat a number)

@@ -62,7 +62,7 @@ DEMO_RECORD = "demo-cpu-synth"
 DEMO_SYNTH = {"train_tokens": 262_144, "val_tokens": 16_384, "seed": 0}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReproduceRequest:
     record: str
     runs: int
@@ -97,7 +97,7 @@ def demo_request(runs: int = 2, **changes) -> ReproduceRequest:
     return replace(base, **changes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReproduceResult:
     record: str
     work_dir: str
@@ -116,7 +116,7 @@ class ReproduceResult:
 
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Flow:
     """One `reproduce` in progress: the request, the record, and what the stages produced so far."""
 
@@ -173,7 +173,8 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
     work = req.work(ws)
     work.mkdir(parents=True, exist_ok=True)
     with FolderLock(work, "repro reproduce"):
-        flow = Flow(ws, req, record, State(work / STATE_FILE, req), say, terminal, screen)
+        flow = Flow(ws=ws, req=req, record=record, state=State(work / STATE_FILE, req), say=say, terminal=terminal,
+                    screen=screen)
         flow.data_dir = data_dir_of(flow)
         stages: list[StageOutcome] = []
         for stage in STAGES:
@@ -185,10 +186,14 @@ def reproduce(registry: Registry, req: ReproduceRequest, say: Callable[[str], No
             if outcome.stage == "archive":
                 say(f"[verify] {flow.outcome} over {len(flow.judged)} run(s)"
                     + (f" ({len(flow.attempts)} earlier attempt(s) kept aside)" if flow.attempts else ""))
-        return ReproduceResult(record.name, str(work), tuple(stages), tuple(r.name for r in flow.judged),
-                               tuple(a.name for a in flow.attempts), flow.stopped, flow.outcome, flow.reasons,
-                               str(flow.bundle), sha256_file(flow.bundle), flow.bundle_ok, str(flow.report),
-                               str(flow.state.path), str(flow.report_html) if flow.report_html else None)
+        return ReproduceResult(record=record.name, work_dir=str(work), stages=tuple(stages),
+                               runs=tuple(r.name for r in flow.judged),
+                               attempts=tuple(a.name for a in flow.attempts), stopped_by=flow.stopped,
+                               outcome=flow.outcome, reasons=flow.reasons,
+                               bundle=str(flow.bundle), bundle_sha256=sha256_file(flow.bundle),
+                               bundle_verified=flow.bundle_ok, report=str(flow.report),
+                               state_file=str(flow.state.path),
+                               report_html=str(flow.report_html) if flow.report_html else None)
 
 
 def check_training_options(req: ReproduceRequest) -> None:

@@ -22,7 +22,7 @@ from pipeline.reproduce.flow import ReproduceRequest
 from pipeline.workspace import Workspace
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReproducePlan:
     record: str
     runs: int
@@ -211,7 +211,7 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
         from pipeline.reproduce.flow import demo_request
 
         req = demo_request(req.runs, record=record.name)
-    plan = ReproducePlan(record.name, req.runs)
+    plan = ReproducePlan(record=record.name, runs=req.runs)
     plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
     try:
         found = local_program(ws, record, req.program_source) if record.program.trainer != "native" else None

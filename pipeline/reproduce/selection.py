@@ -18,7 +18,7 @@ from pipeline.records.logparse import parse_log
 from pipeline.runs.rundir import RunMeta, read_status
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSelection:
     """What makes two runs comparable: trainer, runtime, native preset, overrides and steps, the smoke cut,
     and for the native trainer its code (train/'s digest: an edited trainer is another program). The record
@@ -39,8 +39,10 @@ class RunSelection:
             return None
         native = meta.trainer == "native"
         patch = meta.program_patch
-        return cls(meta.trainer, meta.runtime, (meta.preset or "record") if native else None, tuple(meta.overrides),
-                   meta.steps if native else None, _cut_of_patch(patch), meta.program_sha256 if native else None)
+        return cls(trainer=meta.trainer, runtime=meta.runtime, preset=(meta.preset or "record") if native else None,
+                   overrides=tuple(meta.overrides),
+                   steps=meta.steps if native else None, smoke_cut=_cut_of_patch(patch),
+                   native_program=meta.program_sha256 if native else None)
 
     @classmethod
     def wanted(cls, req) -> RunSelection:
@@ -50,9 +52,11 @@ class RunSelection:
         native = req.trainer == "native"
         overrides, steps = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens) \
             if native else (req.overrides, None)
-        return cls(req.trainer, req.runtime, (req.preset or "record") if native else None, tuple(overrides),
-                   steps if native else None, _smoke_cut(req.smoke_steps, req.smoke_val_tokens, req.trainer),
-                   _native_program_sha256() if native else None)
+        return cls(trainer=req.trainer, runtime=req.runtime, preset=(req.preset or "record") if native else None,
+                   overrides=tuple(overrides),
+                   steps=steps if native else None,
+                   smoke_cut=_smoke_cut(req.smoke_steps, req.smoke_val_tokens, req.trainer),
+                   native_program=_native_program_sha256() if native else None)
 
 
 @functools.cache

@@ -71,7 +71,7 @@ class HostEnvironment:
                    deviations=deviations_from_list(deviations, f"{where}.deviations"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunMeta:
     """run.yaml: what ran, how, on what and with which outcome. Field order is the file's order."""
 

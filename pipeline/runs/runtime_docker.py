@@ -30,7 +30,7 @@ def cache_volume_name(image_id: str, program_sha256: str) -> str:
     return "repro-cache-" + hashlib.sha256((image_id + program_sha256).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ContainerSpec:
     image: str
     command: tuple[str, ...]

@@ -61,7 +61,7 @@ C_HUB, C_FA3 = "/opt/repro-standins/hub", "/opt/repro-standins/fa3"
 MAX_RUN_LOG_BYTES = 256 << 20  # what a bundle takes of one file; a program's log is kilobytes to megabytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainRequest:
     record: Record  # loaded once, from the command's Registry
     ws: Workspace  # where defaults live: data/, runs/, state/ and cache/
@@ -83,7 +83,7 @@ class TrainRequest:
     cache_dir: Path | None = None  # host only: where compile caches persist (ws.cache)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Program:
     sha256: str
     fingerprint: str | None
@@ -92,7 +92,7 @@ class Program:
     patch: dict | None = None  # the declared patch applied to `text`: name, sha256, changes, patched_sha256
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainPlan:
     request: TrainRequest
     record: Record
@@ -141,7 +141,7 @@ class TrainPlan:
                 "host_environment": self.host_environment.to_dict() if self.host_environment else None}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainResult:
     run_dir: str
     run_id: str
@@ -155,7 +155,7 @@ class TrainResult:
     failure: str | None = None  # a failed run: the last exception line of its output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Placed:
     """What a plan for either runtime starts from: the request (smoke settings applied), its program, its folders."""
 
@@ -191,7 +191,8 @@ def native_program() -> Program:
     if not (root / "__main__.py").is_file():
         raise MissingDependency(f"the native trainer is not in this checkout ({root / '__main__.py'} is missing)",
                                 "use --trainer record, or update the checkout")
-    return Program(sha256_bytes(native_program_text(root)), None, f"{root} (native trainer)", None)
+    return Program(sha256=sha256_bytes(native_program_text(root)), fingerprint=None, source=f"{root} (native trainer)",
+                   text=None)
 
 
 def check_data(data_dir: Path, trainer: str) -> str | None:
@@ -307,7 +308,8 @@ def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Prog
 
     cut = smoke_cut(program.text, steps, val_tokens)
     text = cut.apply(program.text)
-    return Program(program.sha256, program.fingerprint, program.source, text, cut.declared(text))
+    return Program(sha256=program.sha256, fingerprint=program.fingerprint, source=program.source, text=text,
+                   patch=cut.declared(text))
 
 
 def _image(req: TrainRequest) -> tuple[str, str | None, str | None]:
@@ -331,7 +333,7 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     data_lock = check_data(data_dir, req.trainer)
     run_id = new_run_id()
     run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
-    at = _Placed(req, program, run_id, run_dir, data_dir, data_lock)
+    at = _Placed(req=req, program=program, run_id=run_id, run_dir=run_dir, data_dir=data_dir, data_lock=data_lock)
     return _plan_host(at) if req.runtime == "host" else _plan_docker(at)
 
 
@@ -361,7 +363,7 @@ def _program(req: TrainRequest) -> Program:
     """The program the run trains with: the record's (smoke-cut when asked) or the native trainer."""
     if req.trainer == "record":
         found = resolve_program(req.record, req.program_source, req.ws.cache)  # the cache of fetch-logs, offline
-        program = Program(found.sha256, found.fingerprint, found.source, found.text)
+        program = Program(sha256=found.sha256, fingerprint=found.fingerprint, source=found.source, text=found.text)
         if req.smoke_steps is not None:
             program = _smoke_program(program, req.smoke_steps, req.smoke_val_tokens)
         return program
@@ -390,9 +392,12 @@ def _plan_host(at: _Placed) -> TrainPlan:
     cache = compile_cache_dir(cache_root, software, program.sha256)
     hub = req.trainer == "record" and imports_hub_kernels(program.text)
     launch = _host_launch(at, nproc, cache, venv.python if venv else None, _Standins(fa3=standin, hub=hub))
-    return TrainPlan(req, req.record, at.run_id, at.run_dir, program, at.data_dir, at.data_lock, nproc, launch, None,
-                     None, venv.environment if venv else "host", venv.lock_sha256 if venv else None, host,
-                     str(cache), standin, hub)
+    return TrainPlan(request=req, record=req.record, run_id=at.run_id, run_dir=at.run_dir, program=program,
+                     data_dir=at.data_dir, data_lock_sha256=at.data_lock, world_size=nproc, launch=launch,
+                     container=None,
+                     image_id=None, environment=venv.environment if venv else "host",
+                     environment_lock_sha256=venv.lock_sha256 if venv else None, host_environment=host,
+                     compile_cache=str(cache), fa3_standin=standin, hub_standin=hub)
 
 
 def _plan_docker(at: _Placed) -> TrainPlan:
@@ -409,8 +414,11 @@ def _plan_docker(at: _Placed) -> TrainPlan:
     volume = cache_volume_name(image, program.sha256)
     spec = container_spec(launch, image, f"repro-{at.run_id.lower()}", volume, req.gpus,
                           {"io.repro.run-id": at.run_id, "io.repro.record": record.name}, req.memlock)
-    return TrainPlan(req, record, at.run_id, at.run_dir, program, at.data_dir, at.data_lock, nproc, launch, spec,
-                     image, environment or record.environment, env_lock, None, volume, hub, hub)
+    return TrainPlan(request=req, record=record, run_id=at.run_id, run_dir=at.run_dir, program=program,
+                     data_dir=at.data_dir, data_lock_sha256=at.data_lock, world_size=nproc, launch=launch,
+                     container=spec,
+                     image_id=image, environment=environment or record.environment, environment_lock_sha256=env_lock,
+                     host_environment=None, compile_cache=volume, fa3_standin=hub, hub_standin=hub)
 
 
 # ---- running -------------------------------------------------------------------------------------
@@ -550,6 +558,7 @@ def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
             tee.note(f"run {plan.run_id} {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")
                      + f": {plan.run_dir}")
     log = parse_log(run.file("log.txt"))
-    return TrainResult(str(plan.run_dir), plan.run_id, status, exit_code, log.last_step, log.scheduled_steps,
-                       log.final_val_loss, log.train_time_ms, log.problems,
-                       failure_reason(run.file("stdout.txt")) if status == "failed" else None)
+    return TrainResult(run_dir=str(plan.run_dir), run_id=plan.run_id, status=status, exit_code=exit_code,
+                       last_step=log.last_step, scheduled_steps=log.scheduled_steps,
+                       final_val_loss=log.final_val_loss, train_time_ms=log.train_time_ms, log_problems=log.problems,
+                       failure=failure_reason(run.file("stdout.txt")) if status == "failed" else None)

@@ -22,7 +22,7 @@ PASS_THROUGH = {"retiming": ("parent", "retiming"), "parent": ("parent", "retimi
 MAX_DEPTH = 200  # a registry's parent chain is at most its length; a loop is cut here
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evidence:
     record: str
     losses: tuple[float, ...]
@@ -47,10 +47,11 @@ def inherited_evidence(record: Record) -> Evidence | None:
             quoted = current.published.quoted or {}
             losses = quoted.get("losses")
             if isinstance(losses, list) and len(losses) >= 2:
-                return Evidence(current.name, tuple(float(x) for x in losses), "quoted", tuple(via),
-                                quoted.get("p_value"))
-            return Evidence(current.name, tuple(current.published.losses), "runs", tuple(via),
-                            quoted.get("p_value"))
+                return Evidence(record=current.name, losses=tuple(float(x) for x in losses), source="quoted",
+                                via=tuple(via),
+                                p_value=quoted.get("p_value"))
+            return Evidence(record=current.name, losses=tuple(current.published.losses), source="runs", via=tuple(via),
+                            p_value=quoted.get("p_value"))
         via.append(current.name)
         current = _parent(current)
     return None

@@ -30,7 +30,7 @@ ORDER = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid"
 IMPLAUSIBLE = (0.67, 1.5)  # logs' mean time / claimed time outside this: not the record's timed runs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckRow:
     """One record's verdict on its own logs: printed, written by `--json`, and read back by `records site`."""
 
@@ -128,13 +128,16 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
     flags = tuple(imported.flags) if imported else ()
     folder = _record_folder(record, upstream_dir)
     if not record.logs:
-        return CheckRow(record.name, "no-logs", rule, (), left_out, None, None, None, None,
-                        ("the manifest pins no log",), rule_why, None, flags)
+        return CheckRow(name=record.name, verdict="no-logs", rule=rule, runs_judged=(), left_out=left_out,
+                        mean_loss=None, p=None, time_s=None, time_ratio=None,
+                        reasons=("the manifest pins no log",), rule_why=rule_why, claimed_s=None, flags=flags)
     paths, bad = _pinned_logs(record, folder)
     if not paths:  # every pinned log is missing or tampered with: evidence that fails its pin is a failure
-        return CheckRow(record.name, "invalid", rule, (), left_out, None, None, None, None,
-                        tuple(render_reason(Finding("check.log_missing", "problem", {"detail": b})) for b in bad),
-                        rule_why, None, flags)
+        return CheckRow(name=record.name, verdict="invalid", rule=rule, runs_judged=(), left_out=left_out,
+                        mean_loss=None, p=None, time_s=None, time_ratio=None,
+                        reasons=tuple(render_reason(Finding("check.log_missing", "problem",
+                                                            {"detail": b})) for b in bad),
+                        rule_why=rule_why, claimed_s=None, flags=flags)
     verdict = verify_runs(record, paths)
     claim, claimed, ratio = _claim(record, verdict.time.mean_s if verdict.time else None)
     extra = [claim] + [Finding("check.log_missing", "problem", {"detail": b}) for b in bad]
@@ -142,9 +145,11 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
     reasons = [render_reason(f) for f in (*verdict.findings, *extra) if f.severity != "note"
                or f.code.startswith("claim.")]
     loss = verdict.loss
-    return CheckRow(record.name, outcome, rule, tuple(p.relative_to(folder).as_posix() for p in paths), left_out,
-                    loss.mean if loss else None, loss.p_value if loss else None,
-                    verdict.time.mean_s if verdict.time else None, ratio, tuple(reasons), rule_why, claimed, flags)
+    return CheckRow(name=record.name, verdict=outcome, rule=rule,
+                    runs_judged=tuple(p.relative_to(folder).as_posix() for p in paths), left_out=left_out,
+                    mean_loss=loss.mean if loss else None, p=loss.p_value if loss else None,
+                    time_s=verdict.time.mean_s if verdict.time else None, time_ratio=ratio, reasons=tuple(reasons),
+                    rule_why=rule_why, claimed_s=claimed, flags=flags)
 
 
 def check_records(records: list[Record], upstream_dir: Path) -> list[CheckRow]:

@@ -38,7 +38,7 @@ def passed(outcome: str | None) -> bool:
     return outcome in PASSING
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunAssessment:
     source: str
     trainer: str  # record | native | unknown
@@ -68,7 +68,7 @@ class RunAssessment:
         return not of_severity(self.findings, "problem")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LossSummary:
     n: int
     mean: float | None
@@ -81,7 +81,7 @@ class LossSummary:
     consistency: tuple[Consistency, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
     record: str
     outcome: str
@@ -218,8 +218,10 @@ def _unlogged(source: str, trainer: str, status: str, log_path: Path) -> RunAsse
     findings = [Finding("run.no_log", "problem", {"run": source, "log": str(log_path)})]
     if status != "log":
         findings.append(Finding("run.status", "problem", {"run": source, "status": status, "exit_code": None}))
-    return RunAssessment(source, trainer, status, False, 0, None, None, None, None,
-                         ProgramIdentity("absent", None, None, "no log"), {}, {}, tuple(findings))
+    return RunAssessment(source=source, trainer=trainer, status=status, completed=False, last_step=0,
+                         scheduled_steps=None, final_val_loss=None, train_time_s=None, peak_allocated_mib=None,
+                         program=ProgramIdentity("absent", None, None, "no log"), hardware={}, software={},
+                         findings=tuple(findings))
 
 
 def _status_findings(source: str, status: str, meta: RunMeta | None) -> list[Finding]:
@@ -311,8 +313,9 @@ def _loss_summary(record: Record, losses: list[float]) -> LossSummary:
     if parent is not None:
         checks.append(consistency(losses, list(parent.published.losses), parent.name, "parent",
                                   rules.consistency_alpha))
-    return LossSummary(len(losses), m, sd, rules.target_val_loss, p, rules.p_value_max,
-                       p is not None and p < rules.p_value_max, needed, tuple(checks))
+    return LossSummary(n=len(losses), mean=m, sd=sd, target=rules.target_val_loss, p_value=p,
+                       p_value_max=rules.p_value_max,
+                       reaches_p=p is not None and p < rules.p_value_max, runs_needed=needed, consistency=tuple(checks))
 
 
 def _loss_findings(record: Record, loss: LossSummary, losses: list[float]) -> list[Finding]:
@@ -474,7 +477,8 @@ def judge_v1(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
         outcome = "reproduced-with-deviations"
     else:
         outcome = "reproduced"
-    return Verdict(record.name, outcome, tuple(findings), runs, loss, time, time_comparable, record.rules.version)
+    return Verdict(record=record.name, outcome=outcome, findings=tuple(findings), runs=runs, loss=loss, time=time,
+                   time_comparable=time_comparable, rules_version=record.rules.version)
 
 
 def is_smoke(run: RunAssessment) -> bool:
@@ -486,8 +490,9 @@ def judge_smoke(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
     findings = [f for r in runs for f in r.findings if f.severity in ("problem", "failure")]
     findings += [f for r in runs for f in of_severity(r.findings, "note") if f.code == "smoke.learning"]
     findings += _merge_deviations(runs)
-    return Verdict(record.name, smoke_outcome(findings), tuple(findings), runs, None, None, False,
-                   record.rules.version)
+    return Verdict(record=record.name, outcome=smoke_outcome(findings), findings=tuple(findings), runs=runs, loss=None,
+                   time=None, time_comparable=False,
+                   rules_version=record.rules.version)
 
 
 # rules.version -> the judge that implements it; a record asking for another version is refused

@@ -33,7 +33,7 @@ from pipeline.records.model import Record
 from pipeline.stats import p_value_below, runs_needed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimeComparison:
     mean_s: float
     parent_mean_s: float
@@ -45,7 +45,7 @@ class TimeComparison:
     faster: bool | None  # None: the interval straddles zero (or there are too few runs to tell)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SubmissionReport:
     parent: str
     logs: tuple[LogFacts, ...]
