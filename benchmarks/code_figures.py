@@ -1,5 +1,7 @@
-"""The redesign's figures (issue 28): functions over 60 lines, functions with more than 5 arguments,
-`duplicates` pairs, and lines per package. Run from the repository root:
+"""The code's figures (issues 28 and 40): functions over 60 lines, functions with more than 5 arguments,
+`duplicates` pairs, lines per package, and the shape figures of tests/code_shape.py (dataclasses, wide ones not
+keyword-only, positional constructions of them, files over 450 lines, import circles), so that a new type is
+counted, not rewarded. Run from the repository root:
 
     python benchmarks/code_figures.py [--json]
 
@@ -69,6 +71,26 @@ def duplicate_pairs(root: Path) -> int | None:
     return int(number.group(1)) if number else None
 
 
+def shape_figures(root: Path) -> dict:
+    import sys
+
+    sys.path.insert(0, str(root))  # run as `python benchmarks/code_figures.py` from the root: tests/ is beside it
+    from tests.code_shape import (
+        circles,
+        dataclass_count,
+        import_graph,
+        long_files,
+        positional_constructions,
+        wide_dataclasses,
+    )
+
+    return {"dataclasses": dataclass_count(root),
+            "wide_not_keyword_only": sum(not c.keyword_only for c in wide_dataclasses(root)),
+            "positional_constructions": len(positional_constructions(root)),
+            "long_files": len(long_files(root)),
+            "import_circles": len(circles(import_graph(root, ("pipeline", "train", "benchmarks", "tests"))))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -82,6 +104,7 @@ def main() -> None:
         "pipeline": {k: len(v) for k, v in function_figures(pipeline_files, root).items()},
         "duplicate_pairs": duplicate_pairs(root),
         "lines_per_package": lines_per_package(files, root),
+        **shape_figures(root),
     }
     if options.json:
         print(json.dumps(figures, indent=1))
@@ -91,6 +114,10 @@ def main() -> None:
         print(f"{scope}: functions over {LONG_FUNCTION} lines {f['long']}, "
               f"with more than {MANY_ARGUMENTS} arguments {f['many_arguments']}")
     print(f"duplicates pairs: {figures['duplicate_pairs']}")
+    print(f"pipeline dataclasses {figures['dataclasses']}; of 5+ fields not keyword-only "
+          f"{figures['wide_not_keyword_only']}; positional constructions of them "
+          f"{figures['positional_constructions']}; "
+          f"files over 450 lines {figures['long_files']}; import circles {figures['import_circles']}")
     for package, count in figures["lines_per_package"].items():
         print(f"  {package:24s} {count:6d}")
     if options.list:

@@ -6,7 +6,8 @@ graph and its circles, and the wide dataclasses (5 or more fields) with how each
     wide_dataclasses(REPO_ROOT)          # [WideClass(path, name, fields, keyword_only)]
     positional_constructions(REPO_ROOT)  # ["path:line Name(3 positional)"] for wide dataclasses
 
-Every import counts, the ones inside functions too: a lazy import still makes the two modules one unit.
+Every import counts, the ones inside functions too: a lazy import still makes the two modules one unit. Only
+an import under `if TYPE_CHECKING:` does not: it never runs, and names a type for the reader and the checker.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ def import_graph(root: Path, trees: tuple[str, ...]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for stmt in block.body
+                       for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -46,6 +52,12 @@ def import_graph(root: Path, trees: tuple[str, ...]) -> dict[str, set[str]]:
                 continue
             graph[name] |= {t for t in targets if t in files and t != name}
     return graph
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.campaign.engines import Commands
+from pipeline.campaign.engine import Commands
 from pipeline.campaign.model import (
     Campaign,
     DataSettings,

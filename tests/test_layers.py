@@ -135,3 +135,19 @@ def test_the_trainer_writes_the_separator_the_pipeline_reads():
     from train.log import SEPARATOR as WRITTEN
 
     assert WRITTEN.encode() == SEPARATOR
+
+
+def test_no_module_reaches_itself_through_its_imports():
+    """Issue 40: no import circle anywhere in the tree (a lazy import counts; one under TYPE_CHECKING does not)."""
+    from tests.code_shape import circles, import_graph
+
+    assert circles(import_graph(REPO_ROOT, ("pipeline", "train", "benchmarks", "tests"))) == []
+
+
+def test_every_wide_dataclass_is_built_with_names():
+    """Issue 40: a dataclass of 5+ fields is keyword-only, and no call site passes one positional arguments."""
+    from tests.code_shape import positional_constructions, wide_dataclasses
+
+    loose = [f"{c.path.relative_to(REPO_ROOT)} {c.name}" for c in wide_dataclasses(REPO_ROOT) if not c.keyword_only]
+    assert loose == []
+    assert positional_constructions(REPO_ROOT) == []

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.records import importer, log_cache, logfacts, logparse
+from pipeline.records.identity import program_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "fixtures" / "history-sample"
@@ -103,7 +104,7 @@ def test_a_planted_pickle_builds_nothing_but_the_readers_classes(tmp_path):
 
 def test_the_memo_is_keyed_on_the_reader_version(monkeypatch):
     key = log_cache.reader_key()
-    monkeypatch.setattr(logfacts, "READER_VERSION", logfacts.READER_VERSION + 1)
+    monkeypatch.setattr(log_cache, "READER_VERSION", log_cache.READER_VERSION + 1)
     monkeypatch.delitem(log_cache._state, "key")
     assert log_cache.reader_key() != key
     monkeypatch.delitem(log_cache._state, "key")
@@ -111,7 +112,7 @@ def test_the_memo_is_keyed_on_the_reader_version(monkeypatch):
 
 def test_every_log_fact_can_be_checked_on_the_way_back():
     """A field of a type the memo cannot check would make every log a miss: add its type to log_cache._check."""
-    assert log_cache.checkable()
+    assert log_cache.checkable(logfacts.LogFacts)
 
 
 def test_a_reimport_where_nothing_changed_stops_after_hashing(tmp_path, monkeypatch):
@@ -137,7 +138,7 @@ def test_an_older_readers_memo_is_removed_when_the_memo_is_written(tmp_path):
     (tmp_path / "log-reader-0123456789abcdef.json").write_text("{}")
     log_cache.use_folder(tmp_path)
     try:
-        assert log_cache.program_fingerprint(b"x = 1\n").startswith("ast1-")
+        assert log_cache.program_fingerprint(b"x = 1\n", program_fingerprint).startswith("ast1-")
         log_cache.flush()
     finally:
         log_cache.use_folder(None)

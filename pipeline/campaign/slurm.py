@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.atomic import write_text
-from pipeline.campaign.engines import Commands, JobState
+from pipeline.campaign.engine import Commands, JobState
 from pipeline.campaign.model import Campaign, Submission
 from pipeline.campaign.names import check_folder, check_partition
 from pipeline.clock import utc_now

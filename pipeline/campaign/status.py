@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.campaign.engines import JobState, get_engine
+from pipeline.campaign.engine import JobState
+from pipeline.campaign.engines import get_engine
 from pipeline.campaign.model import Campaign, TaskRecord, load_prepare, load_tasks, read_task
 from pipeline.campaign.owner import ALIVE, GONE, owner_state
 from pipeline.campaign.work import campaign_flow

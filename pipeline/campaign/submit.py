@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.campaign.engines import Commands, get_engine
+from pipeline.campaign.engine import Commands
+from pipeline.campaign.engines import get_engine
 from pipeline.campaign.model import (
     CAMPAIGN_FILE,
     Campaign,

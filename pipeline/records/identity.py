@@ -149,7 +149,7 @@ def identify(program: bytes | None, accepted_sha256: frozenset[str], pinned_fing
 
     digest = sha256_bytes(program)
     try:
-        fp = remembered(program)
+        fp = remembered(program, program_fingerprint)
     except (SyntaxError, ValueError) as exc:
         return ProgramIdentity("unparsable", digest, None, f"the program text is not valid Python ({exc})")
     if digest in accepted_sha256:

@@ -27,11 +27,18 @@ import stat
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.hashing import sha256_bytes
-from pipeline.records import identity, logfacts
-from pipeline.records.logfacts import LogFacts
-from pipeline.records.logparse import ParsedLog, parse_text
+
+if TYPE_CHECKING:  # the readers call this memo and hand it their own functions: it imports none of them
+    from pipeline.records.logfacts import LogFacts
+    from pipeline.records.logparse import ParsedLog
+
+# The reader's version: bump it on any change to what the log reader derives from a log (logparse, logfacts,
+# identity, program_files). The memo is keyed on it and on the source of every module of pipeline/records/, so a
+# forgotten bump still starts a fresh memo.
+READER_VERSION = 1
 
 MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
 
@@ -43,7 +50,7 @@ def reader_key() -> str:
     logparse, logfacts, identity, program_files, ... as they are split and joined), so a changed reader never
     reads an old memo, bumped or not. Computed once per process."""
     if "key" not in _state:
-        digest = hashlib.sha256(f"reader {logfacts.READER_VERSION}\n".encode())
+        digest = hashlib.sha256(f"reader {READER_VERSION}\n".encode())
         for path in sorted(Path(__file__).resolve().parent.glob("*.py")):  # a build without sources: the version
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         _state["key"] = digest.hexdigest()[:16]
@@ -115,13 +122,13 @@ def flush() -> None:
 
 # --- a program's fingerprint --------------------------------------------------------------------------------
 
-def program_fingerprint(program: bytes) -> str:
-    """identity.program_fingerprint(program), its walk done once per distinct program (errors remembered too)."""
+def program_fingerprint(program: bytes, walk: Callable[[bytes], str]) -> str:
+    """walk(program) (identity.program_fingerprint), done once per distinct program (errors remembered too)."""
     key = sha256_bytes(program)
     entry = _table("fingerprints").get(key)
     if not _fingerprint_entry_ok(entry):
         try:
-            entry = {"fingerprint": identity.program_fingerprint(program)}
+            entry = {"fingerprint": walk(program)}
         except (SyntaxError, ValueError) as exc:
             entry = {"error": type(exc).__name__, "message": str(exc)}
         _remember("fingerprints", key, entry)
@@ -141,15 +148,17 @@ def _fingerprint_entry_ok(entry) -> bool:
 
 # --- a log's facts -------------------------------------------------------------------------------------------
 
-def log_facts(raw: bytes, file: str) -> LogFacts:
-    """logfacts.facts_from_bytes(raw, file), read from the memo when these bytes were read before."""
+def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str], ParsedLog],
+              derive: Callable[[bytes, ParsedLog, str], LogFacts], kind: type) -> LogFacts:
+    """derive(raw, parse(raw, file), file) (logfacts' facts of these bytes, of dataclass `kind`), read from the memo
+    when these bytes were read before."""
     key = sha256_bytes(raw)
-    facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file)
+    facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file, kind)
     if facts is None:
-        parsed = parse_text(raw, file)
+        parsed = parse(raw, file)
         if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
             _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed)
-        facts = logfacts.facts_from_parsed(raw, parsed, file)
+        facts = derive(raw, parsed, file)
         entry = asdict(facts)
         del entry["file"]  # the only field not derived from the bytes
         _remember("facts", key, entry)
@@ -168,20 +177,20 @@ def _check(kind: str, value) -> bool:
     return isinstance(value, simple) and (kind == "bool" or not isinstance(value, bool))
 
 
-def _facts_from_entry(entry, key: str, size: int, file: str) -> LogFacts | None:
+def _facts_from_entry(entry, key: str, size: int, file: str, kind: type) -> LogFacts | None:
     """The entry as LogFacts, or None when it is not a well-formed record of these very bytes."""
     if not isinstance(entry, dict) or entry.get("sha256") != key or entry.get("size") != size:
         return None
-    kinds = {f.name: str(f.type) for f in fields(LogFacts) if f.name != "file"}
+    kinds = {f.name: str(f.type) for f in fields(kind) if f.name != "file"}
     if set(entry) != set(kinds) or not all(_check(kinds[name], entry[name]) for name in kinds):
         return None
     values = {name: tuple(v) if isinstance(v, list) else v for name, v in entry.items()}
-    return LogFacts(file=file, **values)
+    return kind(file=file, **values)
 
 
-def checkable() -> bool:
-    """Can every field of LogFacts be checked on the way back from JSON (else the memo never serves facts)?"""
-    return all(_check(str(f.type), _sample(str(f.type))) for f in fields(LogFacts) if f.name != "file")
+def checkable(kind: type) -> bool:
+    """Can every field of `kind` (LogFacts) be checked on the way back from JSON (else the memo never serves)?"""
+    return all(_check(str(f.type), _sample(str(f.type))) for f in fields(kind) if f.name != "file")
 
 
 def _sample(kind: str):

@@ -22,10 +22,6 @@ from pipeline.records.program_files import program_file_pins
 from pipeline.regular_file import read_bounded
 
 MAX_LOG_BYTES = MAX_LOG_FILE_BYTES
-# The reader's version: bump it on any change to what facts_from_bytes derives from a log (here, logparse,
-# identity, program_files). pipeline/records/log_cache.py keys its memo of facts and fingerprints on it (and on
-# those modules' source text, so a forgotten bump still starts a fresh memo).
-READER_VERSION = 1
 LOG_SUFFIXES = (".txt", ".log")
 
 
@@ -73,9 +69,10 @@ def _gpu_summary(table) -> tuple[str, int | None, str, str]:
 
 
 def memo_fingerprint(program: bytes) -> str:
+    from pipeline.records.identity import program_fingerprint
     from pipeline.records.log_cache import program_fingerprint as remembered  # one walk per distinct program
 
-    return remembered(program)
+    return remembered(program, program_fingerprint)
 
 
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
@@ -129,7 +126,7 @@ def read_log_facts(path: Path) -> LogFacts:
         raise LogUnreadable(f"{path.name}: {exc.what.removeprefix(f'{path}: ')}") from None
     from pipeline.records.log_cache import log_facts  # the memo of facts_from_bytes (keyed by the bytes' sha256)
 
-    return log_facts(raw, path.name)
+    return log_facts(raw, path.name, parse=parse_text, derive=facts_from_parsed, kind=LogFacts)
 
 
 def logs_in(folder: Path) -> tuple[list[Path], list[str]]:

@@ -18,7 +18,7 @@ from datetime import date
 
 from pipeline.errors import ReproError
 from pipeline.records.model import Record, load_record
-from pipeline.reproduce.flow import ReproduceRequest
+from pipeline.reproduce.request import ReproduceRequest
 from pipeline.workspace import Workspace
 
 
@@ -208,7 +208,7 @@ def _cost(record: Record, req: ReproduceRequest, data: dict) -> dict:
 def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = None) -> ReproducePlan:
     record = load_record(req.record, ws.records_dir)
     if record.program.trainer == "native" and req.synth is None:  # a CPU record of the native trainer: its demo
-        from pipeline.reproduce.flow import demo_request
+        from pipeline.reproduce.request import demo_request
 
         req = demo_request(req.runs, record=record.name)
     plan = ReproducePlan(record=record.name, runs=req.runs)

@@ -27,7 +27,7 @@ from pipeline.runs.rundir import RunEnd
 from pipeline.sha256sums import parse_sums
 
 if TYPE_CHECKING:
-    from pipeline.reproduce.flow import Flow
+    from pipeline.reproduce.request import Flow
 
 
 @dataclass(frozen=True)
