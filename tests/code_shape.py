@@ -174,10 +174,24 @@ def positional_constructions(root: Path, trees: tuple[str, ...] = ("pipeline", "
                 continue
             name = node.func.id if isinstance(node.func, ast.Name) else \
                 node.func.attr if isinstance(node.func, ast.Attribute) else None
-            home = here if name in local else imported.get(name)
+            home = here if name in local else _defined_in(root, imported.get(name), name)
             if name in wide and home in wide[name]:
                 found.append(f"{path.relative_to(root)}:{node.lineno} {name}({len(node.args)} positional)")
     return found
+
+
+def _defined_in(root: Path, module: str | None, name: str, hops: int = 3) -> str | None:
+    """The module that defines `name` when `module` only imports it from another (a re-export), else `module`."""
+    if not module or hops == 0:
+        return module
+    path = root / Path(*module.split(".")).with_suffix(".py")
+    if not path.is_file():
+        return module
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level and \
+                any((alias.asname or alias.name) == name for alias in node.names):
+            return _defined_in(root, node.module, name, hops - 1)
+    return module
 
 
 def long_files(root: Path, trees: tuple[str, ...] = ("pipeline", "train"), limit: int = 450) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.records import importer, log_cache, logfacts, logparse
+from pipeline.records import identity, importer, log_cache, logfacts, logparse
 from pipeline.records.identity import program_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_check_site_and_manifests_are_the_same_cold_and_warm(cold, tmp_path, mon
     assert len(memo) == 2 and memo[0].startswith("log-reader-") and memo[1].startswith("parsed-"), memo
     # warm: the same workspace, a new registry and site. No log is parsed and no program walked again.
     monkeypatch.setattr(logparse, "parse_stream", lambda *a, **k: pytest.fail("a log was parsed again"))
-    monkeypatch.setattr(log_cache.identity, "program_fingerprint", lambda *a: pytest.fail("a program was walked"))
+    monkeypatch.setattr(identity, "program_fingerprint", lambda *a: pytest.fail("a program was walked"))
     after = loop(root, registry(tmp_path / "reg"), tmp_path / "site")
     assert after.keys() == before.keys()
     assert [k for k in before if before[k] != after[k]] == []

@@ -29,9 +29,10 @@ def site_records() -> list[SiteRecord]:
             for n in record_names(RECORDS)]
 
 
-CHECK = CheckRow(MUON, "reproduced-with-deviations", "v1 parent", ("b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt",),
-                 (LeftOut("f99932ed-4bd6-41dc-99e9-831ebe5cd0e9.txt", "printed no <final> loss"),), 3.2796, 0.093,
-                 149.69, 1.0, ("consistent with the parent",))
+CHECK = CheckRow(name=MUON, verdict="reproduced-with-deviations", rule="v1 parent",
+                 runs_judged=("b067b4ac-72a6-4436-a6f8-ea51c1efeef3.txt",),
+                 left_out=(LeftOut("f99932ed-4bd6-41dc-99e9-831ebe5cd0e9.txt", "printed no <final> loss"),),
+                 mean_loss=3.2796, p=0.093, time_s=149.69, time_ratio=1.0, reasons=("consistent with the parent",))
 PLAN = PlanRow("demo-cpu-synth", True, "CPU only")
 
 
@@ -98,7 +99,8 @@ def test_record_page_runs_left_out_parent_and_upstream():
 
 
 def test_rows_for_records_not_in_the_registry_are_named_not_shown():
-    stray = CheckRow("no-such-record", "invalid", "", (), (), None, None, None, None, ())
+    stray = CheckRow(name="no-such-record", verdict="invalid", rule="", runs_judged=(), left_out=(), mean_loss=None,
+                     p=None, time_s=None, time_ratio=None, reasons=())
     files = build_site(site_records(), [stray], [], LIBRARY)
     assert "records/no-such-record.html" not in files and "left out: no-such-record" in files["index.html"]
 

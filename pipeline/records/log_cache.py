@@ -246,7 +246,8 @@ def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
             log = _ReaderUnpickler(io.BytesIO(f.read(MAX_MEMO_BYTES + 1))).load()
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
-    ok = isinstance(log, ParsedLog) and log.log_sha256 == digest and isinstance(log.steps, tuple) \
+    ok = (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
+        and log.log_sha256 == digest and isinstance(log.steps, tuple) \
         and isinstance(log.vals, tuple) and isinstance(log.issues, tuple)
     return log if ok else None
 
