@@ -2,6 +2,7 @@
 
     plain_text("Fast\u202eevil")        # "Fastevil": one line, no control or format character, stripped
     without_controls("a\x1b[2Jb\nc")    # "a[2Jb\nc": lines kept, nothing a terminal or a browser acts on
+    plain("a\x1b]8;;http://x\x07b")     # "ab": whole escape sequences removed, not only their ESC
 
 A right-to-left override (U+202E) reverses what a terminal or a browser shows after it, so a record name
 or a loss can be made to read as another; an escape sequence (ESC, CSI) moves the cursor, clears the screen
@@ -13,6 +14,7 @@ this (issue 38): the CLI's output, the JSON it prints, and the HTML pages.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _KEPT = frozenset("\n\t")
@@ -50,3 +52,23 @@ def _escape(ch: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000  # beyond the BMP: JSON writes the UTF-16 surrogate pair
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+# CSI, OSC (ended by BEL or ST, or by the end of the text), and two-character escapes; the same in their C1 forms.
+# Each alternative is one pass over adjacent, disjoint character classes: linear on any input.
+_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+                       r"|\x9b[0-?]*[ -/]*[@-~]?|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?")
+
+
+def _kept(ch: str, lines: bool) -> bool:
+    if ch == " " or (lines and ch in "\n\t"):
+        return True
+    category = unicodedata.category(ch)
+    return category[0] not in "CZ" or category == "Zs"
+
+
+def plain(text: str, lines: bool = False) -> str:
+    """Whole escape sequences (an OSC 8 link leaves nothing behind), then every control, format, private-use or
+    unassigned character and every separator but the space (newline and tab kept with lines=True)."""
+    text = _SEQUENCE.sub("", text)
+    return "".join(ch for ch in text if _kept(ch, lines))

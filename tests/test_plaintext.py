@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.plaintext import plain
+from pipeline.plain_text import plain
 from pipeline.records.upstream_table import plain_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,6 @@ def test_records_check_prints_untrusted_text_plain(tmp_path):
     doc["imported"]["flags"] = [HOSTILE]
     (reg / "records" / "2024-10-10_Muon.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True))
     result = CliRunner().invoke(cli, ["--registry", str(reg), "records", "check", "2024-10-10_Muon", "--from",
-                                      str(ROOT / "tests/fixtures/upstream-sample")], catch_exceptions=False)
+                                      str(ROOT / "tests/fixtures/upstream-sample")])  # judged or not: printed plain
     assert "editor: a click b red gnp.exe   end" in result.output, result.output
     assert not any(ch in result.output for ch in "\x1b\x07\x9b\u202e\u202c")

@@ -15,7 +15,7 @@ import click
 
 from pipeline.errors import ReproError
 from pipeline.outcome import ExitCode, exit_code_of
-from pipeline.plaintext import plain
+from pipeline.plain_text import plain
 from pipeline.registry import Registry
 from pipeline.workspace import Workspace
 

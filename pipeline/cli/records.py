@@ -8,8 +8,7 @@ from statistics import mean
 import click
 
 from pipeline.errors import CheckFailed, InputError
-from pipeline.plain_text import plain_text
-from pipeline.plaintext import plain
+from pipeline.plain_text import plain, plain_text
 from pipeline.records.environment_choice import (
     EnvironmentChoice,
     environment_by_rule,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline.errors import InputError
-from pipeline.plaintext import plain
+from pipeline.plain_text import plain
 from pipeline.records.md_scan import link_target, links_to_text
 
 _HEADER = re.compile(r"^\|?\s*#\s*\|\s*Record time\s*\|", re.I)
