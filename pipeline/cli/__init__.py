@@ -16,8 +16,6 @@ import click
 from pipeline.errors import ReproError
 from pipeline.outcome import ExitCode, exit_code_of
 from pipeline.plain_text import plain
-from pipeline.registry import Registry
-from pipeline.workspace import Workspace
 
 # command name -> "module:attribute" (module relative to pipeline.cli)
 SUBCOMMANDS = {
@@ -94,7 +92,9 @@ def cli(ctx, root, registry):
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
     4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
     """
-    from pipeline.records import log_cache
+    from pipeline.records import log_cache  # here, not at the top: `repro --help` needs none of these
+    from pipeline.registry import Registry
+    from pipeline.workspace import Workspace
 
     ctx.obj = Registry(Workspace.resolve(root=root, registry=registry))
     # what the log reader derives from a log's bytes is remembered in the workspace (each log is read once)

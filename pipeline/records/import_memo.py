@@ -86,11 +86,12 @@ def import_key(inputs: ImportInputs) -> str:
 
 
 def recall(folder: Path, key: str) -> ImportResult | None:
-    try:
-        with open(Path(folder) / f"{key}.json", "rb") as f:
-            raw = f.read(MAX_MEMO_BYTES + 1)
-        doc = json.loads(raw) if len(raw) <= MAX_MEMO_BYTES else None
-    except (OSError, ValueError):
+    from pipeline.errors import ReproError
+    from pipeline.regular_file import read_bounded
+
+    try:  # absent, too large, not a file: no memo (read_bounded never blocks on a FIFO)
+        doc = json.loads(read_bounded(Path(folder) / f"{key}.json", MAX_MEMO_BYTES, "import memo", ""))
+    except (ReproError, ValueError):
         return None
     names = {f.name for f in fields(ImportResult)}
     if not isinstance(doc, dict) or set(doc) != names or not _well_formed(doc):

@@ -70,11 +70,12 @@ def _memo_path() -> Path | None:
 
 def _read_memo(path: Path) -> dict:
     """The memo file's two tables, or empty ones when it is absent, too large or not a memo."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_MEMO_BYTES + 1)
-        doc = json.loads(raw) if len(raw) <= MAX_MEMO_BYTES else None
-    except (OSError, ValueError):
+    from pipeline.errors import ReproError
+    from pipeline.regular_file import read_bounded
+
+    try:  # a memo larger than the limit, a FIFO or a folder in its place: no memo (read_bounded never blocks)
+        doc = json.loads(read_bounded(path, MAX_MEMO_BYTES, "log memo", ""))
+    except (ReproError, ValueError):
         doc = None
     ok = isinstance(doc, dict) and all(isinstance(doc.get(k), dict) for k in ("facts", "fingerprints"))
     return {"facts": doc["facts"], "fingerprints": doc["fingerprints"]} if ok else {"facts": {}, "fingerprints": {}}
@@ -241,9 +242,10 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
 
 
 def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
+    from pipeline.regular_file import read_bounded
+
     try:
-        with open(entry, "rb") as f:
-            log = _ReaderUnpickler(io.BytesIO(f.read(MAX_MEMO_BYTES + 1))).load()
+        log = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
     ok = (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
