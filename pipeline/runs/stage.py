@@ -421,6 +421,9 @@ def _prepare_workdir(plan: TrainPlan) -> None:
         return
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
+    # upstream's checkout has logs/, and some programs (2024-12-17_SparsifyEmbeds) write logs/<id>.txt without
+    # making it; _collect reads the log from there (both runtimes: docker mounts this folder)
+    (work / "logs").mkdir()
     for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
         write_bytes(work / file.name, file.text)
     if plan.request.runtime == "host":
