@@ -303,9 +303,9 @@ def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smo
 def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Program:
     """The record's program with its smoke cut applied (fields found in its syntax tree: pipeline/records/
     smoke_cut.py); its identity stays the record's program's, the cut is declared beside it."""
-    from pipeline.records.smoke_cut import smoke_cut
+    from pipeline.records.smoke_cut import planned_smoke_cut
 
-    cut = smoke_cut(program.text, steps, val_tokens)
+    cut = planned_smoke_cut(program.text, steps, val_tokens)
     text = cut.apply(program.text)
     return Program(program.sha256, program.fingerprint, program.source, text, cut.declared(text))
 
