@@ -68,3 +68,16 @@ def test_a_hostile_nvidia_smi_table_in_a_header_is_parsed_in_linear_time():
     broken = text.replace("|   0  ", "|   " + "9" * 30000 + "  ", 1)  # no GPU index: the table is unreadable
     log = parse_text(broken.encode())
     assert [i.code for i in log.issues] == ["smi_table"] and len(log.problems[0]) < 300
+
+
+def test_a_2024_program_without_final_newline_ends_at_the_separator_glued_to_its_last_line():
+    # what a 2024 program run from its pinned bytes (cut from a log, so no final newline) writes:
+    # "="*100 "\n" code "="*100 "\n" header "="*100 "\n" output
+    sep = b"=" * 100
+    program = b"import os\nprint('hello')\ndist.destroy_process_group()"
+    header = b"Running pytorch 2.11.0+cu130 compiled for CUDA 13.0\nnvidia-smi:\n| GPU |\n"
+    body = b"step:0/2 val_loss:10.0 train_time:0ms step_avg:nanms\nstep:2/2 val_loss:5.0 train_time:9ms step_avg:4ms\n"
+    parsed = parse_text(sep + b"\n" + program + sep + b"\n" + header + sep + b"\n" + body)
+    assert parsed.program == program
+    assert parsed.layout == "late-2024"
+    assert [v.val_loss for v in parsed.vals] == [10.0, 5.0]

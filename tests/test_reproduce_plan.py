@@ -66,14 +66,24 @@ def test_a_smoke_plan_with_the_program_here_shows_the_cut_and_the_stand_ins(tmp_
     newest = _plan(tmp_path, "--record", "2026-07-17_FP8DownProjection", "--smoke", "40", "--smoke-val-tokens",
                    "524288", "--dataset", "docs-v1-x4", "--program-source", str(NEWEST_LOG), "--runtime", "host",
                    "--python-env", "system")
-    assert newest["plans"] and newest["environment"]["kind"] == "unpinned"
-    assert [c["field"] for c in newest["patch"]["changes"]] == [
-        "num_scheduled_iterations", "num_extension_iterations", "val_tokens", "val_batch_size"]
+    # its model is sized from val_batch_size (GPT(max_seq_len=args.val_batch_size // ...)): the cut is refused
+    assert newest["environment"]["kind"] == "unpinned" and newest["refusals"] == [
+        "patch: this program sizes its model from val_batch_size (line 2107): the smoke cut would set it to 524288 "
+        "and change the model; validation needs at least 2,097,152 tokens (val_batch_size = 4 * 64 * 1024 * 8) of "
+        "validation data; give a validation shard of that size, or run without --smoke-val-tokens on the record's "
+        "data"]
     assert [s["name"] for s in newest["stand_ins"]] == ["kernels hub", "FA3"]
     assert newest["data"]["dataset"] == "docs-v1-x4" and newest["cost"]["train_s_per_run"] == pytest.approx(2.3, 0.1)
-    short = _plan(tmp_path, "--record", "2026-02-10_ShortWindow", "--smoke", "40", "--smoke-val-tokens", "524288",
-                  "--dataset", "docs-v1-x4", "--program-source", str(SHORT_WINDOW))
-    assert short["plans"] and [c["now"] for c in short["patch"]["changes"]][-2:] == [
+    whole = _plan(tmp_path, "--record", "2026-07-17_FP8DownProjection", "--smoke", "40", "--dataset", "docs-v1-x4",
+                  "--program-source", str(NEWEST_LOG), "--runtime", "host", "--python-env", "system")
+    assert [c["field"] for c in whole["patch"]["changes"]] == ["num_scheduled_iterations", "num_extension_iterations"]
+    assert whole["refusals"] == [  # uncut, one validation batch is more than docs-v1's validation shard
+        "data: the program's validation reads 2,097,152 tokens at once (val_batch_size = 4 * 64 * 1024 * 8 = "
+        "2,097,152 (line 1761)), but docs-v1-x4's validation shard(s) hold 541,192: its val loader would run out; "
+        "give a dataset whose validation shards hold that many tokens"]
+    short = _plan(tmp_path, "--record", "2026-02-10_ShortWindow", "--smoke", "40", "--dataset", "docs-v1-x4",
+                  "--program-source", str(SHORT_WINDOW))
+    assert [c["now"] for c in short["patch"]["changes"]][-2:] == [
         "'data/fineweb10B/fineweb_train_*.bin'", "'data/fineweb10B/fineweb_val_*.bin'"]  # its author's absolute paths
 
 
@@ -94,7 +104,8 @@ def test_an_unserved_hub_kernel_and_a_program_without_smoke_fields_are_refused_b
     registry, log = _standin_registry(tmp_path / "plain", program_bytes())
     plan = _plan(tmp_path, "--record", NAME, "--program-source", str(log), "--smoke", "6", registry=registry)
     assert plan["refusals"] == ["patch: train_gpt.py has no class-level field for the step count "
-                                "(num_iterations or num_scheduled_iterations)"]
+                                "(num_iterations or num_scheduled_iterations); this program cannot be cut for a "
+                                "smoke run; run it in full (without --smoke)"]
 
 
 def test_reproduce_refuses_a_record_without_a_shard_count_before_any_stage(tmp_path):
@@ -112,3 +123,17 @@ def test_reproduce_refuses_a_record_without_a_shard_count_before_any_stage(tmp_p
                           cwd=home)
     assert done.returncode == 3 and "train shard" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize("smoke_val", [[], ["--smoke-val-tokens", "524288"]])
+def test_reproduce_refuses_a_validation_larger_than_the_data_or_a_cut_of_the_model_before_any_stage(
+        smoke_val, tmp_path):
+    env = {**os.environ, "REPRO_HOME": str(tmp_path), "REPRO_REGISTRY": str(REPO_ROOT / "manifests")}
+    done = subprocess.run(REPRO + ["reproduce", "--record", "2026-07-17_FP8DownProjection", "--runtime", "host",
+                                   "--python-env", "system", "--smoke", "40", "--dataset", "docs-v1-x4",
+                                   "--program-source", str(NEWEST_LOG), *smoke_val],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    said, code = ("sizes its model from val_batch_size (line 2107)", 1) if smoke_val else \
+        ("reads 2,097,152 tokens at once", 3)
+    assert done.returncode == code and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []

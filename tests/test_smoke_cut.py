@@ -19,7 +19,8 @@ from pipeline.errors import CheckFailed
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.model import load_record
 from pipeline.records.program import cut_program
-from pipeline.records.smoke_cut import restore, smoke_cut
+from pipeline.records.smoke_cut import planned_smoke_cut, restore, smoke_cut
+from pipeline.records.val_window import validation_window
 from pipeline.verdict.smoke import check_program
 from tests.paths import FIXTURES, REPO_ROOT
 from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
@@ -79,6 +80,29 @@ def test_a_program_without_the_fields_is_refused_naming_them():
         smoke_cut(b"class Hyperparameters:\n    num_iterations: int = 1640\n", 40, 1024)
     with pytest.raises(CheckFailed, match="more than once"):
         smoke_cut(b"class A:\n    num_iterations = 1\nclass B:\n    num_scheduled_iterations = 2\n", 40)
+
+
+def test_a_validation_field_that_sizes_the_model_is_never_cut_for_a_new_run():
+    # 2025-09-23 builds GPT(max_seq_len=max(args.train_batch_size, args.val_batch_size) // ...): cut, the model changes
+    program = _program("2025-09-23_MuonCustomSizing")
+    with pytest.raises(CheckFailed, match=r"sizes its model from val_batch_size \(line 1265\).* at least 2,097,152 "
+                                          r"tokens \(val_batch_size = 4 \* 64 \* 1024 \* 8\)") as refused:
+        planned_smoke_cut(program, 40, 524288)
+    assert "without --smoke-val-tokens" in refused.value.fix
+    kept = planned_smoke_cut(program, 40, 2097152)  # val_batch_size fits: not cut, nothing refused
+    assert [c.field for c in kept.changes] == ["num_iterations", "iteration_extension", "val_tokens"]
+    assert smoke_cut(program, 40, 524288).changes[-1].field == "val_batch_size"  # the judge still recomputes old cuts
+
+
+def test_the_validation_window_is_read_from_the_fields_as_written():
+    triton = (FIXTURES / "record-program/2025-07-18_TritonMuon/hyperparameters.py").read_bytes()
+    tokens, how = validation_window(triton, 262144)  # val_seq_len x (grad_accum_steps x world_size)
+    assert tokens == 2_097_152 and "val_seq_len 262,144 (line 9) x 8" in how and "8 // world_size" in how
+    assert validation_window(triton.replace(b"grad_accum_steps = 8 // world_size", b"grad_accum_steps = 1")) is None
+    program = _program("2025-09-23_MuonCustomSizing")
+    assert validation_window(program) == (2_097_152, "val_batch_size = 4 * 64 * 1024 * 8 = 2,097,152 (line 1198)")
+    assert validation_window(program, 524288)[0] == 524288  # as the smoke cut leaves it
+    assert validation_window(_program("2024-10-10_Muon")) is None
 
 
 def _declared(name: str, program: bytes, **change) -> tuple[bytes, dict]:

@@ -201,6 +201,14 @@ def test_failing_run_keeps_its_logs(served, tmp_path):
     assert not (run / "work").exists()
 
 
+def test_a_program_that_does_not_make_its_logs_folder_finds_one(served, tmp_path):
+    _, manifests = served
+    done = _train(tmp_path, manifests, data=write_data(tmp_path / "data", makes_logs=False))
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = _only_run(tmp_path)
+    assert b"step:20/20 val_loss" in (run / "log.txt").read_bytes() and not (run / "work").exists()
+
+
 def _processes_under(path: Path) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():

@@ -97,6 +97,11 @@ class DatasetManifest:
                 return split
         return None
 
+    def tokens_locked(self, name: str) -> int | None:
+        """The token count the lock's size for this file gives (uint16 tokens after the header), None unlocked."""
+        locked = self.lock.get(name)
+        return None if locked is None or locked.size is None else (locked.size - HEADER_BYTES) // 2
+
     def tokens_expected(self, name: str) -> int | None:
         """The exact token count a file must hold, when the format fixes it (not the last of a split)."""
         split = self.split_of(name)

@@ -177,11 +177,24 @@ class _Parser:
             if complete and chunk == SEPARATOR + b"\n" and (self.program.endswith(b"\n") or not self.program):
                 self._end_of_first_segment()
                 return
+            if self.phase == "lead" and complete and self._closes_unterminated_program(chunk):
+                # a 2024 program writes its code then the separator: code without a final newline (as the
+                # pinned program is, cut from its log) leaves the separator at the end of its last line
+                self.program += chunk[:-len(SEPARATOR) - 1] + b"\n"
+                self._end_of_first_segment()
+                return
             self.program += chunk
             if len(self.program) > MAX_PROGRAM:  # no separator within any plausible program: not one
                 self._replay_program()
             return
         self._body_line(chunk, complete)
+
+    def _closes_unterminated_program(self, chunk: bytes) -> bool:
+        """A line `<last line of the program><separator>` after which what came so far reads as a program."""
+        head = chunk[:-len(SEPARATOR) - 1]
+        if not chunk.endswith(SEPARATOR + b"\n") or not head.strip() or head.endswith(b"="):
+            return False
+        return _is_program(bytes(self.program) + head)
 
     def _end_of_first_segment(self) -> None:
         """A separator closed the first segment: it is the program, unless a leading separator opened it and

@@ -225,6 +225,21 @@ def _left(fields: dict[str, list[Field]], changes: list[Change]) -> list[dict]:
     return out
 
 
+VALIDATION_FIELDS = ("val_tokens", "val_batch_size")
+
+
+def _model_reads(tree: ast.Module, name: str) -> list[ast.Attribute]:
+    """Reads of `<obj>.name` that build or run the program's own classes (the model): an argument of a call to a
+    class the program defines (`GPT(max_seq_len=args.val_batch_size // ...)`), or code inside such a class."""
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    names = {c.name for c in classes}
+    places = [a for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+              and c.func.id in names for a in (*c.args, *(k.value for k in c.keywords))]
+    places += [s for c in classes for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [n for place in places for n in ast.walk(place) if isinstance(n, ast.Attribute) and n.attr == name
+            and isinstance(n.ctx, ast.Load)]
+
+
 def _stage_lists(main: bytes) -> list[tuple[str, int]]:
     """Schedules given in stages rather than steps, with their stage counts: a class field named like
     `ws_schedule`/`train_bs_schedule` holding a tuple (2025-09 on), and a module-level list of stages with a
@@ -352,3 +367,23 @@ def smoke_cut(program: bytes, steps: int, val_tokens: int | None = None) -> Smok
 def restore(patched: bytes, listing: list[dict]) -> bytes:
     """The patched program with every declared field set back to the expression it replaced."""
     return _rewrite(patched, {str(c.get("field")): str(c.get("was")) for c in listing})
+
+
+def planned_smoke_cut(program: bytes, steps: int, val_tokens: int | None = None) -> SmokeCut:
+    """The smoke cut a new run may use: smoke_cut, refused when it would cut a validation field that also sizes the
+    model (2025-11's rotary table is built from val_batch_size: cut, the table shrank below a training sequence).
+    The judge recomputes a declared cut with smoke_cut alone, so runs made before this rule still verify."""
+    cut = smoke_cut(program, steps, val_tokens)
+    main = split_program(program)[0].text
+    fields = class_fields(main)
+    tree = parse_program(main)
+    for change in cut.changes:
+        reads = _model_reads(tree, change.field) if change.field in VALIDATION_FIELDS else []
+        if reads:
+            value = fields[change.field][0].value
+            need = f"{value:,} tokens ({change.field} = {change.was})" if value else f"{change.field} = {change.was}"
+            raise CheckFailed(
+                f"this program sizes its model from {change.field} (line {reads[0].lineno}): the smoke cut would "
+                f"set it to {change.now} and change the model; validation needs at least {need} of validation data",
+                "give a validation shard of that size, or run without --smoke-val-tokens on the record's data")
+    return cut

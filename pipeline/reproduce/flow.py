@@ -135,10 +135,11 @@ def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> 
     text = found.text if found is not None else None
     if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
         from pipeline.records.program import resolve_program
-        from pipeline.records.smoke_cut import smoke_cut
+        from pipeline.records.smoke_cut import planned_smoke_cut
 
         text = resolve_program(record, req.program_source, ws.cache).text
-        smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
+        planned_smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
     _, refusal = plan_data(ws, record, req, text)
     if refusal:
-        raise InputError(refusal, f"write dataset.train_shards in {record.path}, or give --dataset NAME")
+        raise InputError(refusal, f"give --dataset NAME with the shards the program reads, or write "
+                                  f"dataset.train_shards in {record.path}")

@@ -131,7 +131,7 @@ def _stand_ins(text: bytes | None) -> tuple[list[dict], list[str]]:
 
 
 def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]:
-    from pipeline.records.smoke_cut import smoke_cut
+    from pipeline.records.smoke_cut import planned_smoke_cut
 
     if req.smoke_steps is None:
         return None, ""
@@ -140,9 +140,9 @@ def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]
                 "--program-source PATH, or `repro records fetch-logs NAME`); a program without the fields is "
                 "refused before any stage runs"}, ""
     try:
-        cut = smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
+        cut = planned_smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
     except ReproError as exc:
-        return None, f"patch: {exc.what}"
+        return None, f"patch: {exc.what}; {exc.fix}"
     return {"name": "smoke", "sha256": cut.sha256, "changes": cut.listing, "left": list(cut.left)}, ""
 
 
@@ -173,7 +173,29 @@ def plan_data(ws: Workspace, record: Record, req: ReproduceRequest, text: bytes 
            "derivation": derived.derivation if derived and not req.dataset else "",
            "reads": need.derivation if need else ""}  # what this run's steps read (a smoke cut's, or the record's)
     short = shortfall(need, train, manifest.name, manifest.format.tokens_per_shard)
-    return out, f"data: {short}; give more shards (dataset.train_shards)" if short else ""
+    if short:
+        return out, f"data: {short}; give more shards (dataset.train_shards)"
+    return out, _val_window_refusal(manifest, names, text, req)
+
+
+def _val_window_refusal(manifest, names: list[str], text: bytes | None, req: ReproduceRequest) -> str:
+    """Refused when the program's validation reads more tokens at once than the validation shards hold: its val
+    loader would stop (StopIteration) after the whole run's training was paid for."""
+    from pipeline.records.val_window import validation_window
+
+    counts = [manifest.tokens_locked(n) for n in names if "_val_" in n]
+    if text is None or req.trainer != "record" or not counts or None in counts:
+        return ""
+    given = sum(counts)
+    try:
+        window = validation_window(text, req.smoke_val_tokens if req.smoke_steps is not None else None)
+    except ReproError:
+        return ""  # a program that cannot be read is refused by the smoke cut or the run, with its own reason
+    if window is None or window[0] <= given:
+        return ""
+    return (f"data: the program's validation reads {window[0]:,} tokens at once ({window[1]}), but "
+            f"{manifest.name}'s validation shard(s) hold {given:,}: its val loader would run out; give a dataset "
+            "whose validation shards hold that many tokens")
 
 
 # Launch to first timed step (compile, warm-up, data), measured on an H200 on 2026-12-01 (README, runs table):

@@ -304,9 +304,9 @@ def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smo
 def _smoke_program(program: Program, steps: int, val_tokens: int | None) -> Program:
     """The record's program with its smoke cut applied (fields found in its syntax tree: pipeline/records/
     smoke_cut.py); its identity stays the record's program's, the cut is declared beside it."""
-    from pipeline.records.smoke_cut import smoke_cut
+    from pipeline.records.smoke_cut import planned_smoke_cut
 
-    cut = smoke_cut(program.text, steps, val_tokens)
+    cut = planned_smoke_cut(program.text, steps, val_tokens)
     text = cut.apply(program.text)
     return Program(sha256=program.sha256, fingerprint=program.fingerprint, source=program.source, text=text,
                    patch=cut.declared(text))
@@ -429,6 +429,9 @@ def _prepare_workdir(plan: TrainPlan) -> None:
         return
     work = plan.run_dir / WORK
     (work / RECORD_DATA).parent.mkdir(parents=True)
+    # upstream's checkout has logs/, and some programs (2024-12-17_SparsifyEmbeds) write logs/<id>.txt without
+    # making it; _collect reads the log from there (both runtimes: docker mounts this folder)
+    (work / "logs").mkdir()
     for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
         write_bytes(work / file.name, file.text)
     if plan.request.runtime == "host":

@@ -3,7 +3,8 @@
 Like the record's program it runs under torchrun in a folder holding data/fineweb10B/, prints its own
 source, a line of 100 '=', the versions and the step lines into logs/<uuid>.txt (rank 0 only), and
 echoes them to stdout. Options come from data/fineweb10B/standin.json, so a test steers it through
-the data it mounts: {"steps": 20, "step_s": 0.0, "fail_at": null, "exit_code": 3, "loss": 3.275}.
+the data it mounts: {"steps": 20, "step_s": 0.0, "fail_at": null, "exit_code": 3, "loss": 3.275,
+"makes_logs": true}.
 It also counts its runs in $TORCHINDUCTOR_CACHE_DIR, so a reused compile cache is visible.
 """
 import glob
@@ -29,7 +30,8 @@ assert train_files, f"no training shards in {os.path.abspath(data)}"
 
 logfile = None
 if rank == 0:
-    os.makedirs("logs", exist_ok=True)
+    if options.get("makes_logs", True):  # false: like 2024-12-17_SparsifyEmbeds, rely on the checkout's logs/
+        os.makedirs("logs", exist_ok=True)
     logfile = f"logs/{uuid.uuid4()}.txt"
     print(logfile, flush=True)
 
