@@ -126,17 +126,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
     if as_json:
         emit_json(result)
     else:
-        color = "green" if passed(result.outcome) and result.bundle_verified else "red"
-        click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
-        for reason in result.reasons:
-            click.echo(f"  - {reason}")
-        click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
-        click.echo(f"report:  {result.report}")
-        if result.report_html:
-            click.echo(f"html:    {result.report_html}  (open it in a browser; it works offline)")
-        click.echo(f"time:    {seconds:.0f} s")
-        if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
-            click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
+        _print_result(result, seconds)
     stopped = result.stopped_by
     if stopped is not None and stopped.status == "aborted":
         raise Interrupted(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
@@ -146,6 +136,23 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "
                         "to resume (finished stages and runs are kept)")
     return Outcome.check(passed(result.outcome) and result.bundle_verified)
+
+
+def _print_result(result, seconds: float) -> None:
+    """The screen's last lines: the verdict and its reasons, the bundle, the reports, the time."""
+    from pipeline.verdict.judge import passed
+
+    color = "green" if passed(result.outcome) and result.bundle_verified else "red"
+    click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
+    for reason in result.reasons:
+        click.echo(f"  - {reason}")
+    click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
+    click.echo(f"report:  {result.report}")
+    if result.report_html:
+        click.echo(f"html:    {result.report_html}  (open it in a browser; it works offline)")
+    click.echo(f"time:    {seconds:.0f} s")
+    if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
+        click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
 
 
 def _print_plan(ws, request, as_json: bool) -> Outcome:

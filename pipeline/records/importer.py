@@ -426,24 +426,9 @@ def _readme(folder: Path) -> str:
         return f.read(MAX_RECORD_README_BYTES).decode("utf-8", errors="replace")  # its first MiB is plenty
 
 
-def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
-                   repository: str = DEFAULT_REPOSITORY, environments: list[EnvironmentPin] | None = None,
-                   dry_run: bool = False, shard_tokens: int | None = None) -> ImportResult:
-    """`shard_tokens`: one shard's tokens in the records' dataset: dataset.derived counts shards of that size."""
-    clone = Path(clone)
-    readme = clone / "README.md"
-    if not readme.is_file():
-        raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
-    sha = upstream_commit(clone, commit)
-    text = read_text_bounded(readme, MAX_README_BYTES, "README", "point at a clone of modded-nanogpt (its README.md "
-                     "is about 50 kB)")
-    rows = [_renamed(clone, row) for row in read_track_table(text, track)]
-    terms = track_terms(text, track)
-    result = ImportResult(commit=sha, track=track)
-    licence = _licence(clone)
-    records_dir = Path(records_dir)
-    known = {p.stem for p in records_dir.glob("*.yaml")} if records_dir.is_dir() else set()
-    names = _names([r for r in rows if r.track_folder])
+def _rows_to_import(clone: Path, rows: list[TableRow], result: ImportResult) -> list[tuple[TableRow, Path, str]]:
+    """Each row whose log folder is in the clone, with its folder and linked file; every other row is listed in
+    result.skipped_rows with why."""
     plan: list[tuple[TableRow, Path, str]] = []
     for row in rows:
         label = (f"row {row.number} (dated {row.date or 'no date'}, claimed {row.claimed_time or 'no time'}, "
@@ -462,6 +447,28 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             result.skipped_rows.append(f"{label}: {why}")
             continue
         plan.append((row, folder, linked))
+    return plan
+
+
+def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str | None = None,
+                   repository: str = DEFAULT_REPOSITORY, environments: list[EnvironmentPin] | None = None,
+                   dry_run: bool = False, shard_tokens: int | None = None) -> ImportResult:
+    """`shard_tokens`: one shard's tokens in the records' dataset: dataset.derived counts shards of that size."""
+    clone = Path(clone)
+    readme = clone / "README.md"
+    if not readme.is_file():
+        raise InputError(f"{clone} has no README.md", "point at a clone of modded-nanogpt (its root folder)")
+    sha = upstream_commit(clone, commit)
+    text = read_text_bounded(readme, MAX_README_BYTES, "README", "point at a clone of modded-nanogpt (its README.md "
+                     "is about 50 kB)")
+    rows = [_renamed(clone, row) for row in read_track_table(text, track)]
+    terms = track_terms(text, track)
+    result = ImportResult(commit=sha, track=track)
+    licence = _licence(clone)
+    records_dir = Path(records_dir)
+    known = {p.stem for p in records_dir.glob("*.yaml")} if records_dir.is_dir() else set()
+    names = _names([r for r in rows if r.track_folder])
+    plan = _rows_to_import(clone, rows, result)
     importing = {names[r.line] for r, _, _ in plan}
     index_of = {id(row): i for i, row in enumerate(rows)}  # rows.index per row was quadratic in the rows
     for row, folder, linked in plan:
@@ -486,8 +493,8 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
             need = derived_data(folder, selection, terms.gpu_count, shard_tokens)
             _import_one(records_dir,
                         RowImport(row=row, name=name, previous=previous, selection=selection, proposal=proposal,
-                                  terms=terms, commit=sha, repository=repository,
-                                               licence=licence, data_need=need), environments or [], result, dry_run)
+                                  terms=terms, commit=sha, repository=repository, licence=licence,
+                                  data_need=need), environments or [], result, dry_run)
         except ReproError as exc:
             result.skipped_rows.append(f"row {row.number} ({name}): not imported: {exc.what}")
     return result
