@@ -47,8 +47,9 @@ def test_make_demo_honours_runs():
     from tests.paths import REPO_ROOT
 
     def command(*args: str) -> str:
-        return subprocess.run(["make", "-n", "-o", ".venv/.installed", "demo", *args], cwd=REPO_ROOT,
-                              capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+        lines = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed", "demo", *args],
+                               cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+        return lines[-1]  # under `make test` a nested make would add "Leaving directory" lines without the flag
 
     assert command("RUNS=4").endswith("reproduce --demo --runs 4")
     assert command().endswith("reproduce --demo --runs 2")

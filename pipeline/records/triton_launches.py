@@ -227,7 +227,7 @@ def kernel_launches(program: bytes) -> tuple[KernelLaunch, ...]:
     for file in split_program(program):
         try:
             trees.append((file.name, parse_program(file.text)))
-        except SyntaxError as exc:  # a 3.12-only file (PEP 701 f-strings) under this 3.11: named, not guessed
+        except SyntaxError as exc:  # not Python (3.12 f-strings parse: identity.parse_program): named, not guessed
             if b"triton.jit" in file.text:
                 unread.append(KernelLaunch(file=file.name, kernel="*", line=exc.lineno or 0,
                                            skipped=f"{file.name} is not parsed by this Python: {exc.msg}"))
