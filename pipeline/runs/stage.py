@@ -32,6 +32,7 @@ from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
+from pipeline.records.world_size import world_size_refusal
 from pipeline.regular_file import read_bounded
 from pipeline.runs.failure import failure_reason
 from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
@@ -334,7 +335,11 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     run_id = new_run_id()
     run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
     at = _Placed(req=req, program=program, run_id=run_id, run_dir=run_dir, data_dir=data_dir, data_lock=data_lock)
-    return _plan_host(at) if req.runtime == "host" else _plan_docker(at)
+    plan = _plan_host(at) if req.runtime == "host" else _plan_docker(at)
+    why = world_size_refusal(plan.program.text, plan.world_size) if req.trainer == "record" else None
+    if why:  # before the launch: it would stop at its assert after the compile was paid for
+        raise InputError(f"{req.record.name}: {why[0]}", why[1])
+    return plan
 
 
 def _checked(req: TrainRequest) -> TrainRequest:
