@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CheckFailed
-from pipeline.preflight.fp8 import _verdict, check_fp8_matmul, fp8_uses
+from pipeline.preflight.fp8 import _verdict, check_fp8_matmul, fp8_uses, one_element_scales
 from pipeline.records.program_files import ProgramFile, join_program
 from tests.paths import FIXTURES
 
@@ -82,3 +82,27 @@ def test_the_run_stops_before_the_trainer_starts(tmp_path, python_without_torch)
         with pytest.raises(CheckFailed, match="preflight fp8_matmul: .*No module named 'torch'"):
             fp8_gate(python_without_torch, PROGRAM, tee)
     assert Path(tmp_path / "stdout.txt").read_text().startswith("[repro] preflight fp8_matmul: fail: ")
+
+
+DOWN_PROJECTION = b"""import torch
+class GPT:
+    def forward(self):
+        mlp_down_proj_scales = [self._mlp_down_proj_scales[i:i+1] for i in range(12)]
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=mlp_down_proj_scales[3])
+"""
+
+
+def test_one_element_scales_are_seen_in_the_tree():
+    assert one_element_scales(DOWN_PROJECTION)
+    assert not one_element_scales(b"import torch\ny = torch._scaled_mm(a, b, scale_a=x.new_tensor(s))\n")
+    assert not one_element_scales(b"parts = [weights[i:i+1] for i in range(4)]\n")  # not a scale
+    assert not one_element_scales(b"s = self.scales[i:i+2]\n")  # two elements
+
+
+def test_a_cublas_that_refuses_one_element_scales_warns_before_the_run():
+    """As on the H200 of 2026-12-02 (torch 2.11.0+cu130): 0-d scales ran, one-element scales did not."""
+    data = {"torch": "2.11.0+cu130", "cuda": "13.0", "scales": [1],
+            "error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul"}
+    check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
+    assert check.status == "warn" and "not with one-element scales" in check.reason
+    assert "2026-07-17_FP8DownProjection" in check.reason

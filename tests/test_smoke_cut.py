@@ -35,16 +35,16 @@ PROGRAMS = {
 EXPECTED = {  # field -> (was, now) for --smoke 40 --smoke-val-tokens 524288
     "2024-10-10_Muon": {"num_iterations": ("6200", "40"), "warmdown_iters": ("1800", "12"),  # 1800/6200 of 40
                         "val_tokens": ("10485760", "524288")},
-    "2025-09-23_MuonCustomSizing": {"num_iterations": ("1640", "40"), "iteration_extension": ("40", "0"),
+    "2025-09-23_MuonCustomSizing": {"num_iterations": ("1640", "40"), "iteration_extension": ("40", "2"),
                                     "val_tokens": ("10485760", "524288"),
                                     "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},
-    "2026-02-10_ShortWindow": {"num_scheduled_iterations": ("1515", "40"), "num_extension_iterations": ("40", "0"),
+    "2026-02-10_ShortWindow": {"num_scheduled_iterations": ("1515", "40"), "num_extension_iterations": ("40", "2"),
                                "val_tokens": ("10485760", "524288"), "val_batch_size": ("4 * 64 * 1024 * 8", "524288"),
                                "train_files": ('"/data/250010180/bjx/data/fineweb10B/fineweb_train_*.bin"',
                                                "'data/fineweb10B/fineweb_train_*.bin'"),
                                "val_files": ('"/data/250010180/bjx/data/fineweb10B/fineweb_val_*.bin"',
                                              "'data/fineweb10B/fineweb_val_*.bin'")},
-    NEWEST: {"num_scheduled_iterations": ("1380", "40"), "num_extension_iterations": ("10", "0"),
+    NEWEST: {"num_scheduled_iterations": ("1380", "40"), "num_extension_iterations": ("10", "2"),
              "val_tokens": ("10485760", "524288"), "val_batch_size": ("4 * 64 * 1024 * 8", "524288")},
 }
 
@@ -141,7 +141,7 @@ def test_a_two_file_program_smoke_runs_and_is_judged_smoke(tmp_path):
         meta = yaml.safe_load((run / "run.yaml").read_text())
         assert [c["field"] for c in meta["program_patch"]["changes"]] == [
             "num_scheduled_iterations", "num_extension_iterations", "val_tokens", "val_batch_size"]
-        assert b"step:6/6 val_loss" in (run / "log.txt").read_bytes()
+        assert b"step:8/8 val_loss" in (run / "log.txt").read_bytes()  # 6 steps and 2 of the extension
         verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     assessed = json.loads(verdict.stdout)["runs"][0]
     assert assessed["program"]["status"] == "smoke", assessed["program"]

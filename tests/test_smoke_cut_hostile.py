@@ -22,19 +22,19 @@ def test_a_lone_cr_in_a_comment_does_not_shift_the_cut():
     program = b"# a note\r# written on an old Mac\nclass Hyperparameters:\n" + FIELDS
     cut = smoke_cut(program, 40, 524288)
     assert [(c["field"], c["was"], c["now"]) for c in cut.listing] == [
-        ("num_iterations", "1640", "40"), ("iteration_extension", "40", "0"), ("val_tokens", "10485760", "524288")]
+        ("num_iterations", "1640", "40"), ("iteration_extension", "40", "2"), ("val_tokens", "10485760", "524288")]
     patched = cut.apply(program)
     assert patched == (b"# a note\r# written on an old Mac\nclass Hyperparameters:\n"
-                       b"    num_iterations: int = 40 # steps\r\n    iteration_extension = 0 # more\n"
+                       b"    num_iterations: int = 40 # steps\r\n    iteration_extension = 2 # more\n"
                        b"    val_tokens: int = 524288\n")
-    assert _values(patched) == {"num_iterations": "40", "iteration_extension": "0", "val_tokens": "524288"}
+    assert _values(patched) == {"num_iterations": "40", "iteration_extension": "2", "val_tokens": "524288"}
     assert restore(patched, cut.listing) == program  # every other byte, the CRs too, as it was
 
 
 def test_cr_only_line_endings_are_cut_in_place():
     program = b"import os\rclass Hyperparameters:\r    num_iterations: int = 1640\r    iteration_extension = 40\r"
     patched = smoke_cut(program, 20).apply(program)
-    assert patched == b"import os\rclass Hyperparameters:\r    num_iterations: int = 20\r    iteration_extension = 0\r"
+    assert patched == b"import os\rclass Hyperparameters:\r    num_iterations: int = 20\r    iteration_extension = 2\r"
     parse_program(patched)
 
 

@@ -7,7 +7,11 @@
 build, the download and a 331 s compile: `CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul ... m 768
 n 16384 k 3072`. The program's own torch (2.10.0+cu128) could not be installed there. That is known in
 seconds: the same call (`torch._scaled_mm` of an e4m3 row-major A by an e4m3 column-major B, bf16 out, fp32
-scalar scales, fast accumulation: the program's mm_t_op) at the same m, n and k. It runs in the
+scales of one element, fast accumulation) at the same m, n and k. On the H200 of 2026-12-02 the same call with
+0-d scales ran and with one-element scales (`scales[i:i+1]`, as that program passes them) failed exactly so
+(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt): the probe asks with 0-d scales (a failure
+refuses the run), and also with one-element ones when the program's syntax tree slices a scale to one element (a
+failure warns: the tree does not say whether that scale reaches _scaled_mm or a Triton kernel). It runs in the
 Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a `float8_*` dtype).
 """
 
@@ -35,9 +39,11 @@ else:
     try:
         x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         w = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
-        one = torch.ones((), device="cuda", dtype=torch.float32)
-        y = torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
-                             use_fast_accum=True)
+        for shape in json.loads(sys.argv[4]):  # the scales' shapes the program passes: [] (0-d), [1]
+            one = torch.ones(shape, device="cuda", dtype=torch.float32)
+            out["scales"] = shape
+            y = torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
+                                 use_fast_accum=True)
         torch.cuda.synchronize()
         out["ok"] = list(y.shape)
         out["device"] = torch.cuda.get_device_name(0)
@@ -66,11 +72,39 @@ def fp8_uses(program: bytes) -> tuple[str, ...]:
     return tuple(f"{file}:{line} {what}" for file, line, what in ordered)
 
 
+def one_element_scales(program: bytes) -> bool:
+    """Whether the program cuts a scale tensor to one element (`self._mlp_down_proj_scales[i:i+1]`), the form
+    2026-07-17 hands _scaled_mm as scale_b: from the syntax tree, a slice `[e:e+1]` of a name holding "scale"."""
+    for file in split_program(program):
+        try:
+            tree = parse_program(file.text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
+                continue
+            lower, upper, name = node.slice.lower, node.slice.upper, node.value
+            label = name.attr if isinstance(name, ast.Attribute) else name.id if isinstance(name, ast.Name) else ""
+            if "scale" in label.lower() and lower is not None and isinstance(upper, ast.BinOp) \
+                    and isinstance(upper.op, ast.Add) and ast.dump(upper.left) == ast.dump(lower) \
+                    and isinstance(upper.right, ast.Constant) and upper.right.value == 1:
+                return True
+    return False
+
+
 def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
     torch = f"torch {data.get('torch')} (CUDA {data.get('cuda')})"
     if "skip" in data:
         return Check(NAME, "skip", f"the program does FP8 matmuls ({uses[0]}), but {data['skip']}: not asked",
                      "unknown")
+    if "error" in data and data.get("scales") == [1]:  # the 0-d form ran: whether the program's one-element
+        # scales reach _scaled_mm (2026-07-17's down projection) or a Triton kernel (2026-05-19's up projection)
+        # is data flow the syntax tree does not settle, so this warns before the run instead of refusing it
+        return Check(NAME, "warn", f"{torch} does FP8 matmuls with 0-d scales but not with one-element scales "
+                     f"(torch._scaled_mm e4m3 x e4m3 -> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}; "
+                     "the program slices a scale to one element: if that reaches _scaled_mm, the run fails at its "
+                     "first FP8 matmul, as 2026-07-17_FP8DownProjection did",
+                     "a failed run, not a slower one: use the record's own torch/CUDA build")
     if "error" in data:
         return Check(NAME, "fail", f"{torch} cannot do the program's FP8 matmul (torch._scaled_mm e4m3 x e4m3 "
                      f"-> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}",
@@ -84,7 +118,8 @@ def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300) -> Che
     uses = fp8_uses(program)
     if not uses:
         return Check(NAME, "skip", "the program does no FP8 matmul", "none")
-    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS)]
+    shapes = [[], [1]] if one_element_scales(program) else [[]]
+    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), json.dumps(shapes)]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:

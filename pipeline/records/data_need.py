@@ -4,7 +4,7 @@
     need.train_shards, need.val_shards        # what to fetch (with the margin below)
     need.train_tokens                         # what the program's steps read, before the margin
     need.derivation                           # one line saying how, for `--plan` and the manifest
-    need_for_steps(program, steps=20, ...)    # the same for a smoke run cut to 20 steps (no extension)
+    need_for_steps(program, steps=20, ...)    # the same for a smoke run cut to 20 steps (and 2 of extension)
 
 The programs have said their batch in several ways over the speedrun's history; each is read where it is
 written, in this order, from the class-level fields of train_gpt.py (the Hyperparameters dataclass) and the
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pipeline.errors import CheckFailed
 from pipeline.records.identity import parse_program
 from pipeline.records.program_files import split_program
+from pipeline.records.smoke_cut import SMOKE_EXTENSION
 
 BOS_MARGIN = 0.35
 STRIDE_MARGIN = 0.02
@@ -118,7 +119,7 @@ def _names(node: ast.expr) -> set[str]:
 
 
 def _steps(fields: dict[str, ast.expr], ev: _Eval, steps: int | None) -> tuple[int, int, str]:
-    """(scheduled steps, extension steps, how); `steps` given: a smoke run's count, no extension."""
+    """(scheduled steps, extension steps, how); `steps` given: a smoke run's count and the extension it keeps."""
     name = next((n for n in STEPS if n in fields), None)
     if name is None:
         raise CheckFailed(f"train_gpt.py has no class-level step count ({' or '.join(STEPS)})",
@@ -126,7 +127,8 @@ def _steps(fields: dict[str, ast.expr], ev: _Eval, steps: int | None) -> tuple[i
     ext_name = next((n for n in EXTENSION if n in fields), None)
     extension = int(ev.field(ext_name) or 0) if ext_name else 0
     if steps is not None:
-        return steps, 0, f"{steps} steps (the smoke cut)"
+        kept = min(extension, SMOKE_EXTENSION)
+        return steps, kept, f"{steps} + {kept} steps (the smoke cut)" if kept else f"{steps} steps (the smoke cut)"
     total = ev.field(name)
     if total is None:
         raise CheckFailed(f"train_gpt.py's {name} is not a number this tool can evaluate",
@@ -203,7 +205,7 @@ def _parse(program: bytes) -> ast.Module:
 
 
 def data_need(program: bytes, *, world_size: int, tokens_per_shard: int, steps: int | None = None) -> DataNeed:
-    """The shards a program reads at its record's world size (`steps`: a smoke run's cut, no extension).
+    """The shards a program reads at its record's world size (`steps`: a smoke run's cut, with the extension it keeps).
     CheckFailed naming what cannot be read."""
     tree = _parse(program)
     fields = _fields(tree)

@@ -8,7 +8,7 @@
 The programs name their fields differently across the speedrun's history, so each role has the names records
 use, looked up among the class-level assignments of train_gpt.py (the Hyperparameters dataclass):
   steps        num_iterations (2024-2025) | num_scheduled_iterations (2025-10 on)   required
-  extension    iteration_extension (2025-09) | num_extension_iterations (2025-10 on) cut to 0 where present
+  extension    iteration_extension (2025-09) | num_extension_iterations (2025-10 on) cut to 2 (SMOKE_EXTENSION)
   phases       warmup_iters, warmdown_iters, cooldown_iters (2024: step counts)     scaled to the cut steps
   validation   val_tokens                                                          required when validation is cut
   val batch    val_batch_size                                                      set to the tokens when larger
@@ -188,6 +188,14 @@ def _phase_changes(fields: dict[str, list[Field]], steps_field: Field, steps: in
     return out
 
 
+SMOKE_EXTENSION = 2  # steps of the extension a smoke run keeps (2026-12-02: 0 stopped two 2026 programs' warm-up)
+
+
+def smoke_extension(value: int | None) -> int | None:
+    """The extension a smoke run keeps: at most SMOKE_EXTENSION steps; none where the record has none."""
+    return value if value is None else min(value, SMOKE_EXTENSION)
+
+
 def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None) -> list[Change]:
     found = {role: _one(fields, role) for role in ROLES}
     missing = [f"the step count ({' or '.join(ROLES['steps'])})"] if found["steps"] is None else []
@@ -198,9 +206,12 @@ def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None)
                           "this program cannot be cut for a smoke run; run it in full (without --smoke)")
     changes = [Change(found["steps"].name, found["steps"].was, str(steps),
                       "fewer steps: the program scales its schedule (cool-down, windows, batch) to them")]
-    if found["extension"] is not None:
-        changes.append(Change(found["extension"].name, found["extension"].was, "0",
-                              "the extension's steps at the final window belong to the full schedule only"))
+    extension = found["extension"]
+    if extension is not None and extension.value != smoke_extension(extension.value):
+        changes.append(Change(extension.name, extension.was, str(smoke_extension(extension.value)),
+                              f"kept to {SMOKE_EXTENSION} steps, not removed: the program's warm-up samples the "
+                              "steps just after each stage's start, the extension's too (2026: `s + offset` for "
+                              "offsets up to +1), and indexes past its schedule without them"))
     changes += _phase_changes(fields, found["steps"], steps)
     if val_tokens is not None:
         changes.append(Change("val_tokens", found["val_tokens"].was, str(val_tokens),
