@@ -62,7 +62,7 @@ UPSTREAM_WORDS = {
 # What a record's table description or README says about its change (lowercased text, plain substrings).
 SYSTEMS_STATEMENTS = ("without touching the ml", "no ml change", "does not change the ml", "systems-only",
                       "systems only", "purely systems", "not a new record, just re-timing", "pure-engineering",
-                      "pure engineering", "ml is identical")
+                      "pure engineering", "ml is identical", "same math")
 SYSTEMS_WORDS = ("kernel", "all-reduce", "all_reduce", "allreduce", "reduce_scatter", "reduce scatter",
                  "communication", "upgrade", "pytorch", "torch 2", "torch==", "redundant", "triton", "fp8",
                  "overlap", "to gpu", "h2d", "compile", "fuse")
