@@ -169,3 +169,15 @@ def test_a_systems_only_record_inherits_its_ancestors_evidence_and_is_never_pool
     judged = _judged(reg, "B_systems", [3.2794])
     assert judged["loss.inherited"] == "note" and "loss.pooled" not in judged and "failure" not in judged.values()
     assert _judged(reg, "B_systems", [3.2990])["loss.inherited"] == "deviation"  # the numerics moved: said, not failed
+
+
+def test_quoted_evidence_without_a_count_of_runs_says_none_missing():
+    """Snoo, UpdateSmoothing and SmoothedSnooMedium state a p-value and no list of losses."""
+    from pipeline.findings import Finding
+    from pipeline.verdict.render import render
+
+    said = render(Finding("loss.quoted", "deviation", {"source": "README.md", "p_value": 1e-06, "p_max": 0.01}))
+    assert said == "loss evidence quoted from the record's README, not recomputed: p = 1e-06 (README.md)"
+    counted = render(Finding("loss.quoted", "deviation", {"source": "README.md", "p_value": 0.0004, "n": 9,
+                                                          "p_max": 0.01}))
+    assert "p = 0.0004 over 9 runs (README.md)" in counted
