@@ -42,6 +42,8 @@ def _readme(record: str) -> str:
     ("2025-10-04_GPT2MediumLayerReuse", 0.0001256, 22, "p-value:"),  # "P-value: 0.0001256" beside a baseline's
     ("2025-11-02-Smear-MTP", 1.1266e-05, 26, "p-value:"),
     ("2026-02-02_KernelTuning", 0.0004, 9, "p="),
+    ("2025-08-28_Medium_NewValemb", 5.07368129288152e-07, 37, '"p_value": ...'),  # beside its baseline's 0.0434
+    ("2025-09-11_GPT2MediumX01", 0.00035946114919240566, 19, '"p_value": ...'),  # 'p_value': printed by Python
 ])
 def test_the_forms_upstream_uses_are_recognised(record, p_value, n, form):
     stated = quoted_statistics(_readme(record))

@@ -10,6 +10,7 @@ holds the sentences, one corpus test reads them all):
 - `p=0.0001`, `p = 0.0000`, `p<0.001`, `val_loss t-test p=0.000032`: a p-value or a bound on it;
 - `p-value: 1.1266e-05`, `P-value: 0.0001256`, `T-test p-value: 0.0119`: the same, spelled out;
 - `....pvalue=np.float64(0.0032)`: scipy's result printed by an f-string;
+- `"p_value": 5.07368129288152e-07,` (`'p_value': ...`): a dict of t-test results printed as JSON or Python;
 - `(P(<2.92) > 99.9%)`: the probability that the mean is under the target, so p < 1 - 0.999;
 - the losses the test was computed from: `accs = [...]`, `losses = [...]`, or a bare list printed by the script.
 A README often shows the statistics of the code it started from beside its own, under a heading or a label line
@@ -32,6 +33,7 @@ P_FORMS: tuple[tuple[str, re.Pattern, str], ...] = (
     ("p=", re.compile(r"\bp ?([=<]) ?" + _NUM), "p"),
     ("p-value:", re.compile(r"\bp[- ]?values?: ?" + _NUM, re.I), "p"),
     ("pvalue=np.float64(...)", re.compile(r"\.pvalue=(?:np\.float64\()?" + _NUM), "p"),
+    ("\"p_value\": ...", re.compile(r"[\"']p_value[\"']: ?" + _NUM), "p"),
     ("P(<target) > x%", re.compile(r"P\(<\d*\.?\d+\) ?> ?(\d*\.?\d+)%"), "percent"),
 )
 _LIST = re.compile(r"\[([0-9.,\s]+)\]")
