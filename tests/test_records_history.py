@@ -125,6 +125,16 @@ def test_versions_in_subfolders_take_the_one_the_readme_submits(registry):
         {"xsa-baseline-s1335", "xsa-baseline-s1385"}
 
 
+def test_a_log_that_validated_far_more_often_is_a_diagnostic_run_not_one_of_the_runs(registry):
+    """2025-11-29: "I have attached logs with validation every 5 steps in this repo for more fine-grained analysis":
+    val_every_five_after.txt ran the record's 2160 steps, validating 433 times where its runs validate 10."""
+    r = load_record("2025-11-29_BatchSizeSchedule", registry / "records")
+    assert [log.file for log in r.logs] == ["10e8f7c6-7175-4467-bdb0-a5de25d771a6.txt",
+                                            "1a2055d8-27d7-43ba-8e8a-273e855824e0.txt"]
+    assert left(r, "diagnostic") == ["val_every_five_after.txt"]
+    assert r.published.mean_time_s == pytest.approx(132.2, abs=0.1)  # not pulled up by its 136.4 s
+
+
 @pytest.mark.parametrize("name, baseline", [("2026-06-11_RecursiveFromBest", "baseline_pr299"),
                                             ("2026-07-17_FP8DownProjection", "baseline")])
 def test_this_pr_beside_a_baseline(registry, name, baseline):
@@ -391,7 +401,7 @@ def test_the_site_shows_each_record_s_check(tmp_path, registry):
     for args in (["--check", str(tmp_path / "check.json")], ["--from", str(SAMPLE)]):
         out = tmp_path / args[0].strip("-")
         code, text = run("--registry", str(registry), "records", "site", "--out", str(out), *args)
-        assert code == 0 and "12 check row(s)" in text, text
+        assert code == 0 and "13 check row(s)" in text, text
         page = (out / "records" / "2026-07-13_PrefixTokenPrediction.html").read_text()
         assert "prefix-1375/1b20ccf2-cb2f-4b6b-bc8a-2d9cd146f549.txt" in page and "other-hardware" in page
     code, text = run("--registry", str(registry), "records", "site", "--out", str(tmp_path / "planned"), "--plans")

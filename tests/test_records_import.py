@@ -370,3 +370,28 @@ def test_runs_of_the_previous_record_s_program_are_left_out_when_the_readme_repo
     r = load_record("2025-01-02_Child", reg / "records")
     assert [log.file for log in r.logs] == ["mine.txt"]
     assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("0a1b2c.txt", "previous-record")]
+
+
+def test_the_parent_is_the_record_before_rows_without_a_log_that_change_the_systems(tmp_path):
+    """Track 1's row 66 "Torch 2.10" and track 2's row 11 (a torch upgrade) have no log: the next record stands on
+    the ML of the record before them. A row without a log that changed the ML leaves the parent empty."""
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+    for folder in ("2026-01-30_VeFused", "2026-01-24_ImprovedLMHead", "2026-02-02_Later"):
+        (track / folder).mkdir(parents=True)
+        shutil.copy(log, track / folder / f"{folder[-4:]}.txt")
+    t = "records/track_1_short"
+    rows = [f"65 | 1.613 minutes | Group Value Embeds | 01/30/26 | [log]({t}/2026-01-30_VeFused/Fused.txt) | @a",
+            "66 | 1.595 minutes | Torch 2.10 | 01/31/26 | - | -",
+            f"67 | 1.540 minutes | Tune kernels | 01/31/26 | [log]({t}/2026-01-24_ImprovedLMHead/Head.txt) | @b",
+            "68 | 1.530 minutes | Introduced the Muon optimizer | 02/01/26 | none | @c",
+            f"69 | 1.520 minutes | Later | 02/02/26 | [log]({t}/2026-02-02_Later/ater.txt) | @d"]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    reg = registry(tmp_path)
+    result = do_import(reg, clone)
+    assert load_record("2026-01-24_ImprovedLMHead", reg / "records").parent == "2026-01-30_VeFused"
+    assert load_record("2026-02-02_Later", reg / "records").parent == ""
+    assert any("#66 ('Torch 2.10')" in w and "its parent is 2026-01-30_VeFused" in w for w in result["warnings"])
+    assert any("2026-02-02_Later: the previous row (#68) has no log" in w for w in result["warnings"])

@@ -7,6 +7,7 @@ reader takes from it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -41,11 +42,31 @@ def _readme(record: str) -> str:
     ("2025-10-04_GPT2MediumLayerReuse", 0.0001256, 22, "p-value:"),  # "P-value: 0.0001256" beside a baseline's
     ("2025-11-02-Smear-MTP", 1.1266e-05, 26, "p-value:"),
     ("2026-02-02_KernelTuning", 0.0004, 9, "p="),
+    ("2025-08-28_Medium_NewValemb", 5.07368129288152e-07, 37, '"p_value": ...'),  # beside its baseline's 0.0434
+    ("2025-09-11_GPT2MediumX01", 0.00035946114919240566, 19, '"p_value": ...'),  # 'p_value': printed by Python
 ])
 def test_the_forms_upstream_uses_are_recognised(record, p_value, n, form):
     stated = quoted_statistics(_readme(record))
     assert stated["p_value"] == p_value and form in stated["forms"]
     assert stated.get("n") == n
+
+
+READMES = ROOT / "tests/fixtures/quoted-statistics/readmes"  # upstream's README sections, trimmed
+
+
+@pytest.mark.parametrize("record, p_value, losses", [
+    # "Previous record (timed on same machine):" quotes the earlier code's p = 0.0064 after the record's 0.0423
+    ("2026-02-06_SparseBigramGradient", 0.0423, [3.2789, 3.2772, 3.2804, 3.277, 3.2792]),
+    # "**Current WR:**" (p = 0.0246) before "**This PR (fused softcapped cross entropy):**" (p = 0.0067)
+    ("2026-01-16_FusedSoftcappedEntropy", 0.0067, [3.2790, 3.2798, 3.2776, 3.2798, 3.2792, 3.2768, 3.2785, 3.2807,
+                                                   3.2793, 3.2774]),
+    ("2025-09-17_UpdateSmoothing", 0.000032, None),  # "## Baselines:" then "PR124:" p=0.000000: not the record's
+    ("2026-05-27-MuddGatedAndDC", 0.000453, None),  # "relative to `xsa-baseline-s1385`": a name, not the baseline
+])
+def test_the_statistics_of_the_code_a_record_started_from_are_not_its_claim(record, p_value, losses):
+    stated = quoted_statistics((READMES / f"{record}.md").read_text(encoding="utf-8"))
+    assert stated["p_value"] == p_value
+    assert stated.get("losses") == losses
 
 
 def test_statistics_of_p_values_and_timing_tests_are_not_the_claim():
@@ -80,6 +101,20 @@ def test_one_log_records_are_accepted_on_one_run_and_unknown_changes_are_flagged
                                     readme="[3.276, 3.2785, 3.2796]\np=0.0001",
                                     description="Merged QKV weights"))
     assert stated.evidence == "quoted" and stated.quoted["p_value"] == 0.0001
+
+
+def test_a_pure_engineering_record_short_of_significance_stands_on_rule_2_s_waiver():
+    readme = (READMES / "2026-02-06_SparseBigramGradient.md").read_text(encoding="utf-8")
+    assert "This is a pure-engineering record" in readme
+    inp = RuleInput(date="2026-02-06", repeats_previous=False, readme=readme,
+                    losses=[3.2789, 3.2772, 3.2804, 3.277, 3.2792],
+                    description="Sparse bigram gradient comms and optimized loading on CPU")
+    proposal = propose_rule(inp)
+    assert proposal.evidence == "parent" and proposal.quoted["p_value"] == 0.0423, proposal
+    assert "p = 0.042" in proposal.why
+    # the same statistics without the README's word for a systems change: they are its evidence, and fall short
+    plain = dataclasses.replace(inp, readme=readme.replace("This is a pure-engineering record", "This record"))
+    assert propose_rule(plain).evidence == "quoted"
 
 
 def test_every_rule_is_stated_in_upstream_s_words():
@@ -136,3 +171,15 @@ def test_a_systems_only_record_inherits_its_ancestors_evidence_and_is_never_pool
     judged = _judged(reg, "B_systems", [3.2794])
     assert judged["loss.inherited"] == "note" and "loss.pooled" not in judged and "failure" not in judged.values()
     assert _judged(reg, "B_systems", [3.2990])["loss.inherited"] == "deviation"  # the numerics moved: said, not failed
+
+
+def test_quoted_evidence_without_a_count_of_runs_says_none_missing():
+    """Snoo, UpdateSmoothing and SmoothedSnooMedium state a p-value and no list of losses."""
+    from pipeline.findings import Finding
+    from pipeline.verdict.render import render
+
+    said = render(Finding("loss.quoted", "deviation", {"source": "README.md", "p_value": 1e-06, "p_max": 0.01}))
+    assert said == "loss evidence quoted from the record's README, not recomputed: p = 1e-06 (README.md)"
+    counted = render(Finding("loss.quoted", "deviation", {"source": "README.md", "p_value": 0.0004, "n": 9,
+                                                          "p_max": 0.01}))
+    assert "p = 0.0004 over 9 runs (README.md)" in counted

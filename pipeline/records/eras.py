@@ -11,7 +11,9 @@ in upstream's words in UPSTREAM_WORDS):
 - own: the runs' own one-sided t-test against the target reaches p < 0.01 (README rule 2);
 - quoted: the record's README states its statistics (pipeline/records/quoted_stats.py reads every form used);
   they are the evidence, and the published runs are re-runs compared with them (one above the target is a
-  deviation, not a failure);
+  deviation, not a failure). Statistics that do not reach p < 0.01 in a README that calls the change
+  systems-only ("This is a pure-engineering record so I did not run it enough times to achieve significance")
+  are not its evidence: rule 2's waiver is, as for `parent` below;
 - parent: a systems-only record, as its description or README says. Rule 2 waives the t-test "for submissions
   which improve speed by optimizing the systems performance, without touching the ML": it inherits its
   ancestors' evidence (back through systems-only and re-timing rows to the last record with statistics) and
@@ -59,7 +61,8 @@ UPSTREAM_WORDS = {
 
 # What a record's table description or README says about its change (lowercased text, plain substrings).
 SYSTEMS_STATEMENTS = ("without touching the ml", "no ml change", "does not change the ml", "systems-only",
-                      "systems only", "purely systems", "not a new record, just re-timing")
+                      "systems only", "purely systems", "not a new record, just re-timing", "pure-engineering",
+                      "pure engineering", "ml is identical", "same math")
 SYSTEMS_WORDS = ("kernel", "all-reduce", "all_reduce", "allreduce", "reduce_scatter", "reduce scatter",
                  "communication", "upgrade", "pytorch", "torch 2", "torch==", "redundant", "triton", "fp8",
                  "overlap", "to gpu", "h2d", "compile", "fuse")
@@ -121,10 +124,19 @@ def propose_rule(inp: RuleInput) -> Proposal:
                                "own", quoted)
     alone = (f"its {len(inp.losses)} published runs give p = {p:.2g}" if p is not None
              else f"it publishes {len(inp.losses)} run(s), too few for a t-test")
-    if quoted:
+    stated_p = quoted.get("p_value")
+    if quoted and not (stated_p is not None and stated_p >= P_VALUE_MAX and _systems(inp)):
         return Proposal("quoted", f"{alone}; its README states its statistics, the record's evidence (its "
                                   "published runs are re-runs, compared with them)", quoted)
+    if quoted:  # "a pure-engineering record so I did not run it enough times to achieve significance"
+        return Proposal("parent", f"{alone}; its README states p = {stated_p:.2g}, not under {P_VALUE_MAX}, and says "
+                                  "the change is to the systems, not the ML: rule 2 waives the t-test, and it "
+                                  "inherits its ancestors' evidence", quoted)
     return _without_statistics(inp, alone)
+
+
+def _systems(inp: RuleInput) -> bool:
+    return change_kind(inp.description, inp.readme) == "systems"
 
 
 def _without_statistics(inp: RuleInput, alone: str) -> Proposal:

@@ -7,7 +7,8 @@ For each row of the README's track table, pipeline/records/selection.py tells th
 other logs of its folder (baselines, earlier versions, single-GPU runs, the parent's log, truncated or
 duplicated logs), and every log left out is written with its reason (`imported.left_out`). Each run gives
 its sha256, its program's sha256 and code fingerprint, its final validation loss and train time, and the
-header's hardware and software (pipeline/records/logfacts.py). The parent is the previous row.
+header's hardware and software (pipeline/records/logfacts.py). The parent is the previous row's record, past
+rows without a log that say their change is to the systems (a torch upgrade between two records).
 pipeline/records/eras.py proposes the rule that judges the loss claim (`imported.rule`, with its reason);
 the track's target and GPU count are read from the README's statement above the table.
 
@@ -35,7 +36,7 @@ from statistics import mean
 from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule, environment_family
-from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, propose_rule
+from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, change_kind, propose_rule
 from pipeline.records.logfacts import LogFacts, most_common
 from pipeline.records.logparse import SEPARATOR
 from pipeline.records.model import NAME_RE, load_record_file
@@ -412,6 +413,28 @@ def _names(rows: list[TableRow]) -> dict[int, str]:
     return names
 
 
+def _parent_name(rows: list[TableRow], index: int, names: dict[int, str], name: str, warnings: list[str]) -> str:
+    """The previous row's record; past rows without a log whose description says their change is to the systems
+    ("Torch 2.10", "Algebraic rewrite of XSA, same math faster execution"): the ML stands on the record before them.
+    A row without a log that changed the ML ("Introduced the Muon optimizer") leaves the parent empty."""
+    passed: list[TableRow] = []
+    for row in reversed(rows[:index]):
+        parent = names.get(row.line, row.record_name)
+        if parent or change_kind(row.description, row.description) != "systems":
+            break
+        passed.append(row)
+    else:
+        parent = ""
+    said = ", ".join(f"#{r.number} ({r.description!r})" for r in passed)
+    if passed and parent:
+        warnings.append(f"{name}: the row(s) before it, {said}, have no log in the table and change the systems, "
+                        f"not the ML: its parent is {parent}")
+    elif index > 0 and not parent:
+        warnings.append(f"{name}: the previous row (#{rows[index - 1].number}) has no log in the table: parent left "
+                        "empty")
+    return parent
+
+
 def _linked_file_name(row: TableRow | None) -> frozenset[str]:
     if row is None or Path(row.log_link).suffix not in (".txt", ".log"):
         return frozenset()
@@ -475,10 +498,7 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         name = names[row.line]
         index = index_of[id(row)]
         previous_row = rows[index - 1] if index > 0 else None
-        previous = names.get(previous_row.line, previous_row.record_name) if previous_row else ""
-        if previous_row and not previous:
-            result.warnings.append(f"{name}: the previous row (#{previous_row.number}) has no log in the table: "
-                                   "parent left empty")
+        previous = _parent_name(rows, index, names, name, result.warnings)
         if previous and previous not in importing and previous not in known:
             # the table names it all the same: the parent is kept, and judged once the registry holds it
             result.warnings.append(f"{name}: the previous row, {previous}, is not in this clone or the registry")

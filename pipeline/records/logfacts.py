@@ -51,6 +51,7 @@ class LogFacts:
     warnings: tuple[str, ...]
     problems: tuple[str, ...] = ()  # logparse issue codes that make the run unusable (BLOCKING)
     files: tuple[dict, ...] = ()  # a program of several files: each one's name, sha256 and size
+    validations: int = 0  # validation points printed (a run's cadence: a diagnostic run validates far more often)
 
 
 # What makes a completed log unusable as a run: its numbers cannot be trusted.
@@ -114,7 +115,7 @@ def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
         triton=parsed.triton or "", gpu_model=gpu_model, gpu_count=gpu_count, driver=driver,
         cuda_driver=cuda_driver, layout=parsed.layout, missing=tuple(missing), warnings=tuple(warnings),
         problems=tuple(i.code for i in parsed.issues if i.code in BLOCKING),
-        files=program_file_pins(program) if program is not None else ())
+        files=program_file_pins(program) if program is not None else (), validations=len(parsed.vals))
 
 
 def read_log_facts(path: Path) -> LogFacts:

@@ -18,7 +18,8 @@ come from what upstream writes, not from a list of folder names:
 3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
    log (the previous row links it), runs the previous record's program where the README reports runs of the
    previous record or a baseline beside its own, repeats another log's bytes, never printed its final validation, has
-   numbers that cannot be trusted, or ran another step count than the linked log (an ablation).
+   numbers that cannot be trusted, ran another step count than the linked log (an ablation), or validated at
+   least 4 times as often (a diagnostic run kept for its loss curve, its extra validations in its time).
    Before 2024-12-04 a record was one run: the linked log.
 4. A log behind a symbolic link is never read: it may be another record's file.
 Every log ends up in `runs` or in `left_out` with its reason; nothing is decided silently.
@@ -41,6 +42,9 @@ SUBMITTED = re.compile(r"submi(?:t|tted|ssion)", re.I)
 EARLIER_CODE = ("previous record", "prior record", "unmodified code", "baseline")
 QUOTE_REACH = 300  # characters after such a phrase in which a run's train time counts as quoted
 VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
+# A log that validated this many times as often as the record's runs is a diagnostic run, not a timed one: "I
+# have attached logs with validation every 5 steps in this repo for more fine-grained analysis" (2025-11-29).
+DIAGNOSTIC_VALIDATIONS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +69,7 @@ class Run:
 class LeftOut:
     file: str  # path below the record folder
     reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
-    #              other-version | other-experiment | symlink | unreadable | previous-record
+    #              other-version | other-experiment | symlink | unreadable | previous-record | diagnostic
     detail: str = ""
     sha256: str = ""
 
@@ -160,6 +164,11 @@ def _steps(facts: list[LogFacts]) -> int | None:
     return counted.most_common(1)[0][0] if counted else None
 
 
+def _validations(facts: list[LogFacts]) -> int:
+    counted = Counter(f.validations for f in facts if f.validations)
+    return counted.most_common(1)[0][0] if counted else 0
+
+
 def _on_track_hardware(inp: FolderInput, folder: str, by_folder: dict[str, list[Run]]) -> tuple[str, str, list[str]]:
     """Rule 2: a sibling folder with the same schedule on the track's GPU count replaces a folder run elsewhere."""
     own = [r.facts for r in by_folder.get(folder, [])]
@@ -215,7 +224,7 @@ def _places(text: str, phrase: str) -> list[int]:
 
 
 def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dict[str, str],
-                 own_program: frozenset[str] = frozenset()) -> LeftOut | None:
+                 own_program: frozenset[str] = frozenset(), cadence: int = 0) -> LeftOut | None:
     f, name = run.facts, PurePosixPath(run.rel).name
     if f.gpu_count and f.gpu_count != inp.track_gpus:
         return LeftOut(run.rel, "other-hardware", f"ran on {f.gpu_count} GPU(s); the track is run on "
@@ -233,6 +242,10 @@ def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dic
     if linked_steps and f.scheduled_steps and f.scheduled_steps != linked_steps:
         return LeftOut(run.rel, "other-schedule", f"ran {f.scheduled_steps} steps where the record's runs ran "
                                                   f"{linked_steps}: another version or an ablation", f.sha256)
+    if cadence and f.validations >= DIAGNOSTIC_VALIDATIONS * cadence:
+        return LeftOut(run.rel, "diagnostic", f"validated {f.validations} times where the record's runs validate "
+                                              f"{cadence}: a run kept for its loss curve, not a timed run (its extra "
+                                              "validations are in its train time)", f.sha256)
     return None
 
 
@@ -275,12 +288,13 @@ def select_runs(inp: FolderInput) -> Selection:
     # the linked log's program, by bytes and by code fingerprint (runs differing only in comments are one program)
     own = frozenset(x for x in (linked_run.facts.program_sha256, linked_run.facts.fingerprint) if x) \
         if linked_run else frozenset()
+    cadence = linked_run.facts.validations if linked_run else _validations([r.facts for r in candidates])
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
             why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
                                                    f"one run: the table links {linked}", run.facts.sha256)
         else:
-            why = _why_not_run(run, inp, linked_steps, seen, own)
+            why = _why_not_run(run, inp, linked_steps, seen, own, cadence)
         if why is None:
             runs.append(run)
             seen[run.facts.sha256] = run.rel

@@ -107,8 +107,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "loss.systems_only": lambda d: f"{d['record']} is a systems-only record whose ML was established by "
                                    f"{d.get('parent') or 'its parent'}; consistent losses are what it requires",
     "loss.quoted": lambda d: ("loss evidence quoted from the record's README, not recomputed: "
-                              + (f"p = {d['p_value']:.2g} over {d.get('n')} runs" if d.get("p_value") is not None
-                                 else d.get("statement", "")) + f" ({d.get('source')})"
+                              + (f"p = {d['p_value']:.2g}" + (f" over {d['n']} runs" if d.get("n") else "")
+                                 if d.get("p_value") is not None else d.get("statement", "")) + f" ({d.get('source')})"
                               + ("" if d.get("p_value") is None or d["p_value"] < d["p_max"]
                                  else f"; not below {d['p_max']}")),
     "loss.parent_unknown": lambda d: (f"systems-only: the parent {d.get('parent') or '(none recorded)'} has fewer "
