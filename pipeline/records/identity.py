@@ -70,10 +70,52 @@ def _canonical(tree: ast.AST, out: list[str]) -> None:
 
 
 def canonical_text(tree: ast.AST) -> str:
-    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node."""
+    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node.
+    Written by a recursive walk (a tenth of the iterative one's time, which is most of a cold import); a tree
+    too deep for Python's recursion limit is written again by the iterative walk, which writes the same text."""
     parts: list[str] = []
-    _canonical(tree, parts)
+    try:
+        _write(tree, parts)
+    except RecursionError:
+        parts = []
+        _canonical(tree, parts)
     return "".join(parts)
+
+
+_SKIPPED = frozenset(("ctx", "type_comment", "kind"))
+_BODIES = frozenset(("body", "orelse", "finalbody"))
+_NAMES: dict[type, tuple[str, ...]] = {}  # a node class's fields that count, in order (_fields' first test)
+
+
+def _write(item: object, out: list[str]) -> None:
+    """_canonical's text of `item`, recursively: the same tokens in the same order (see _fields)."""
+    if isinstance(item, ast.AST):
+        cls = type(item)
+        names = _NAMES.get(cls)
+        if names is None:
+            names = _NAMES[cls] = tuple(n for n in cls._fields if n not in _SKIPPED)
+        out.append(cls.__name__ + "(")
+        for name in names:
+            value = getattr(item, name, None)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                if name in _BODIES and cls is not ast.Constant:
+                    value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))]
+                if not value:
+                    continue
+            out.append(name + "=")
+            _write(value, out)
+            out.append(",")
+        out.append(")")
+    elif isinstance(item, list):
+        out.append("[")
+        for element in item:
+            _write(element, out)
+            out.append(",")
+        out.append("]")
+    else:  # constants: type matters (1 vs 1.0 vs True)
+        out.append(f"{type(item).__name__}:{item!r}")
 
 
 def _parse(source: str | bytes) -> ast.Module:
