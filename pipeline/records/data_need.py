@@ -35,7 +35,7 @@ import operator
 from dataclasses import dataclass
 
 from pipeline.errors import CheckFailed
-from pipeline.records.identity import parse_program
+from pipeline.records.identity import shared_tree
 from pipeline.records.program_files import split_program
 
 BOS_MARGIN = 0.35
@@ -195,7 +195,7 @@ def _bos_aligned(tree: ast.Module) -> bool:
 
 def _parse(program: bytes) -> ast.Module:
     try:
-        return parse_program(split_program(program)[0].text)
+        return shared_tree(split_program(program)[0].text)  # read only: the fingerprint's tree, when recent
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise CheckFailed(f"train_gpt.py cannot be parsed to read its batch and steps: {exc}",
                           "give the data by hand: --dataset NAME, or write dataset.train_shards in the manifest") \

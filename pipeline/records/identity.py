@@ -148,11 +148,30 @@ def parse_program(source: str | bytes) -> ast.Module:
             raise exc from None
 
 
+SHARED_TREES = 4  # a record's logs mostly carry one program; its data need reads the same main file just after
+_shared: dict[tuple[type, bytes], ast.Module] = {}  # oldest first
+
+
+def shared_tree(source: str | bytes) -> ast.Module:
+    """parse_program(source), parsed once while it is among the last few sources asked for: one tree object shared
+    by the readers that never change a tree (the fingerprint, the log reader's program test, the data need), so
+    an import parses each program once rather than once per reader. Errors are raised, never remembered."""
+    raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+    key = (type(source), hashlib.sha256(raw).digest())
+    tree = _shared.pop(key, None)
+    if tree is None:
+        tree = parse_program(source)
+    _shared[key] = tree
+    while len(_shared) > SHARED_TREES:
+        del _shared[next(iter(_shared))]
+    return tree
+
+
 def fingerprint(source: str | bytes) -> str:
     """Fingerprint of the program's code; raises SyntaxError when it is not Python, or when it nests too deeply
     for Python's own parser (a hostile program of thousands of nested terms: RecursionError inside ast.parse)."""
     try:
-        tree = parse_program(source)
+        tree = shared_tree(source)
     except (RecursionError, MemoryError):
         raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_text(tree).encode()).hexdigest()

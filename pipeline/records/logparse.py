@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.errors import InputError, os_error
-from pipeline.records.identity import parse_program
+from pipeline.records.identity import shared_tree
 from pipeline.records.nvidia_smi_table import NvidiaSmiTable, find_nvidia_smi_table
 
 SEPARATOR = b"=" * 100
@@ -400,7 +400,7 @@ def _is_program(segment: bytes) -> bool:
     if segment.lstrip()[:8].lower().startswith(b"running") or not segment.strip():
         return False
     try:  # the one parser of programs: a record's 3.12 f-strings are a program too
-        parse_program(segment)
+        shared_tree(segment)  # the fingerprint of this program will not parse it again
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
