@@ -61,3 +61,15 @@ def test_a_tree_too_deep_for_recursion_is_written_by_the_iterative_walk():
     tree = parse_program("x = " + "+".join(["1"] * 2000))  # deeper than the recursion limit
     assert canonical_text(tree) == _iterative_text(tree)
     assert fingerprint("x = " + "+".join(["1"] * 2000)).startswith("ast1-")
+
+
+def test_walk_lists_ast_walks_nodes_in_its_order():
+    import ast
+    from pathlib import Path
+
+    from pipeline.records.identity import parse_program, walk
+
+    for path in sorted((Path(__file__).parent / "fixtures" / "record-program").rglob("*.py")):
+        tree = parse_program(path.read_bytes())
+        assert [id(n) for n in walk(tree)] == [id(n) for n in ast.walk(tree)]
+        assert walk(tree) is walk(tree)  # listed once per tree

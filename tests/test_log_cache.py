@@ -60,6 +60,7 @@ def test_check_site_and_manifests_are_the_same_cold_and_warm(cold, tmp_path, mon
     assert len(memo) == 2 and memo[0].startswith("log-reader-") and memo[1].startswith("parsed-"), memo
     # warm: the same workspace, a new registry and site. No log is parsed and no program walked again.
     monkeypatch.setattr(logparse, "parse_stream", lambda *a, **k: pytest.fail("a log was parsed again"))
+    monkeypatch.setattr(logparse._Scan, "run", lambda *a: pytest.fail("a log was scanned again"))
     monkeypatch.setattr(identity, "program_fingerprint", lambda *a: pytest.fail("a program was walked"))
     after = loop(root, registry(tmp_path / "reg"), tmp_path / "site")
     assert after.keys() == before.keys()
