@@ -144,3 +144,17 @@ def test_an_older_readers_memo_is_removed_when_the_memo_is_written(tmp_path):
     finally:
         log_cache.use_folder(None)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"log-reader-{log_cache.reader_key()}.json"]
+
+
+def test_an_edited_dataset_manifest_is_a_new_import_key(tmp_path):
+    """The shard size is read only when the import runs: the dataset manifests are in the key as files."""
+    from pipeline.records.import_memo import ImportInputs, import_key
+
+    reg = registry(tmp_path / "reg")
+    inputs = ImportInputs(clone=SAMPLE, records_dir=reg / "records", environments_dir=reg / "environments", track=1,
+                          commit=COMMIT, repository="r", dry_run=False, datasets_dir=reg / "datasets")
+    before = import_key(inputs)
+    assert import_key(inputs) == before
+    manifest = next((reg / "datasets").glob("*.yaml"))
+    manifest.write_text(manifest.read_text().replace("tokens_per_shard:", "tokens_per_shard: 1", 1))
+    assert import_key(inputs) != before
