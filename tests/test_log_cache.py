@@ -158,3 +158,33 @@ def test_an_edited_dataset_manifest_is_a_new_import_key(tmp_path):
     manifest = next((reg / "datasets").glob("*.yaml"))
     manifest.write_text(manifest.read_text().replace("tokens_per_shard:", "tokens_per_shard: 1", 1))
     assert import_key(inputs) != before
+
+
+def test_a_programs_data_need_is_derived_once_and_its_refusal_remembered(tmp_path, monkeypatch):
+    from pipeline.errors import CheckFailed
+    from pipeline.records import data_need
+
+    program = next((ROOT / "tests" / "fixtures" / "record-program").rglob("train_gpt.py")).read_bytes()
+    log_cache.use_folder(tmp_path)
+    try:
+        first = data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000)
+        with pytest.raises(CheckFailed) as refused:
+            data_need.remembered_data_need(b"x = 1\n", world_size=8, tokens_per_shard=100_000_000)
+        log_cache.flush()
+        log_cache.use_folder(tmp_path)  # a new command: what it knows is read from the file
+        monkeypatch.setattr(data_need, "data_need", lambda *a, **k: pytest.fail("derived again"))
+        assert data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000) == first
+        with pytest.raises(CheckFailed) as again:
+            data_need.remembered_data_need(b"x = 1\n", world_size=8, tokens_per_shard=100_000_000)
+        assert (again.value.what, again.value.fix) == (refused.value.what, refused.value.fix)
+        memo = next(tmp_path.glob("log-reader-*.json"))
+        doc = json.loads(memo.read_text())
+        for key, entry in doc["needs"].items():
+            if "train_shards" in entry:
+                doc["needs"][key] = {**entry, "train_shards": "9"}  # not an int: never trusted
+        memo.write_text(json.dumps(doc))
+        log_cache.use_folder(tmp_path)
+        with pytest.raises(pytest.fail.Exception, match="derived again"):
+            data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000)
+    finally:
+        log_cache.use_folder(None)

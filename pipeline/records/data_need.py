@@ -202,6 +202,16 @@ def _parse(program: bytes) -> ast.Module:
             from None
 
 
+def remembered_data_need(program: bytes, *, world_size: int, tokens_per_shard: int) -> DataNeed:
+    """data_need(...), kept in the log reader's memo (pipeline/records/log_cache.py) like a log's facts, so that a
+    re-import parses and walks no program for it (a pure function of its arguments). The importer's; a plan or a
+    refused run writes no memo."""
+    from pipeline.records.log_cache import data_need as remembered
+
+    args = {"world_size": world_size, "tokens_per_shard": tokens_per_shard}
+    return remembered(program, args, lambda: data_need(program, **args), DataNeed)
+
+
 def data_need(program: bytes, *, world_size: int, tokens_per_shard: int, steps: int | None = None) -> DataNeed:
     """The shards a program reads at its record's world size (`steps`: a smoke run's cut, no extension).
     CheckFailed naming what cannot be read."""

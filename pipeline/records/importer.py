@@ -459,7 +459,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
     """dataset.derived: the shards the first selected run's program reads, from its own hyperparameters, at the
     shard size of the record's dataset (`shard_tokens`, its manifest's format.tokens_per_shard); when they cannot
     be worked out, train_shards 0 and the reason."""
-    from pipeline.records.data_need import DataNeed, data_need
+    from pipeline.records.data_need import DataNeed, remembered_data_need
     from pipeline.records.logparse import parse_log  # through the memo: a log the import read is not parsed again
 
     run = next((r for r in selection.runs if r.facts.program_sha256), None)
@@ -472,7 +472,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
         program = parse_log(folder / run.rel).program
         if program is None:
             raise InputError(f"{run.rel} carries no program text", "")
-        return data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()
+        return remembered_data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()
     except (ReproError, OSError) as exc:
         why = getattr(exc, "what", None) or str(exc)
         return DataNeed(train_shards=0, val_shards=1, steps=0, train_tokens=0, tokens_per_step=0,
