@@ -16,6 +16,7 @@ syntax tree: most of a log's reading time) are pure functions of the bytes, so t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -284,11 +285,16 @@ def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
 
 
 def _write_parsed(entry: Path, log: ParsedLog) -> None:
-    from pipeline.atomic import write_bytes
-    from pipeline.errors import ReproError
+    """Written whole under a temporary name and renamed into place, like pipeline/atomic.py, but not fsynced: two
+    fsyncs per log were most of a cold import's wall time, and an entry a crash leaves short or empty is refused
+    by _read_parsed (not a pickle, or not these bytes' parse) and parsed again."""
+    from pipeline.atomic import temp_path
 
+    tmp = temp_path(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(entry, pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
-    except (OSError, ReproError):
-        pass  # a memo that cannot be written costs time, never a result
+        tmp.write_bytes(pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, entry)
+    except OSError:  # a memo that cannot be written costs time, never a result
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
