@@ -3,10 +3,12 @@
     log_cache.use_folder(ws.cache / "log-reader")   # the CLI, once per command (without it: this process only)
     facts = log_cache.log_facts(raw, "b067….txt")     # == logfacts.facts_from_bytes(raw, "b067….txt")
     fp = log_cache.program_fingerprint(program)        # == identity.program_fingerprint(program)
+    need = log_cache.data_need(program, args, derive, DataNeed)  # == derive(): data_need.remembered_data_need
     log_cache.flush()                                  # the CLI, when the command ends: one atomic write
 
-A log's facts (its numbers, header, program's files and fingerprint) and a program's fingerprint (a walk of its
-syntax tree: most of a log's reading time) are pure functions of the bytes, so they are a memo, never a source:
+A log's facts (its numbers, header, program's files and fingerprint), a program's fingerprint (a walk of its
+syntax tree: with Python's parse of it, most of a log's reading time) and the importer's data need of a program
+are pure functions of the bytes (and arguments), so they are a memo, never a source:
 - the key is the content's sha256 and the reader's key: logfacts.READER_VERSION and the source text of the
   modules of pipeline/records/, so a change to the reader, bumped or not, starts a new memo;
 - one JSON file per reader key, read bounded (MAX_MEMO_BYTES) once per process and written atomically once, when

@@ -22,7 +22,9 @@ Logs are untrusted (a bundle's, a stranger's), so they are read line by line in 
 is read at most MAX_LINE bytes at a time, the program and the header are kept up to a cap each, at most
 MAX_POINTS step and validation points are kept, and problems of one kind are counted, not listed. A
 1 GiB log parses in a few MiB. Non-finite losses or times (nan, inf, 1e400) are problems: such a run is
-never judged.
+never judged. A log already in memory (parse_text: the importer reads each one bounded) is read by a few scans
+of the whole buffer instead, which give the same ParsedLog (see _Scan); a log of any unusual shape is read line
+by line as above.
 """
 
 from __future__ import annotations
