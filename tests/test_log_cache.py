@@ -60,6 +60,7 @@ def test_check_site_and_manifests_are_the_same_cold_and_warm(cold, tmp_path, mon
     assert len(memo) == 2 and memo[0].startswith("log-reader-") and memo[1].startswith("parsed-"), memo
     # warm: the same workspace, a new registry and site. No log is parsed and no program walked again.
     monkeypatch.setattr(logparse, "parse_stream", lambda *a, **k: pytest.fail("a log was parsed again"))
+    monkeypatch.setattr(logparse._Scan, "run", lambda *a: pytest.fail("a log was scanned again"))
     monkeypatch.setattr(identity, "program_fingerprint", lambda *a: pytest.fail("a program was walked"))
     after = loop(root, registry(tmp_path / "reg"), tmp_path / "site")
     assert after.keys() == before.keys()
@@ -143,3 +144,47 @@ def test_an_older_readers_memo_is_removed_when_the_memo_is_written(tmp_path):
     finally:
         log_cache.use_folder(None)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"log-reader-{log_cache.reader_key()}.json"]
+
+
+def test_an_edited_dataset_manifest_is_a_new_import_key(tmp_path):
+    """The shard size is read only when the import runs: the dataset manifests are in the key as files."""
+    from pipeline.records.import_memo import ImportInputs, import_key
+
+    reg = registry(tmp_path / "reg")
+    inputs = ImportInputs(clone=SAMPLE, records_dir=reg / "records", environments_dir=reg / "environments", track=1,
+                          commit=COMMIT, repository="r", dry_run=False, datasets_dir=reg / "datasets")
+    before = import_key(inputs)
+    assert import_key(inputs) == before
+    manifest = next((reg / "datasets").glob("*.yaml"))
+    manifest.write_text(manifest.read_text().replace("tokens_per_shard:", "tokens_per_shard: 1", 1))
+    assert import_key(inputs) != before
+
+
+def test_a_programs_data_need_is_derived_once_and_its_refusal_remembered(tmp_path, monkeypatch):
+    from pipeline.errors import CheckFailed
+    from pipeline.records import data_need
+
+    program = next((ROOT / "tests" / "fixtures" / "record-program").rglob("train_gpt.py")).read_bytes()
+    log_cache.use_folder(tmp_path)
+    try:
+        first = data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000)
+        with pytest.raises(CheckFailed) as refused:
+            data_need.remembered_data_need(b"x = 1\n", world_size=8, tokens_per_shard=100_000_000)
+        log_cache.flush()
+        log_cache.use_folder(tmp_path)  # a new command: what it knows is read from the file
+        monkeypatch.setattr(data_need, "data_need", lambda *a, **k: pytest.fail("derived again"))
+        assert data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000) == first
+        with pytest.raises(CheckFailed) as again:
+            data_need.remembered_data_need(b"x = 1\n", world_size=8, tokens_per_shard=100_000_000)
+        assert (again.value.what, again.value.fix) == (refused.value.what, refused.value.fix)
+        memo = next(tmp_path.glob("log-reader-*.json"))
+        doc = json.loads(memo.read_text())
+        for key, entry in doc["needs"].items():
+            if "train_shards" in entry:
+                doc["needs"][key] = {**entry, "train_shards": "9"}  # not an int: never trusted
+        memo.write_text(json.dumps(doc))
+        log_cache.use_folder(tmp_path)
+        with pytest.raises(pytest.fail.Exception, match="derived again"):
+            data_need.remembered_data_need(program, world_size=8, tokens_per_shard=100_000_000)
+    finally:
+        log_cache.use_folder(None)

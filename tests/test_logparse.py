@@ -81,3 +81,65 @@ def test_a_2024_program_without_final_newline_ends_at_the_separator_glued_to_its
     assert parsed.program == program
     assert parsed.layout == "late-2024"
     assert [v.val_loss for v in parsed.vals] == [10.0, 5.0]
+
+
+# ---- the whole-buffer scan (parse_text) reads every log as the line-by-line reading (parse_stream) does ----
+
+def _both(raw: bytes):
+    import io
+
+    from pipeline.records.logparse import _Parser, _Scan, parse_stream
+
+    scanned = _Scan(_Parser("<log>"), raw).run()
+    return repr(parse_text(raw)), repr(parse_stream(io.BytesIO(raw))), scanned
+
+
+def _shapes() -> dict[str, bytes]:
+    """Logs in each layout and with each oddity the scan handles or must decline."""
+    sep = b"=" * 100
+    log = make_log(PROGRAM).encode()
+    body = log[log.index(b"\nstep:") + 1:]
+    header = make_log(None).encode()
+    header = header[:header.index(b"\nstep:") + 1]
+    program = PROGRAM.encode()
+    return {
+        "current": log, "no program": make_log(None).encode(), "crlf": log.replace(b"\n", b"\r\n"),
+        "no final newline": log.rstrip(b"\n"), "trailing spaces": log.replace(b"ms\n", b"ms  \t\n"),
+        "cut": make_log(PROGRAM, cut_after_step=431).encode(), "empty": b"", "blank": b"\n \n",
+        "no separator": body, "late-2024": sep + b"\n" + program + sep + b"\n" + header[101:] + body,
+        "late-2024 unterminated": sep + b"\n" + program.rstrip(b"\n") + sep + b"\n" + header[101:] + body,
+        "lead header": sep + b"\n" + header[101:] + body, "lead never closed": sep + b"\n" + program,
+        "upper-case STEP": log.replace(b"step:5/", b"STEP:5/"), "unreadable": log.replace(b"step:7/1680 ", b"step:7"),
+        "train_loss": log.replace(b"step:9/1680 train_time", b"step:9/1680 train_loss:4.5 train_time"),
+        "nan": log.replace(b"val_loss:3.2795", b"val_loss:nan"), "twice": log + body[-200:],
+        "mid-line step": log.replace(b"step:11/1680", b"x step:11/1680"),
+        "peak in header": header + b"peak memory allocated: 1 MiB reserved: 2 MiB\n" + body,
+        "two peaks": log + b"peak memory allocated: 9 MiB reserved: 9 MiB \n",
+        "schedules": log.replace(b"/1680 train_time:1", b"/99 train_time:1"),
+        "many schedules": header + b"".join(b"step:%d/%d train_time:1ms step_avg:1ms\n" % (i, i) for i in range(20)),
+        "llm.c": b"s:0 trl:10.9\ns:0 tel:10.8\ns:10 tel:3.9\n",
+        "long line": log.replace(b"step:12/1680", b"step:12/1680" + b" " * 70_000),
+        "separator in a line": log.replace(b"step:13/1680", b"x" + sep + b"\nstep:13/1680"),
+    }
+
+
+def test_the_scan_reads_every_shape_as_the_line_reading_does():
+    scanned = []
+    for name, raw in _shapes().items():
+        fast, slow, used = _both(raw)
+        assert fast == slow, name
+        if used:
+            scanned.append(name)
+    assert {"current", "trailing spaces", "late-2024", "late-2024 unterminated", "train_loss", "nan", "twice",
+            "two peaks"} <= set(scanned)
+
+
+def test_the_scan_reads_every_fixture_log_as_the_line_reading_does():
+    logs = [p for p in sorted((Path(__file__).parent / "fixtures").rglob("*")) if p.suffix in (".txt", ".log")]
+    assert len(logs) > 20
+    used = 0
+    for path in logs:
+        fast, slow, scanned = _both(path.read_bytes())
+        assert fast == slow, path
+        used += scanned
+    assert used > len(logs) // 2

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from statistics import mean
+from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.errors import CheckFailed, InputError
 from pipeline.plain_text import plain, plain_text
-from pipeline.records.environment_choice import (
-    EnvironmentChoice,
-    environment_by_rule,
-    environment_family,
-    registry_environments,
-)
-from pipeline.records.identity import program_fingerprint
-from pipeline.records.logparse import parse_log
-from pipeline.records.model import Record, upstream_order
 from pipeline.workspace import Workspace
+
+if TYPE_CHECKING:  # imported where used: a re-import that replays its memo loads no record model (issue 39)
+    from pipeline.records.environment_choice import EnvironmentChoice
+    from pipeline.records.model import Record
 
 from .output import emit_json, pass_registry, pass_workspace
 
@@ -40,6 +36,13 @@ WHEELHOUSE = click.option("--wheelhouse", type=click.Path(exists=True, file_okay
 
 def environment_of(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> tuple[EnvironmentChoice, bool]:
     """(the environment the record will use today and why, whether the manifest's environment exists)."""
+    from pipeline.records.environment_choice import (
+        EnvironmentChoice,
+        environment_by_rule,
+        environment_family,
+        registry_environments,
+    )
+
     pins = registry_environments(ws.environments_dir)
     exists = bool(r.environment) and any(p.name == r.environment for p in pins)
     if r.environment and not exists:  # e.g. `host`: the demo record runs in the machine's own Python
@@ -51,6 +54,8 @@ def environment_of(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> 
 
 
 def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> dict:
+    from pipeline.records.environment_choice import registry_environments
+
     choice, env_exists = environment_of(ws, r, wheelhouse)
     losses = [log.val_loss for log in r.logs if log.val_loss is not None] or list(r.published.losses)
     times = list(r.published.times_s)
@@ -80,6 +85,8 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
 def list_(registry, wheelhouse, as_json):
     """The history: date, claimed time, mean time and loss of the logs, environment and data pinned."""
     ws = registry.workspace
+    from pipeline.records.model import upstream_order
+
     rows = [_history_row(ws, r, wheelhouse) for r in sorted(registry.records(), key=upstream_order)]
     if as_json:
         emit_json(rows)
@@ -158,6 +165,9 @@ def show(registry, name, wheelhouse, as_json):
 @click.argument("log", type=click.Path(dir_okay=False))
 def fingerprint_(log):
     """Print the code fingerprint of the program embedded in LOG (to pin it in a manifest)."""
+    from pipeline.records.identity import program_fingerprint
+    from pipeline.records.logparse import parse_log
+
     parsed = parse_log(log)
     if parsed.program is None:
         raise click.ClickException(f"{log} carries no program text; use a full run log")
@@ -213,20 +223,23 @@ def _import(ws: Workspace, target: Workspace, clone: Path, track: int, commit: s
     that wrote nothing (pipeline/records/import_memo.py)."""
     from pipeline.errors import ReproError
     from pipeline.records.import_memo import ImportInputs, import_key, recall, remember
-    from pipeline.records.importer import DEFAULT_REPOSITORY, import_records
+    from pipeline.records.import_result import DEFAULT_REPOSITORY
 
     memo, key = ws.cache / "import-memo", None
-    shard_tokens = dataset_shard_tokens(target)
     if (Path(clone) / "README.md").is_file():  # else import_records says what is wrong
-        try:
+        try:  # the dataset manifests are in the key as files: their shard size is read only when the import runs
             key = import_key(ImportInputs(clone=Path(clone), records_dir=target.records_dir,
                                           environments_dir=target.environments_dir, track=track, commit=commit,
                                           repository=DEFAULT_REPOSITORY, dry_run=dry_run,
-                                          shard_tokens=shard_tokens))
+                                          datasets_dir=target.datasets_dir))
         except (ReproError, OSError):
             key = None  # the import itself reports it
     result = recall(memo, key) if key else None
     if result is None:
+        from pipeline.records.environment_choice import registry_environments
+        from pipeline.records.importer import import_records
+
+        shard_tokens = dataset_shard_tokens(target)
         result = import_records(clone, target.records_dir, track=track, commit=commit,
                                 environments=registry_environments(target.environments_dir), dry_run=dry_run,
                                 shard_tokens=shard_tokens)
@@ -242,6 +255,7 @@ def _import(ws: Workspace, target: Workspace, clone: Path, track: int, commit: s
 def plot(registry, out_dir):
     """A PNG of record time against date (claimed times, and the mean of each record's logs), track 1 only."""
     from pipeline.records.history_plot import plot_history
+    from pipeline.records.model import upstream_order
 
     rows = [_history_row(registry.workspace, r) for r in sorted(registry.records(), key=upstream_order)
             if r.track.startswith("track_1")]

@@ -35,7 +35,7 @@ import operator
 from dataclasses import dataclass
 
 from pipeline.errors import CheckFailed
-from pipeline.records.identity import parse_program
+from pipeline.records.identity import shared_tree, walk
 from pipeline.records.program_files import split_program
 from pipeline.records.smoke_cut import SMOKE_EXTENSION
 
@@ -72,7 +72,7 @@ class _Schedule:
 def _fields(tree: ast.Module) -> dict[str, ast.expr]:
     """Class-level `name[: type] = value` of every class, first one wins (the Hyperparameters dataclass)."""
     out: dict[str, ast.expr] = {}
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    for cls in (n for n in walk(tree) if isinstance(n, ast.ClassDef)):
         for stmt in cls.body:
             target = stmt.target if isinstance(stmt, ast.AnnAssign) else \
                 stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
@@ -142,7 +142,7 @@ def _steps(fields: dict[str, ast.expr], ev: _Eval, steps: int | None) -> tuple[i
 
 def _stages(tree: ast.Module, ev: _Eval) -> _Schedule | None:
     phases, extension = [], None
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+    for call in (n for n in walk(tree) if isinstance(n, ast.Call)):
         kw = {k.arg: k.value for k in call.keywords if k.arg}
         if "batch_size" not in kw or getattr(call.func, "id", getattr(call.func, "attr", "")) != "TrainingStage":
             continue
@@ -189,19 +189,29 @@ def _schedule(tree: ast.Module, fields: dict[str, ast.expr], ev: _Eval, world_si
 
 
 def _bos_aligned(tree: ast.Module) -> bool:
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
-        {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
+    names = {n.id for n in walk(tree) if isinstance(n, ast.Name)} | \
+        {a.arg for n in walk(tree) if isinstance(n, ast.arguments) for a in n.args}
     return bool(names & {"align_to_bos", "BOS_ID", "train_align_to_bos"}) or \
-        any(isinstance(n, ast.ClassDef) and n.name == "BOSFinder" for n in ast.walk(tree))
+        any(isinstance(n, ast.ClassDef) and n.name == "BOSFinder" for n in walk(tree))
 
 
 def _parse(program: bytes) -> ast.Module:
     try:
-        return parse_program(split_program(program)[0].text)
+        return shared_tree(split_program(program)[0].text)  # read only: the fingerprint's tree, when recent
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise CheckFailed(f"train_gpt.py cannot be parsed to read its batch and steps: {exc}",
                           "give the data by hand: --dataset NAME, or write dataset.train_shards in the manifest") \
             from None
+
+
+def remembered_data_need(program: bytes, *, world_size: int, tokens_per_shard: int) -> DataNeed:
+    """data_need(...), kept in the log reader's memo (pipeline/records/log_cache.py) like a log's facts, so that a
+    re-import parses and walks no program for it (a pure function of its arguments). The importer's; a plan or a
+    refused run writes no memo."""
+    from pipeline.records.log_cache import data_need as remembered
+
+    args = {"world_size": world_size, "tokens_per_shard": tokens_per_shard}
+    return remembered(program, args, lambda: data_need(program, **args), DataNeed)
 
 
 def data_need(program: bytes, *, world_size: int, tokens_per_shard: int, steps: int | None = None) -> DataNeed:

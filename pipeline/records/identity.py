@@ -70,10 +70,73 @@ def _canonical(tree: ast.AST, out: list[str]) -> None:
 
 
 def canonical_text(tree: ast.AST) -> str:
-    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node."""
+    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node.
+    Written by a recursive walk (a tenth of the iterative one's time, which is most of a cold import); a tree
+    too deep for Python's recursion limit is written again by the iterative walk, which writes the same text."""
     parts: list[str] = []
-    _canonical(tree, parts)
+    try:
+        _write(tree, parts)
+    except RecursionError:
+        parts = []
+        _canonical(tree, parts)
     return "".join(parts)
+
+
+_SKIPPED = frozenset(("ctx", "type_comment", "kind"))
+_BODIES = frozenset(("body", "orelse", "finalbody"))
+_NAMES: dict[type, tuple[str, ...]] = {}  # a node class's fields that count, in order (_fields' first test)
+
+
+def _write(item: object, out: list[str]) -> None:
+    """_canonical's text of `item`, recursively: the same tokens in the same order (see _fields)."""
+    if isinstance(item, ast.AST):
+        cls = type(item)
+        names = _NAMES.get(cls)
+        if names is None:
+            names = _NAMES[cls] = tuple(n for n in cls._fields if n not in _SKIPPED)
+        out.append(cls.__name__ + "(")
+        for name in names:
+            value = getattr(item, name, None)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                if name in _BODIES and cls is not ast.Constant:
+                    value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))]
+                if not value:
+                    continue
+            out.append(name + "=")
+            _write(value, out)
+            out.append(",")
+        out.append(")")
+    elif isinstance(item, list):
+        out.append("[")
+        for element in item:
+            _write(element, out)
+            out.append(",")
+        out.append("]")
+    else:  # constants: type matters (1 vs 1.0 vs True)
+        out.append(f"{type(item).__name__}:{item!r}")
+
+
+_walked: list = [None, []]  # the last tree walk() listed, and its nodes
+
+
+def walk(tree: ast.AST) -> list[ast.AST]:
+    """list(ast.walk(tree)): the same nodes in the same (breadth-first) order, listed a few times faster and kept
+    for the last tree asked for (the data need walks one program's tree four times)."""
+    if _walked[0] is tree:
+        return _walked[1]
+    nodes, at = [tree], 0
+    while at < len(nodes):
+        node, at = nodes[at], at + 1
+        for name in node._fields:  # ast.iter_child_nodes: each field in order, a list's nodes in order
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend(v for v in value if isinstance(v, ast.AST))
+    _walked[:] = [tree, nodes]
+    return nodes
 
 
 def _parse(source: str | bytes) -> ast.Module:
@@ -106,11 +169,30 @@ def parse_program(source: str | bytes) -> ast.Module:
             raise exc from None
 
 
+SHARED_TREES = 8  # a record's logs mostly carry one program; its data need reads the same main file just after
+_shared: dict[tuple[type, bytes], ast.Module] = {}  # oldest first
+
+
+def shared_tree(source: str | bytes) -> ast.Module:
+    """parse_program(source), parsed once while it is among the last few sources asked for: one tree object shared
+    by the readers that never change a tree (the fingerprint, the log reader's program test, the data need), so
+    an import parses each program once rather than once per reader. Errors are raised, never remembered."""
+    raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+    key = (type(source), hashlib.sha256(raw).digest())
+    tree = _shared.pop(key, None)
+    if tree is None:
+        tree = parse_program(source)
+    _shared[key] = tree
+    while len(_shared) > SHARED_TREES:
+        del _shared[next(iter(_shared))]
+    return tree
+
+
 def fingerprint(source: str | bytes) -> str:
     """Fingerprint of the program's code; raises SyntaxError when it is not Python, or when it nests too deeply
     for Python's own parser (a hostile program of thousands of nested terms: RecursionError inside ast.parse)."""
     try:
-        tree = parse_program(source)
+        tree = shared_tree(source)
     except (RecursionError, MemoryError):
         raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_text(tree).encode()).hexdigest()

@@ -5,8 +5,8 @@
     remember(ws.cache / "import-memo", key, result)          # only for an import that wrote nothing
 
 An import (pipeline/records/importer.py) is a function of what it reads: the clone's top-level files and every
-file under its records/, the registry's manifests and environments, its arguments, today's date (a nightly's
-availability) and the tool's own code. The key hashes all of them, the files by content, so an import whose
+file under its records/, the registry's manifests, environments and datasets, its arguments, today's date
+(a nightly's availability) and the tool's own code. The key hashes all of them, the files by content, so an import whose
 inputs hash the same as an earlier one that wrote nothing would write nothing again and say the same: its result
 is replayed. Anything that differs (a log, a manifest edited by hand, a new version of the tool) is a new key,
 and the import runs. A memo that is unreadable or malformed is ignored.
@@ -22,8 +22,8 @@ from dataclasses import dataclass, fields
 from datetime import date
 from pathlib import Path
 
-from pipeline.hashing import sha256_file
-from pipeline.records.importer import ImportResult, upstream_commit
+from pipeline.hashing import HASH_BUFFER, sha256_file
+from pipeline.records.import_result import ImportResult, upstream_commit
 
 MAX_MEMO_BYTES = 16 << 20  # an import's result (names, warnings) is ~100 KB for the whole history
 READ_SUFFIXES = (".txt", ".log", ".md")  # what the importer reads in a record's folder: logs and the README
@@ -40,6 +40,7 @@ class ImportInputs:
     repository: str
     dry_run: bool
     shard_tokens: int | None = None  # the dataset's shard size: dataset.derived counts shards of it
+    datasets_dir: Path | None = None  # the registry's dataset manifests, where the shard size is read (as files)
 
 
 def _tree(digest, root: Path, label: str, recursive: bool, suffix: str = "") -> None:
@@ -49,20 +50,23 @@ def _tree(digest, root: Path, label: str, recursive: bool, suffix: str = "") -> 
         digest.update(f"{label}: absent\n".encode())
         return
     walk = os.walk(root) if recursive else [(str(root), [], [e.name for e in os.scandir(root)])]
+    prefix = os.path.join(str(root), "")
     for folder, dirs, files in walk:
         dirs.sort()
         for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
             if not name.endswith(suffix):
                 continue
             path = os.path.join(folder, name)
-            rel = os.path.relpath(path, root)
-            mode = os.lstat(path).st_mode
+            rel = path[len(prefix):]  # os.path.relpath's answer (os.walk's paths all start with the prefix)
+            st = os.lstat(path)
+            mode = st.st_mode
             if stat.S_ISLNK(mode):
                 what = "link " + os.readlink(path)
             elif stat.S_ISREG(mode) and (label != "records" or name.endswith(READ_SUFFIXES)):
-                what = "file " + sha256_file(Path(path))
+                # a buffer the file's size, not sha256_file's 1 MiB: zeroing 1 MiB per small file cost a third
+                # of the key's time (a file that grew since is still read whole, in more reads)
+                what = "file " + sha256_file(Path(path), buffer_bytes=max(1, min(HASH_BUFFER, st.st_size + 1)))
             elif stat.S_ISREG(mode):  # a folder's other files (programs, images): listed, and any edit moves mtime
-                st = os.lstat(path)
                 what = f"file of {st.st_size} bytes at {st.st_mtime_ns}"
             elif stat.S_ISDIR(mode):
                 continue
@@ -81,6 +85,8 @@ def import_key(inputs: ImportInputs) -> str:
     _tree(digest, inputs.clone / "records", "records", recursive=True)
     _tree(digest, inputs.records_dir, "registry/records", recursive=False)
     _tree(digest, inputs.environments_dir, "registry/environments", recursive=False)
+    if inputs.datasets_dir is not None:
+        _tree(digest, inputs.datasets_dir, "registry/datasets", recursive=False)
     _tree(digest, PACKAGE, "tool", recursive=True, suffix=".py")  # the sources, not their __pycache__
     return digest.hexdigest()
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from datetime import date
@@ -37,6 +36,7 @@ from pipeline.atomic import write_text
 from pipeline.errors import InputError, ReproError
 from pipeline.records.environment_choice import EnvironmentPin, environment_by_rule, environment_family
 from pipeline.records.eras import RULES_VERSION, Proposal, RuleInput, change_kind, propose_rule
+from pipeline.records.import_result import DEFAULT_REPOSITORY, ImportResult, upstream_commit
 from pipeline.records.logfacts import LogFacts, most_common
 from pipeline.records.logparse import SEPARATOR
 from pipeline.records.model import NAME_RE, load_record_file
@@ -45,7 +45,6 @@ from pipeline.records.upstream_table import TableRow, TrackTerms, read_track_tab
 from pipeline.regular_file import open_regular, read_text_bounded
 from pipeline.yamlio import LIMITS, YamlRefused, dump, load_file
 
-DEFAULT_REPOSITORY = "https://github.com/KellerJordan/modded-nanogpt"
 SEPARATOR_TEXT = SEPARATOR.decode()
 HEADER = ("# Imported by `repro records import` from the upstream records table and the logs of its folder.\n"
           "# The next import derives every field again, except those you list under `edited:` (e.g. [rules]).\n")
@@ -59,50 +58,6 @@ DEFAULT_DATASET = {"name": "fineweb10B-gpt2", "train_shards": 0, "val_shards": 1
 
 MAX_README_BYTES = 16 << 20  # upstream's README is 52 kB, its tables a few hundred rows: never this large
 MAX_RECORD_README_BYTES = 1 << 20  # a record folder's README is prose of a few kB
-
-
-@dataclass(kw_only=True)
-class ImportResult:
-    commit: str
-    track: int
-    written: list[str] = field(default_factory=list)  # created or changed
-    unchanged: list[str] = field(default_factory=list)
-    changes: dict[str, list[str]] = field(default_factory=dict)  # name -> dotted fields that changed
-    warnings: list[str] = field(default_factory=list)
-    skipped_rows: list[str] = field(default_factory=list)
-    flags: dict[str, list[str]] = field(default_factory=dict)  # name -> what the editor should decide
-    kept_edits: dict[str, list[str]] = field(default_factory=dict)  # name -> edited fields kept over the import's
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def upstream_commit(clone: Path, commit: str | None) -> str:
-    """--commit when given, else `git rev-parse HEAD` of the clone; a sample copy must say its commit."""
-    if commit and not re.fullmatch(r"[0-9a-f]{40}", commit):
-        raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
-
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, timeout=30,
-                                 check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    # A copy inside some other repository (this tool's own checkout, say) is not a clone of upstream.
-    top = git("rev-parse", "--show-toplevel")
-    head = git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(clone).resolve() else ""
-    if commit:
-        # a clone says which commit it is at: a --commit it contradicts would pin files it never had
-        if head and head != commit:
-            raise InputError(f"--commit {commit[:12]} is not the commit {clone} is at ({head[:12]})",
-                             f"check out {commit[:12]} in the clone, or leave --commit out to pin {head[:12]}")
-        return commit
-    if not re.fullmatch(r"[0-9a-f]{40}", head):
-        raise InputError(f"{clone} is not the root of a git clone, so its upstream commit is unknown",
-                         "pass --commit SHA: the upstream commit this copy was taken from")
-    return head
 
 
 def _licence(clone: Path) -> str:
@@ -524,7 +479,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
     """dataset.derived: the shards the first selected run's program reads, from its own hyperparameters, at the
     shard size of the record's dataset (`shard_tokens`, its manifest's format.tokens_per_shard); when they cannot
     be worked out, train_shards 0 and the reason."""
-    from pipeline.records.data_need import DataNeed, data_need
+    from pipeline.records.data_need import DataNeed, remembered_data_need
     from pipeline.records.logparse import parse_log  # through the memo: a log the import read is not parsed again
 
     run = next((r for r in selection.runs if r.facts.program_sha256), None)
@@ -537,7 +492,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
         program = parse_log(folder / run.rel).program
         if program is None:
             raise InputError(f"{run.rel} carries no program text", "")
-        return data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()
+        return remembered_data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()
     except (ReproError, OSError) as exc:
         why = getattr(exc, "what", None) or str(exc)
         return DataNeed(train_shards=0, val_shards=1, steps=0, train_tokens=0, tokens_per_step=0,

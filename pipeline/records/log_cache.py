@@ -3,10 +3,12 @@
     log_cache.use_folder(ws.cache / "log-reader")   # the CLI, once per command (without it: this process only)
     facts = log_cache.log_facts(raw, "b067….txt")     # == logfacts.facts_from_bytes(raw, "b067….txt")
     fp = log_cache.program_fingerprint(program)        # == identity.program_fingerprint(program)
+    need = log_cache.data_need(program, args, derive, DataNeed)  # == derive(): data_need.remembered_data_need
     log_cache.flush()                                  # the CLI, when the command ends: one atomic write
 
-A log's facts (its numbers, header, program's files and fingerprint) and a program's fingerprint (a walk of its
-syntax tree: most of a log's reading time) are pure functions of the bytes, so they are a memo, never a source:
+A log's facts (its numbers, header, program's files and fingerprint), a program's fingerprint (a walk of its
+syntax tree: with Python's parse of it, most of a log's reading time) and the importer's data need of a program
+are pure functions of the bytes (and arguments), so they are a memo, never a source:
 - the key is the content's sha256 and the reader's key: logfacts.READER_VERSION and the source text of the
   modules of pipeline/records/, so a change to the reader, bumped or not, starts a new memo;
 - one JSON file per reader key, read bounded (MAX_MEMO_BYTES) once per process and written atomically once, when
@@ -16,6 +18,7 @@ syntax tree: most of a log's reading time) are pure functions of the bytes, so t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -42,7 +45,8 @@ READER_VERSION = 1
 
 MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
 
-_state: dict = {"folder": None, "loaded": False, "dirty": False, "facts": {}, "fingerprints": {}}
+TABLES = ("facts", "fingerprints", "needs")
+_state: dict = {"folder": None, "loaded": False, "dirty": False, "facts": {}, "fingerprints": {}, "needs": {}}
 
 
 def reader_key() -> str:
@@ -60,7 +64,8 @@ def reader_key() -> str:
 def use_folder(folder: Path | None) -> None:
     """Keep the memo in `folder` (the workspace's cache); None: in this process only."""
     flush()
-    _state.update(folder=Path(folder) if folder else None, loaded=False, dirty=False, facts={}, fingerprints={})
+    _state.update(folder=Path(folder) if folder else None, loaded=False, dirty=False, facts={}, fingerprints={},
+                  needs={})
 
 
 def _memo_path() -> Path | None:
@@ -69,7 +74,7 @@ def _memo_path() -> Path | None:
 
 
 def _read_memo(path: Path) -> dict:
-    """The memo file's two tables, or empty ones when it is absent, too large or not a memo."""
+    """The memo file's tables, or empty ones when it is absent, too large or not a memo."""
     from pipeline.errors import ReproError
     from pipeline.regular_file import read_bounded
 
@@ -78,7 +83,7 @@ def _read_memo(path: Path) -> dict:
     except (ReproError, ValueError):
         doc = None
     ok = isinstance(doc, dict) and all(isinstance(doc.get(k), dict) for k in ("facts", "fingerprints"))
-    return {"facts": doc["facts"], "fingerprints": doc["fingerprints"]} if ok else {"facts": {}, "fingerprints": {}}
+    return {k: doc[k] if ok and isinstance(doc.get(k), dict) else {} for k in TABLES}  # "needs": since reader 2
 
 
 def _table(kind: str) -> dict:
@@ -87,7 +92,7 @@ def _table(kind: str) -> dict:
         path = _memo_path()
         if path is not None:
             disk = _read_memo(path)
-            for name in ("facts", "fingerprints"):
+            for name in TABLES:
                 _state[name] = {**disk[name], **_state[name]}
     return _state[kind]
 
@@ -106,7 +111,7 @@ def flush() -> None:
     from pipeline.errors import ReproError
 
     disk = _read_memo(path)
-    doc = {"reader": reader_key(), **{k: {**disk[k], **_state[k]} for k in ("facts", "fingerprints")}}
+    doc = {"reader": reader_key(), **{k: {**disk[k], **_state[k]} for k in TABLES}}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(doc, allow_nan=False, separators=(",", ":")))
@@ -145,6 +150,33 @@ def _fingerprint_entry_ok(entry) -> bool:
         return isinstance(entry["fingerprint"], str) and bool(entry["fingerprint"])
     return set(entry) == {"error", "message"} and entry["error"] in ("SyntaxError", "ValueError") \
         and isinstance(entry["message"], str)
+
+
+# --- a program's data need ------------------------------------------------------------------------------------
+
+def data_need(program: bytes, args: dict, derive: Callable[[], object], kind: type):
+    """derive() (data_need's shards of `program` at `args`, a `kind`: DataNeed), once per program and arguments;
+    its CheckFailed (a program whose batch cannot be read) is remembered and raised again too."""
+    from pipeline.errors import CheckFailed
+
+    try:
+        key = sha256_bytes(program) + json.dumps(args, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # arguments JSON cannot hold exactly: not remembered
+        return derive()
+    entry = _table("needs").get(key)
+    kinds = {f.name: str(f.type) for f in fields(kind)}
+    if isinstance(entry, dict) and set(entry) == {"failed", "fix"} and isinstance(entry["failed"], str) \
+            and isinstance(entry["fix"], (str, type(None))):
+        raise CheckFailed(entry["failed"], entry["fix"])
+    if isinstance(entry, dict) and set(entry) == set(kinds) and all(_check(kinds[k], entry[k]) for k in kinds):
+        return kind(**entry)
+    try:
+        need = derive()
+    except CheckFailed as exc:
+        _remember("needs", key, {"failed": exc.what, "fix": exc.fix})
+        raise
+    _remember("needs", key, asdict(need))
+    return need
 
 
 # --- a log's facts -------------------------------------------------------------------------------------------
@@ -255,11 +287,16 @@ def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
 
 
 def _write_parsed(entry: Path, log: ParsedLog) -> None:
-    from pipeline.atomic import write_bytes
-    from pipeline.errors import ReproError
+    """Written whole under a temporary name and renamed into place, like pipeline/atomic.py, but not fsynced: two
+    fsyncs per log were most of a cold import's wall time, and an entry a crash leaves short or empty is refused
+    by _read_parsed (not a pickle, or not these bytes' parse) and parsed again."""
+    from pipeline.atomic import temp_path
 
+    tmp = temp_path(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(entry, pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
-    except (OSError, ReproError):
-        pass  # a memo that cannot be written costs time, never a result
+        tmp.write_bytes(pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, entry)
+    except OSError:  # a memo that cannot be written costs time, never a result
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)

@@ -106,7 +106,7 @@ def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
         # why the run has no final loss (truncated, crashed, empty): logparse's own words, a few of them
         warnings += [i.detail for i in parsed.issues if i.code != "unreadable_lines"][:3]
     return LogFacts(
-        file=file, sha256=sha256_bytes(raw), size=len(raw),
+        file=file, sha256=parsed.log_sha256, size=len(raw),  # the parse hashed these very bytes
         program_sha256=sha256_bytes(program) if program is not None else "",
         program_bytes=len(program) if program is not None else 0, fingerprint=fp,
         val_loss=val_loss, train_time_ms=train_ms, scheduled_steps=parsed.scheduled_steps,

@@ -22,7 +22,9 @@ Logs are untrusted (a bundle's, a stranger's), so they are read line by line in 
 is read at most MAX_LINE bytes at a time, the program and the header are kept up to a cap each, at most
 MAX_POINTS step and validation points are kept, and problems of one kind are counted, not listed. A
 1 GiB log parses in a few MiB. Non-finite losses or times (nan, inf, 1e400) are problems: such a run is
-never judged.
+never judged. A log already in memory (parse_text: the importer reads each one bounded) is read by a few scans
+of the whole buffer instead, which give the same ParsedLog (see _Scan); a log of any unusual shape is read line
+by line as above.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.errors import InputError, os_error
-from pipeline.records.identity import parse_program
+from pipeline.records.identity import shared_tree
 from pipeline.records.nvidia_smi_table import NvidiaSmiTable, find_nvidia_smi_table
 
 SEPARATOR = b"=" * 100
@@ -400,7 +402,7 @@ def _is_program(segment: bytes) -> bool:
     if segment.lstrip()[:8].lower().startswith(b"running") or not segment.strip():
         return False
     try:  # the one parser of programs: a record's 3.12 f-strings are a program too
-        parse_program(segment)
+        shared_tree(segment)  # the fingerprint of this program will not parse it again
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
@@ -416,7 +418,117 @@ def parse_stream(stream: BinaryIO, path: str = "<log>") -> ParsedLog:
 
 
 def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
+    """Parse a log held in memory: the same ParsedLog as parse_stream, found by whole-buffer scans (see _Scan)
+    when the log has the usual shape, else by the line-by-line reading."""
+    parser = _Parser(path)
+    if _Scan(parser, raw).run():
+        return parser.finish()
     return parse_stream(io.BytesIO(raw), path)
+
+
+# --- the same reading, by scans of the whole buffer --------------------------------------------------------
+# A log of 200 kB is ~2,000 lines, mostly `step:` lines: feeding them one by one to _Parser was most of an import's
+# time. _Scan finds the program, the header and the step lines with a few searches over the bytes and leaves the
+# parser in the state its line-by-line reading would have left it in. It handles what real logs are (no over-long
+# line, no llm.c line, step lines fewer than MAX_POINTS and all readable, at most 16 schedules) and declines the
+# rest, which parse_stream reads; tests/test_logparse.py checks both readings agree on every log at hand.
+_SEP_LINE = SEPARATOR + b"\n"
+_WINDOW = (MAX_LINE - 1) // 2  # a line readline(MAX_LINE) could cut holds a whole window of this many bytes
+_LINE_END = rb"[ \t\r\f\v]*$"  # `\s*$` of one line, within the whole buffer (re.M: $ is before each newline)
+# _STEP's and _VAL's lines in one scan, each from its newline (a literal start: the scan skips to each `step:`)
+_POINTS = re.compile(rb"\n(?-i:step:)(\d{1,12})/(\d{1,12}) (?:(?:train_loss:(?:" + _NUMBER + rb") )?"
+                     rb"train_time:(\d{1,15})ms step_avg:(" + _NUMBER + rb")ms|val_loss:(" + _NUMBER + rb") "
+                     rb"train_time:(\d{1,15})ms step_avg:(?:" + _NUMBER + rb")ms)" + _LINE_END, re.M | re.I)
+_PEAKS = re.compile(rb"\npeak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB" + _LINE_END, re.M)
+
+
+def _has_long_line(raw: bytes) -> bool:
+    """Could a line of `raw` be too long for readline(MAX_LINE)? (Some window of _WINDOW bytes has no newline.)"""
+    return any(raw.find(b"\n", at, at + _WINDOW) < 0 for at in range(0, len(raw) - _WINDOW + 1, _WINDOW))
+
+
+class _Scan:
+    """parse_stream's reading of `raw` into `parser`, by scans (run() is False when this log is not one it reads)."""
+
+    def __init__(self, parser: _Parser, raw: bytes):
+        self.parser, self.raw = parser, raw
+
+    def run(self) -> bool:
+        raw, parser = self.raw, self.parser
+        if not raw or len(raw) > MAX_LOG_FILE_BYTES or _has_long_line(raw):
+            return False
+        body = self._first_segment()
+        if body is None or raw.startswith(b"s:", body) or raw.find(b"\ns:", body) >= 0:  # llm.c lines: declined
+            return False
+        parser.digest, parser.size = hashlib.sha256(raw), len(raw)
+        parser.nonblank = bool(raw.strip())
+        return self._body(body)
+
+    def _first_segment(self) -> int | None:
+        """Where the body starts (len(raw): no body), the program and the phase set as the line reading sets
+        them; None for a log this scan leaves to it."""
+        raw, parser = self.raw, self.parser
+        if not raw.startswith(_SEP_LINE):  # the program, up to the first separator line
+            end = raw.find(b"\n" + _SEP_LINE)
+            if end < 0:  # no separator line: all of it is body, once the program is given up at the end
+                return 0 if len(raw) <= MAX_PROGRAM else None
+            if end + 1 > MAX_PROGRAM:
+                return None
+            parser.program_found, parser.saw_separator, parser.phase = raw[:end], True, "body"
+            return end + 1 + len(_SEP_LINE)
+        return self._lead()
+
+    def _lead(self) -> int | None:
+        """A log that opens with a separator line: a 2024 program (closed by a separator, or by a separator at
+        the end of its last line) or a header read as body."""
+        raw, parser = self.raw, self.parser
+        start = len(_SEP_LINE)
+        parser.saw_separator = True
+        found = raw.find(_SEP_LINE, start)
+        while found >= 0:
+            line = raw.rfind(b"\n", 0, found) + 1 if found > start else start
+            if line - start > MAX_PROGRAM:
+                return None
+            head = raw[line:found]
+            if line == found:  # a separator line: the program, unless it reads as a header
+                if not _is_program(raw[start:line]):
+                    return start
+                segment = raw[start:line]
+            elif head.strip() and not head.endswith(b"=") and _is_program(raw[start:line] + head):
+                segment = raw[start:line] + head + b"\n"
+            else:
+                found = raw.find(_SEP_LINE, found + len(_SEP_LINE))
+                continue
+            parser.program_found, parser.late_2024, parser.phase = segment[:-1], True, "body"
+            return found + len(_SEP_LINE)
+        return len(raw) if len(raw) - start <= MAX_PROGRAM else None  # never closed: kept as program, unread
+
+    def _body(self, start: int) -> bool:
+        """The body's lines from `start`: the header ones fed to the parser, the step lines scanned."""
+        raw, parser = self.raw, self.parser
+        steps_at = raw.find(b"\nstep:", start - 1) + 1 if start else -1  # a body at the log's start: declined
+        if raw.startswith(b"step:", start) or steps_at < 0:
+            return False
+        for line in io.BytesIO(raw[start:steps_at or len(raw)]):  # the header: a few dozen lines, as the parser reads
+            parser._body_line(line, True)
+        if not steps_at:
+            return True
+        parser.in_steps = True
+        points = _POINTS.findall(raw, steps_at - 1)
+        if len(points) != raw.count(b"\nstep:", steps_at - 1) or len(points) >= MAX_POINTS:
+            return False  # an unreadable step line, a cap reached: the line reading says which, where
+        scheduled = {int(n) for n in {p[1] for p in points}}
+        if len(scheduled) > 16:
+            return False
+        parser.steps = [StepPoint(int(s), int(ms), float(avg)) for s, _, ms, avg, loss, _ in points if not loss]
+        for s, _, _, _, loss, ms in points:
+            if loss:
+                parser._val_point(int(s), float(loss), int(ms), True)
+        parser.scheduled = scheduled
+        parser.last_point = max([0] + [p.step for p in parser.steps] + [v.step for v in parser.vals])
+        if peaks := _PEAKS.findall(raw, steps_at - 1):
+            parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
+        return True
 
 
 def parse_log(path: Path) -> ParsedLog:
