@@ -110,6 +110,35 @@ def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_pat
     assert other.attempts == ()
 
 
+def judging_counted(monkeypatch) -> list[int]:
+    """The real judge, wrapped where every loaded module holds it: one entry per verdict computed (issue 40)."""
+    from pipeline.verdict import judge
+
+    calls: list[int] = []
+    real = judge.verify_runs
+
+    def counted(record, paths):
+        calls.append(len(paths))
+        return real(record, paths)
+
+    for module in [m for m in sys.modules.values() if getattr(m, "verify_runs", None) is real]:
+        monkeypatch.setattr(module, "verify_runs", counted)
+    return calls
+
+
+def test_one_reproduce_judges_its_runs_at_most_twice(cpu_record, tmp_path, monkeypatch):
+    """Once to archive them, once to check the bundle; the report page is made from that check's result."""
+    import pipeline.pages.report_input  # noqa: F401  (loaded, so that its binding of the judge is wrapped too)
+
+    calls = judging_counted(monkeypatch)
+    first = reproduce(WS, request(tmp_path))
+    assert first.bundle_verified and ">bundle verified<" in Path(first.report_html).read_text()
+    assert calls == [1, 1]
+    calls.clear()
+    again = reproduce(WS, request(tmp_path))  # the bundle kept: checked when kept, then by the bundle check
+    assert actions(again)["archive"] == "skipped" and len(calls) <= 2
+
+
 def cli(tmp_path, *extra, runs=1, sets=TINY):
     args = ["reproduce", "--demo", "--record", RECORD, "--runs", str(runs), "--preset", "tiny",
             "--work", tmp_path / "work", "--out", tmp_path / "bundles", *extra]

@@ -1,6 +1,7 @@
 """What an HTML report shows, gathered from a bundle or from runs on disk into one typed model.
 
     report = from_bundle(Path("bundles/x.tar.gz"), records_dir)   # verified: hashes, signature, verdict
+    report = from_check(check, published_dir_of)                   # a bundle check already made (reproduce)
     report = from_runs(record, run_dirs, published_dir)            # a work folder's runs, before archiving
 
 A bundle is read in bounded memory (pipeline/bundle/members.py) and checked by `verify_bundle`; its verdict
@@ -12,11 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.records.logparse import parse_text
 from pipeline.records.model import Record
 from pipeline.report.render import LabelledLog, load_published, read_run_logs
 from pipeline.verdict.judge import Verdict
+
+if TYPE_CHECKING:
+    from pipeline.bundle.verify import BundleCheck
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,18 +130,22 @@ class UnverifiedBundle:
 
 def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput | UnverifiedBundle:
     """`published_dir_of(record)`: the folder of the record's published logs on this machine, or None.
-
-    The bundle is read and checked once (`verify_bundle`); the page is made from what that check recomputed,
-    and only when it found no problem."""
-    from pipeline.bundle.judging import RUNS
+    The bundle is read and checked once (`verify_bundle`), and the page made from that check (`from_check`)."""
     from pipeline.bundle.verify import verify_bundle
 
-    check = verify_bundle(path, records_dir)
+    return from_check(verify_bundle(path, records_dir), published_dir_of)
+
+
+def from_check(check: BundleCheck, published_dir_of) -> ReportInput | UnverifiedBundle:
+    """The page of a bundle already checked: made from what the check recomputed, and only when it found no
+    problem (`reproduce` hands its bundle check here, so the runs are not judged a third time)."""
+    from pipeline.bundle.judging import RUNS
+
     integrity = Integrity(kind="bundle", proven=check.proven, signature=check.signature.status, ok=check.ok,
                           problems=tuple(str(p) for p in check.problems), notes=check.notes)
     evidence = check.evidence
     if evidence is None:
-        return UnverifiedBundle(Path(path).name, integrity)
+        return UnverifiedBundle(Path(check.path).name, integrity)
     files, manifest, record, verdict = evidence.files, evidence.manifest, evidence.record, evidence.verdict
     run_ids = [run.source.removeprefix(f"{RUNS}/") for run in verdict.runs]
     logs = tuple(LabelledLog(i, parse_text(files.get(f"{RUNS}/{i}/log.txt", b""), f"{RUNS}/{i}/log.txt"))

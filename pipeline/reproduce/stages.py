@@ -349,14 +349,28 @@ def _holds(flow: Flow, bundle: Path) -> bool:
     return True
 
 
+def stage_bundle_check(flow: Flow) -> StageOutcome:
+    """An independent read of the bundle just written: every hash, the manifest and the verdict. Its result is
+    the page's (stage_report): one reproduce judges its runs twice, to archive them and to check the bundle."""
+    from pipeline.bundle.verify import verify_bundle
+
+    check = verify_bundle(flow.bundle, flow.ws.records_dir)
+    flow.check = check
+    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
+    return StageOutcome("bundle verify", "done" if check.ok else "stopped",
+                        "every hash, the manifest and the verdict check out" if check.ok else
+                        "; ".join(map(str, check.problems[:3])))
+
+
 def stage_report(flow: Flow) -> StageOutcome:
     """The bundle's report.md and plots, copied out to <work>/report/ (byte for byte the archived ones), and
-    report.html made from the bundle (it shows the bundle's check, so it is written after the bundle)."""
+    report.html made from the bundle check's result (it shows that check, so it is written after it)."""
     from pipeline.atomic import write_bytes
     from pipeline.bundle.verify import read_members
 
     out = flow.work / "report"
-    files = read_members(flow.bundle, 256 << 20, 2 << 30).files
+    evidence = flow.check.evidence
+    files = evidence.files if evidence is not None else read_members(flow.bundle, 256 << 20, 2 << 30).files
     sums = parse_sums(files.get("SHA256SUMS", b"").decode("utf-8", errors="replace")).digests
     wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
     flow.report = out / "report.md"
@@ -372,28 +386,19 @@ def stage_report(flow: Flow) -> StageOutcome:
 
 
 def _html_report(flow: Flow, out: Path) -> Path:
-    from pipeline.pages.report_input import from_bundle
+    from pipeline.pages.report_input import from_check
     from pipeline.pages.write import write_html
     from pipeline.records.published import published_logs_dir
 
-    return write_html(from_bundle(flow.bundle, flow.ws.records_dir,
-                                  lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
+    return write_html(from_check(flow.check, lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
 
 
-def stage_bundle_check(flow: Flow) -> StageOutcome:
-    """An independent read of the bundle just written: every hash, the manifest and the verdict."""
-    from pipeline.bundle.verify import verify_bundle
-
-    check = verify_bundle(flow.bundle, flow.ws.records_dir)
-    flow.bundle_ok = check.ok
-    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
-    return StageOutcome("bundle verify", "done" if check.ok else "stopped",
-                        "every hash, the manifest and the verdict check out" if check.ok else
-                        "; ".join(map(str, check.problems[:3])))
-
+# After the runs: judge and pack them, check the bundle (judging them again, independently), then the report
+# from that check. A campaign's collect step runs these on its own folder (pipeline/campaign/collect.py).
+AFTER_RUNS: tuple[Callable[[Flow], StageOutcome], ...] = (stage_archive, stage_bundle_check, stage_report)
 
 # Cheap checks first: a node that cannot work fails before the image build and the download.
-STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (
-    stage_preflight, stage_environment, stage_data, stage_runs, stage_archive, stage_report, stage_bundle_check)
+STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (stage_preflight, stage_environment, stage_data, stage_runs,
+                                                      *AFTER_RUNS)
 
 
