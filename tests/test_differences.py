@@ -19,7 +19,7 @@ def test_the_environment_and_the_run_say_the_same_fields_differ():
     same findings (code, field, values): one comparison, never two sentences to keep in step."""
     from pipeline.env.manifest import load_environment
     from pipeline.probe import RuntimeProbe
-    from pipeline.runs.stage import host_environment
+    from pipeline.runs.train_plan import host_environment
     from pipeline.workspace import Workspace
 
     record = load_record(DEFAULT_RECORD)

@@ -20,7 +20,8 @@ import yaml
 from pipeline.errors import InputError, Interrupted, RunFailed
 from pipeline.records.model import DEFAULT_RECORD
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
-from pipeline.runs.stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
+from pipeline.runs.train_plan import RUNTIMES, TRAINERS, TrainRequest, plan_train
+from pipeline.runs.train_run import run_train
 
 from .output import emit_json, pass_registry
 

@@ -112,7 +112,7 @@ def check_training_options(req: ReproduceRequest) -> None:
                              "record's program exactly as published",
                              "drop them, or add --trainer native (--smoke STEPS cuts the record program's steps)")
         return
-    from pipeline.runs.stage import effective_native_settings
+    from pipeline.runs.train_plan import effective_native_settings
     from train.config import ConfigError, apply_overrides, preset
 
     overrides, _ = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens)

@@ -230,7 +230,7 @@ def stage_data(flow: Flow) -> StageOutcome:
 
 def train_request(flow: Flow):
     """The `repro train` request each run of this reproduce makes."""
-    from pipeline.runs.stage import TrainRequest
+    from pipeline.runs.train_plan import TrainRequest
 
     req = flow.req
     return TrainRequest(record=flow.record, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
@@ -262,7 +262,8 @@ def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
 def stage_runs(flow: Flow) -> StageOutcome:
     """Run until `req.runs` runs have succeeded; a run that fails stops the stage (unless --keep-going)."""
     from pipeline.runs.launch import Discard
-    from pipeline.runs.stage import plan_train, run_train
+    from pipeline.runs.train_plan import plan_train
+    from pipeline.runs.train_run import run_train
 
     req = flow.req
     runs = flow.existing_runs()
