@@ -53,11 +53,10 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
     from pipeline.pages.report_input import UnverifiedBundle
-    from pipeline.pages.write import HtmlSources, gather, write_html
+    from pipeline.pages.write import gather, write_html
 
-    sources = HtmlSources(ws.records_dir, record_name,
-                          lambda record: published_logs_dir(record, ws.cache, record_logs))
-    report_input = gather(paths, sources)
+    report_input = gather(paths, records_dir=ws.records_dir, record_name=record_name,
+                          published_dir_of=lambda record: published_logs_dir(record, ws.cache, record_logs))
     path = write_html(report_input, out_dir)
     if isinstance(report_input, UnverifiedBundle):  # the page says what failed; the exit code says it too
         problems = report_input.integrity.problems
