@@ -106,10 +106,9 @@ def stage_environment(flow: Flow) -> StageOutcome:
     chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
                                                                 choice.resolved_on_node else "") + ")"
     if req.runtime == "host":
-        from pipeline.env.venv import VenvOptions, build_venv
+        from pipeline.env.venv import build_venv
 
-        identity = build_venv(flow.ws, choice.environment, choice.lock, VenvOptions(wheelhouse=req.wheelhouse),
-                              log=say)
+        identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
         flow.venv = identity
         return StageOutcome("environment", "skipped" if identity.reused else "done",
                             f"{chosen}: venv {identity.key} at {identity.path}")
@@ -119,7 +118,7 @@ def stage_environment(flow: Flow) -> StageOutcome:
 def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
     """Reuse the recorded image if the engine still has it and its lock matches, else load the tarball or build."""
     req, say = flow.req, flow.say
-    from pipeline.env.build import BuildOptions, build_image
+    from pipeline.env.build import build_image
     from pipeline.env.image import connect, load_image, load_image_state
 
     lock_sha = choice.lock.sha256
@@ -149,8 +148,8 @@ def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
         flow.image_state = asdict(loaded)
         return StageOutcome("environment", "done", f"{chosen}: loaded {loaded.image_id[:19]}…")
     say(f"building the {choice.environment.name} image (the first build takes a while; later builds reuse layers)")
-    built = build_image(flow.ws, choice.environment.name,
-                        BuildOptions(wheelhouse=req.wheelhouse, lock_file=choice.lock_path), log=say)
+    built = build_image(flow.ws, choice.environment.name, wheelhouse=req.wheelhouse, lock_file=choice.lock_path,
+                        log=say)
     flow.state.set(ImageUsed(built.image_id, built.lock_sha256))
     flow.image_state = asdict(load_image_state(flow.ws.state))
     return StageOutcome("environment", "done", f"{chosen}: built {built.image_id[:19]}… in {built.seconds:.0f} s")
