@@ -99,9 +99,9 @@ def data_lock(data_dir: Path) -> Iterator[None]:
 def _data(flow: Flow) -> tuple[Path, str, str]:
     """(data folder, its lock digest, generated | fetched | verified): flow's data stage under the folder's lock."""
     with data_lock(flow.data_dir):
-        outcome = stage_data(flow)
-    action = "verified" if outcome.action == "skipped" else outcome.detail.split(" ", 1)[0]
-    return flow.data_dir, flow.state.values["data"].lock_sha256, action
+        stage_data(flow)
+    data = flow.state.values["data"]  # the stage's typed section (DataState), not its sentence
+    return flow.data_dir, data.lock_sha256, data.action
 
 
 def image_tarball_path(campaign: Campaign, environment: str) -> Path:

@@ -195,7 +195,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
         if report.ok:
             digest = data_lock_digest(data_dir)
-            flow.state.set(DataState(str(data_dir), digest))
+            flow.state.set(DataState(str(data_dir), digest, "verified"))
             return StageOutcome("data", "skipped", f"{len(report.files)} shard(s) in {data_dir} verified "
                                                    f"(lock {digest[:12]}…)")
         flow.say(f"{len(report.bad)} shard(s) in {data_dir} failed verification: "
@@ -221,7 +221,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         raise CheckFailed(f"{len(report.bad)} shard(s) in {data_dir} fail verification; {bad.name}: {bad.problems[0]}",
                           f"see `repro data verify {data_dir}`; delete the bad files and run again")
     digest = data_lock_digest(data_dir)
-    flow.state.set(DataState(str(data_dir), digest))
+    flow.state.set(DataState(str(data_dir), digest, action))
     return StageOutcome("data", "done", f"{action} and verified {len(report.files)} shard(s) (lock {digest[:12]}…)")
 
 
