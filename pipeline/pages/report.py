@@ -15,6 +15,7 @@ from pipeline.pages import charts
 from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, inline_script, page, table
 from pipeline.pages.phases import phase_times
 from pipeline.pages.report_input import ReportInput, UnverifiedBundle
+from pipeline.verdict.render import render
 
 
 def _chart(element_id: str, figure: dict) -> str:
@@ -58,8 +59,9 @@ def _runs(r: ReportInput) -> str:
         classes.append("problem" if run.problems else "")
     for a in r.attempts:  # every attempt is shown: a reader sees what was tried, not only what counted
         exit_code = "" if a.exit_code is None else f" (exit {a.exit_code})"
+        why = "; ".join(render(f) for f in a.findings)  # its findings, as sentences
         rows.append([esc(a.id), esc(a.status + exit_code), "", esc(a.steps), "—", "—", "—", "—",
-                     esc(f"attempt kept aside, not judged: {a.why}" if a.why else "attempt kept aside, not judged")])
+                     esc(f"attempt kept aside, not judged: {why}" if why else "attempt kept aside, not judged")])
         classes.append("attempt")
     loss, time = r.verdict.loss, r.verdict.time
     summary = []

@@ -21,6 +21,7 @@ from pipeline.report.render import LabelledLog, load_published, read_run_logs
 from pipeline.verdict.judge import Verdict
 
 if TYPE_CHECKING:
+    from pipeline.bundle.manifest import AttemptRow
     from pipeline.bundle.verify import BundleCheck
 
 
@@ -58,18 +59,8 @@ class ReportInput:
     program: tuple[ProgramRow, ...]
     environment: tuple[tuple[str, str], ...]  # (what, value): runtimes, environments, locks, data
     members: tuple[tuple[str, str], ...]  # a bundle's (member, sha256) from SHA256SUMS
-    attempts: tuple[AttemptLine, ...] = ()  # a bundle's runs kept aside (aborted, failed), outside the verdict
-
-
-@dataclass(frozen=True, kw_only=True)
-class AttemptLine:
-    """A run kept aside: shown in the verdict and the runs, never judged."""
-
-    id: str
-    status: str  # aborted | failed
-    exit_code: int | None
-    steps: str
-    why: str  # its findings, as sentences
+    # a bundle's runs kept aside (aborted, failed): shown in the verdict and the runs, never judged
+    attempts: tuple[AttemptRow, ...] = ()
 
 
 def _program_rows(verdict: Verdict, labels: list[str], sources: list[str | None]) -> tuple[ProgramRow, ...]:
@@ -161,15 +152,7 @@ def from_check(check: BundleCheck, published_dir_of) -> ReportInput | Unverified
     rows = _native_sha256(files, _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids]))
     return ReportInput(title=manifest.name, record=record, verdict=verdict, runs=logs, published=tuple(published),
                        published_source=source, integrity=integrity, program=rows,
-                       environment=environment, members=_sums(files), attempts=_attempt_lines(manifest.attempts))
-
-
-def _attempt_lines(attempts) -> tuple[AttemptLine, ...]:
-    from pipeline.verdict.render import render
-
-    return tuple(AttemptLine(id=a.id, status=a.status, exit_code=a.exit_code, steps=a.steps,
-                             why="; ".join(render(f) for f in a.findings))
-                 for a in attempts)
+                       environment=environment, members=_sums(files), attempts=manifest.attempts)
 
 
 def _native_sha256(files, rows: tuple[ProgramRow, ...]) -> tuple[ProgramRow, ...]:
