@@ -160,7 +160,7 @@ def fingerprint_(log):
     """Print the code fingerprint of the program embedded in LOG (to pin it in a manifest)."""
     parsed = parse_log(log)
     if parsed.program is None:
-        raise click.ClickException(f"{log} carries no program text; use a full run log")
+        raise InputError(f"{log} carries no program text", "use a full run log (its program is printed at its top)")
     try:
         echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
     except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
