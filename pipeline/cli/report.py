@@ -11,7 +11,7 @@ import click
 from pipeline.bundle.archive import record_of_runs
 from pipeline.errors import CheckFailed, InputError
 from pipeline.records.published import published_logs_dir
-from pipeline.report.render import report_runs
+from pipeline.report.render import REPORT_FILES, report_runs
 
 from .output import emit_json, pass_registry
 
@@ -40,15 +40,15 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
         raise InputError("a bundle holds its report.md already; this command writes one for run folders",
                          "for a bundle, pass --html (or read its report with `repro bundle show`)")
     record = registry.record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
-    verdict, files = report_runs(record, list(runs), out_dir,
-                                 published_dir=published_logs_dir(record, registry.workspace.cache, record_logs))
+    published_dir = published_logs_dir(record, registry.workspace.cache, record_logs)
+    verdict, published_source = report_runs(record, list(runs), out_dir, published_dir=published_dir)
     if as_json:
-        emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
-                   "published_source": files.published_source})
+        emit_json({"outcome": verdict.outcome, "out_dir": str(out_dir), "files": list(REPORT_FILES),
+                   "published_source": published_source})
         return
-    click.echo(f"verdict {verdict.outcome}; record curves from {files.published_source}")
-    for rel in files.files:
-        click.echo(f"  wrote {files.out_dir / rel}")
+    click.echo(f"verdict {verdict.outcome}; record curves from {published_source}")
+    for rel in REPORT_FILES:
+        click.echo(f"  wrote {Path(out_dir) / rel}")
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
