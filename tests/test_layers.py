@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import pipeline
+from tests.code_shape import imports_of
 from tests.paths import REPO_ROOT
 
 PIPELINE = REPO_ROOT / "pipeline"
@@ -21,15 +22,9 @@ EXPERIMENTS = ("qk_rope", "relu2_mlp", "xent_sass", "bench", "timing", "ns_check
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) for every absolute import in the file; `from a import b` yields a.b as well as a."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
-    return found
+    """(line, module) for every absolute import in the file, a TYPE_CHECKING one too (tests/code_shape.py's
+    walker); `from a import b` yields a.b as well as a."""
+    return [(i.line, i.module) for i in imports_of(path)]
 
 
 def layer_of() -> dict[str, int]:
