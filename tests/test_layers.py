@@ -146,3 +146,17 @@ def test_every_wide_dataclass_is_built_with_names():
     loose = [f"{c.path.relative_to(REPO_ROOT)} {c.name}" for c in wide_dataclasses(REPO_ROOT) if not c.keyword_only]
     assert loose == []
     assert positional_constructions(REPO_ROOT) == []
+
+
+def test_the_default_record_is_named_only_inside_the_registry():
+    """Issue 40: which record a command takes when none is given is the Registry's (Registry.DEFAULT_RECORD);
+    no other module holds or imports a name of its own for it."""
+    found = []
+    for path in pipeline_files():
+        if path == PIPELINE / "registry.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            named = node.id if isinstance(node, ast.Name) else node.name if isinstance(node, ast.alias) else None
+            if named == "DEFAULT_RECORD":
+                found.append(f"{path.relative_to(REPO_ROOT)}:{getattr(node, 'lineno', '?')}")
+    assert found == []

@@ -23,7 +23,7 @@ import click
 
 from pipeline.errors import Interrupted, RunFailed, UsageError
 from pipeline.outcome import Outcome
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
 
@@ -32,8 +32,8 @@ from .output import emit_json, pass_registry
 
 @click.command()
 @click.option("--record", "record_names", multiple=True,
-              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, repeat it "
-                   "to plan several records in one process.")
+              help=f"Record to reproduce [{Registry.DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, "
+                   "repeat it to plan several records in one process.")
 @click.option("--all", "all_records", is_flag=True, help="With --plan: plan every record of the registry.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
@@ -97,7 +97,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
-        request = ReproduceRequest(record=record_name or DEFAULT_RECORD, runs=runs)
+        request = ReproduceRequest(record=record_name or Registry.DEFAULT_RECORD, runs=runs)
     changes = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "work_dir": work_dir,
                "bundle_dir": bundle_dir, "data_dir": data_dir, "image_tarball": image_tarball,
                "sign_key": sign_key, "dataset": dataset, "program_source": program_source,

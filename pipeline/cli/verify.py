@@ -12,7 +12,7 @@ import click
 
 from pipeline.errors import InputError
 from pipeline.outcome import Outcome
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 from pipeline.runs.rundir import RunMeta
 from pipeline.verdict.judge import Verdict, passed, verify_runs
 from pipeline.verdict.render import hardware_line
@@ -60,7 +60,8 @@ def print_verdict(v: Verdict) -> None:
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--record", "record_name", default=None,
-              help=f"Record to judge against [the one the runs' run.yaml name; for bare logs {DEFAULT_RECORD}].")
+              help="Record to judge against [the one the runs' run.yaml name; for bare logs "
+                   f"{Registry.DEFAULT_RECORD}].")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option("--submission", is_flag=True,
               help="RUNS are a new record's logs (files or folders), judged against --record as their parent; "
