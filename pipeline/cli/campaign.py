@@ -25,7 +25,7 @@ import click
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
 from pipeline.outcome import Outcome
 from pipeline.registry import Registry
-from pipeline.verdict.judge import passed
+from pipeline.verdict.outcomes import passed
 
 from .output import emit_json, pass_registry, pass_workspace
 

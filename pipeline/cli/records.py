@@ -18,6 +18,7 @@ from pipeline.records.environment_choice import (
 from pipeline.records.identity import program_fingerprint
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record, upstream_order
+from pipeline.verdict.outcomes import VerdictOutcome
 from pipeline.workspace import Workspace
 
 from .output import emit_json, pass_registry, pass_workspace
@@ -299,7 +300,7 @@ def check(registry, names, upstream_dir, commit, as_json):
         emit_json([row.to_dict() for row in rows])
     else:
         _print_check(rows)
-    failed = [r for r in rows if r.verdict in ("not-reproduced", "invalid")]
+    failed = [r for r in rows if r.verdict in (VerdictOutcome.NOT_REPRODUCED, VerdictOutcome.INVALID)]
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(rows)} record(s) are not upheld by their own logs: "
                           + ", ".join(r.name for r in failed), "read each record's reasons above")

@@ -117,7 +117,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
     if request.runs < 2 and request.smoke_steps is None:
         click.echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
                    "target needs at least 2 runs (the record's own rules ask for more; --plan says how many)", file=out)
-    from pipeline.verdict.judge import passed  # scipy: seconds to import, paid only once options are checked
+    from pipeline.verdict.outcomes import passed
 
     started = time.monotonic()
     result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
@@ -140,7 +140,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
 
 def _print_result(result, seconds: float) -> None:
     """The screen's last lines: the verdict and its reasons, the bundle, the reports, the time."""
-    from pipeline.verdict.judge import passed
+    from pipeline.verdict.outcomes import passed
 
     color = "green" if passed(result.outcome) and result.bundle_verified else "red"
     click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
