@@ -152,7 +152,7 @@ def test_run_folders_report_says_nothing_was_archived(tmp_path):
     runs = three_runs(tmp_path)
     report = gather(runs, records_dir=RECORDS, record_name=None, published_dir_of=lambda record: None)
     html = write_html(report, tmp_path / "out").read_text()
-    assert report.integrity.kind == "runs" and "not archived: runs on disk" in html
+    assert report.check is None and "not archived: runs on disk" in html
     assert [t["name"] for t in figures(html)["chart-loss-step"]["data"]][:3] == [r.name for r in runs]
 
 

@@ -52,22 +52,22 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
-    from pipeline.pages.report_input import UnverifiedBundle
+    from pipeline.pages.report_input import ReportInput
     from pipeline.pages.write import gather, write_html
 
     report_input = gather(paths, records_dir=ws.records_dir, record_name=record_name,
                           published_dir_of=lambda record: published_logs_dir(record, ws.cache, record_logs))
     path = write_html(report_input, out_dir)
-    if isinstance(report_input, UnverifiedBundle):  # the page says what failed; the exit code says it too
-        problems = report_input.integrity.problems
+    if not isinstance(report_input, ReportInput):  # a failed bundle check: the page and the exit code say so
+        problems = [str(p) for p in report_input.problems]
         more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
-        raise CheckFailed(f"{report_input.title}: {report_input.integrity.proven}; the bundle does NOT verify, so "
+        raise CheckFailed(f"{Path(report_input.path).name}: {report_input.proven}; the bundle does NOT verify, so "
                           f"its page shows no verdict, run or time ({path} says what failed): "
                           + "; ".join(problems[:5]) + more,
                           "see every problem with `repro bundle verify`; ask the bundle's author for an intact copy")
     if as_json:
         emit_json({"outcome": report_input.verdict.outcome, "html": str(path),
-                   "integrity": report_input.integrity.proven, "published_source": report_input.published_source})
+                   "integrity": report_input.proven, "published_source": report_input.published_source})
         return
-    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.integrity.proven}")
+    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.proven}")
     click.echo(f"  wrote {path}")
