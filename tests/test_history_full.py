@@ -51,7 +51,7 @@ def imported(tmp_path_factory):
 def test_every_imported_record_plans_with_no_flags(imported):
     ws = imported
     names = record_names(ws.records_dir)
-    assert len(names) == 103
+    assert len(names) == 105  # 88 of track 1, 17 of track 2 (its row 11 links no log)
     failed = {}
     for name in names:
         plan = plan_reproduce(ws, ReproduceRequest(record=name, runs=4))
@@ -87,3 +87,47 @@ def test_every_record_with_a_program_has_its_shard_count_derived_and_said(import
             assert derived.steps == record.published.steps, (name, derived)  # the steps its log ran
             assert derived.train_shards * 100_000_000 >= derived.train_tokens * (1 + derived.margin), name
     assert not not_derived, "\n".join(f"  {n}: {why}" for n, why in sorted(not_derived.items()))
+
+
+def _asserts_eight(ws, name) -> bool:
+    """Whether the record's program carries upstream's `assert world_size == 8` as code (a plain line scan,
+    independent of the tool's reader: a commented-out one starts with `#`)."""
+    from pipeline.records.program import resolve_program
+
+    text = resolve_program(load_record(name, ws.records_dir), None, ws.cache).text
+    return any(line.startswith(b"assert world_size == 8") for line in text.splitlines())
+
+
+def test_every_record_smoke_plans_on_one_gpu_of_docs_v1_smoke(imported):
+    """`--smoke 20 --nproc 1 --dataset docs-v1-smoke`, no --smoke-val-tokens: every record with a program plans,
+    except those that assert eight processes, which say so (their programs' own line)."""
+    ws = imported
+    refused = {}
+    for name in record_names(ws.records_dir):
+        plan = plan_reproduce(ws, ReproduceRequest(record=name, runs=1, smoke_steps=20, nproc=1, runtime="host",
+                                                   dataset="docs-v1-smoke", data_source="/shards"))
+        if plan.refusals and not plan.refusals[0].startswith(NO_PROGRAM):
+            refused[name] = plan.refusals
+    eight = {name for name in refused if _asserts_eight(ws, name)}
+    assert len(eight) == 18, sorted(eight)  # 4 of track 1 (2025-02 to 2025-05), 14 of track 2
+    for name in eight:
+        assert refused[name][0].startswith("world size: the program asserts world_size == 8 (train_gpt.py line "), \
+            refused[name]
+    others = {n: why for n, why in refused.items() if n not in eight}
+    assert not others, "\n".join(f"  {n}: {'; '.join(why)}" for n, why in sorted(others.items()))
+
+
+def test_a_validation_that_outruns_the_data_is_refused_unless_the_loader_wraps(imported):
+    """docs-v1-x4's validation shard holds 541,192 tokens; the records validate on 10,485,760. From 2025 on the
+    loader stops at its last shard (refused before any cost); 2024's wraps around its files (plans)."""
+    ws = imported
+    verdicts = {}
+    for name in ("2024-10-14_ModernArch", "2024-12-17_SparsifyEmbeds", "2025-01-16_Sub3Min", "2025-10-24_NorMuon"):
+        plan = plan_reproduce(ws, ReproduceRequest(record=name, runs=1, smoke_steps=20, nproc=1, runtime="host",
+                                                   dataset="docs-v1-x4", data_source="/shards"))
+        verdicts[name] = plan.refusals
+    assert not verdicts["2024-10-14_ModernArch"] and not verdicts["2024-12-17_SparsifyEmbeds"], verdicts
+    assert "validates on 10,485,760 tokens" in verdicts["2025-01-16_Sub3Min"][0], verdicts
+    assert "hold 541,192" in verdicts["2025-01-16_Sub3Min"][0] and "--smoke-val-tokens" in verdicts[
+        "2025-01-16_Sub3Min"][0]
+    assert "reads 2,097,152 tokens at once" in verdicts["2025-10-24_NorMuon"][0], verdicts

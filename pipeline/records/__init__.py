@@ -7,4 +7,4 @@ the others are this stage's own. Names, not imports: importing the package loads
 PUBLIC = ("model", "logparse", "logfacts", "identity", "program", "published", "patch", "importer",
           "environment_choice", "history_plot", "nvidia_smi_table", "program_files", "selection", "smoke_cut",
           "upstream_table", "data_need", "triton_launches", "triton_compile", "eras", "log_cache", "val_window",
-          "import_memo")
+          "import_memo", "world_size")

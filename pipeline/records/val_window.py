@@ -2,6 +2,7 @@
 
     window = validation_window(program, val_tokens=262_144)   # (tokens, how it was worked out) or None
     window[0] > tokens in the validation shards given          # the run would stop in its val loader: refused
+    validation_total(program, val_tokens=None)                 # (10_485_760, how) or None: all it reads, in order
 
 Only what the Hyperparameters fields state plainly is used:
   val_seq_len     (2025): the val loader reads grad_accum_steps x world_size sequences of val_seq_len at once;
@@ -10,6 +11,10 @@ Only what the Hyperparameters fields state plainly is used:
   val_batch_size  (2025-10 on): the val loader reads val_batch_size tokens at once (as a smoke cut leaves it:
                   cut to val_tokens when larger)
 Anything else (no such field, a value that is not a product of integers): None, nothing is claimed.
+
+The whole validation (val_tokens, or the smoke cut's) must fit in the shards given too, unless the loader wraps
+around its files: the 2024 loader steps `(self.current_shard + 1) % len(self.files)` and never runs out, while
+from 2025 on `file_iter = iter(files)` stops at the last shard (StopIteration, after the training was paid for).
 """
 
 from __future__ import annotations
@@ -31,6 +36,31 @@ def _accumulation(tree: ast.Module) -> tuple[int, int] | None:
                 and stmt.value.right.id == "world_size":
             return stmt.value.left.value, stmt.lineno
     return None
+
+
+def _loader_wraps(tree: ast.Module) -> bool:
+    """A loader that starts its files again: `... % len(...)` (2024) or a call of `cycle` (itertools)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Call) \
+                and isinstance(node.right.func, ast.Name) and node.right.func.id == "len":
+            return True
+        if isinstance(node, ast.Call) and "cycle" in (getattr(node.func, "id", None), getattr(node.func, "attr", None)):
+            return True
+    return False
+
+
+def validation_total(program: bytes, val_tokens: int | None = None) -> tuple[int, str] | None:
+    """(the tokens one validation reads in all, how that was worked out), or None when the loader wraps around its
+    files (it never runs out) or the program states no plain val_tokens. `val_tokens`: a smoke cut's count."""
+    main = split_program(program)[0].text
+    if _loader_wraps(parse_program(main)):
+        return None
+    if val_tokens is not None:
+        return val_tokens, f"val_tokens {val_tokens:,} (the smoke cut's)"
+    field = class_fields(main).get("val_tokens", [])
+    if len(field) != 1 or not field[0].value:
+        return None
+    return field[0].value, f"val_tokens = {field[0].value:,} (line {field[0].line}), read once through its files"
 
 
 def validation_window(program: bytes, val_tokens: int | None = None) -> tuple[int, str] | None:

@@ -126,7 +126,8 @@ def check_training_options(req: ReproduceRequest) -> None:
 
 def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> None:
     """What can be known wrong before any stage runs: no shard count to fetch, too few shards for the program's
-    steps, a program that cannot be cut."""
+    steps, a program that cannot be cut, a --nproc the program asserts against, a system Python whose Triton
+    does not compile the program's kernels."""
     from pipeline.reproduce.plan import local_program, plan_data
 
     found = local_program(ws, record, req.program_source) if req.trainer == "record" else None
@@ -137,7 +138,20 @@ def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> 
 
         text = resolve_program(record, req.program_source, ws.cache).text
         planned_smoke_cut(text, req.smoke_steps, req.smoke_val_tokens)
+    if text is not None and req.nproc is not None:  # without --nproc: the runs stage checks the node's GPU count
+        from pipeline.records.world_size import world_size_refusal
+
+        why = world_size_refusal(text, req.nproc)
+        if why:
+            raise InputError(f"{record.name}: {why[0]}", why[1])
     _, refusal = plan_data(ws, record, req, text)
     if refusal:
         raise InputError(refusal, f"give --dataset NAME with the shards the program reads, or write "
                                   f"dataset.train_shards in {record.path}")
+    if req.trainer == "record" and req.runtime == "host" and req.python_env == "system":
+        from pipeline.reproduce.program_needs import pinned_files, system_refusal
+
+        why = system_refusal(pinned_files(record))
+        if why:
+            raise InputError(why, "drop --python-env system: the record's own environment is built for it "
+                                  "(`repro reproduce --record NAME --plan` names it)")

@@ -94,11 +94,12 @@ def local_program(ws: Workspace, record: Record, source: str | None):
 def _program(record: Record, text: bytes | None, source: str | None) -> tuple[dict, str]:
     if record.program.trainer == "native":
         return {"trainer": "native", "files": []}, ""
+    from pipeline.reproduce.program_needs import pinned_files
+
     pinned = next((log for log in record.logs if log.program_sha256), None)
     if pinned is None:
         return {}, "program: the record's logs carry no program text, so no program can be verified or run"
-    files = [asdict(p) for p in pinned.files] or [{"name": "train_gpt.py", "sha256": pinned.program_sha256,
-                                                   "bytes": pinned.program_bytes}]
+    files = pinned_files(record)
     programs = {log.fingerprint for log in record.logs if log.fingerprint}
     return {"trainer": "record", "sha256": pinned.program_sha256, "fingerprint": pinned.fingerprint,
             "log": pinned.file, "source": source or record.upstream.log_url(pinned.file),
@@ -128,6 +129,15 @@ def _stand_ins(text: bytes | None) -> tuple[list[dict], list[str]]:
         out.append({"name": "FA3", "why": "FA3 where the training Python imports it, else the FlexAttention "
                     "stand-in (pipeline/runs/fa3_standin), probed on the node at run time"})
     return out, refusals
+
+
+def _world_size_refusal(text: bytes | None, nproc: int | None) -> list[str]:
+    """A --nproc the program's own `assert world_size == N` would stop at (without --nproc the runs stage checks
+    the node's GPU count before it launches)."""
+    from pipeline.records.world_size import world_size_refusal
+
+    why = world_size_refusal(text, nproc) if text is not None and nproc is not None else None
+    return [f"world size: {why[0]}; {why[1]}"] if why else []
 
 
 def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]:
@@ -179,23 +189,27 @@ def plan_data(ws: Workspace, record: Record, req: ReproduceRequest, text: bytes 
 
 
 def _val_window_refusal(manifest, names: list[str], text: bytes | None, req: ReproduceRequest) -> str:
-    """Refused when the program's validation reads more tokens at once than the validation shards hold: its val
-    loader would stop (StopIteration) after the whole run's training was paid for."""
-    from pipeline.records.val_window import validation_window
+    """Refused when the program's validation reads more tokens at once, or in all, than the validation shards hold:
+    its val loader would stop (StopIteration) after the whole run's training was paid for."""
+    from pipeline.records.val_window import validation_total, validation_window
 
     counts = [manifest.tokens_locked(n) for n in names if "_val_" in n]
     if text is None or req.trainer != "record" or not counts or None in counts:
         return ""
-    given = sum(counts)
+    given, cut = sum(counts), req.smoke_val_tokens if req.smoke_steps is not None else None
     try:
-        window = validation_window(text, req.smoke_val_tokens if req.smoke_steps is not None else None)
-    except ReproError:
+        window, total = validation_window(text, cut), validation_total(text, cut)
+    except (ReproError, SyntaxError):
         return ""  # a program that cannot be read is refused by the smoke cut or the run, with its own reason
-    if window is None or window[0] <= given:
-        return ""
-    return (f"data: the program's validation reads {window[0]:,} tokens at once ({window[1]}), but "
-            f"{manifest.name}'s validation shard(s) hold {given:,}: its val loader would run out; give a dataset "
-            "whose validation shards hold that many tokens")
+    fix = "give a dataset whose validation shards hold that many tokens"
+    if window is not None and window[0] > given:
+        return (f"data: the program's validation reads {window[0]:,} tokens at once ({window[1]}), but "
+                f"{manifest.name}'s validation shard(s) hold {given:,}: its val loader would run out; {fix}")
+    if total is not None and total[0] > given:
+        return (f"data: the program validates on {total[0]:,} tokens ({total[1]}), but {manifest.name}'s "
+                f"validation shard(s) hold {given:,}: its val loader would run out; {fix}"
+                + (", or a smaller --smoke-val-tokens" if req.smoke_steps is not None else ""))
+    return ""
 
 
 # Launch to first timed step (compile, warm-up, data), measured on an H200 on 2026-12-01 (README, runs table):
@@ -243,9 +257,12 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     if record.program.trainer != "native":
-        from pipeline.reproduce.program_needs import program_needs
+        from pipeline.reproduce.program_needs import program_needs, system_refusal
 
         plan.needs = program_needs(plan.program.get("files", []), text)
+        plan.refusals += _world_size_refusal(text, req.nproc)
+        if plan.environment.get("name") == "system":
+            plan.refusals += [why for why in [system_refusal(plan.program.get("files", []))] if why]
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req, plan.data)

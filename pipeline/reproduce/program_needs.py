@@ -2,9 +2,11 @@
 
     needs = program_needs(files, text)    # ["FP8 matmuls: ...", "Triton kernels: ..."], [] when nothing to say
     why = triton_refusal(files, "3.6.0", "2.11.0+cu130")   # an environment that cannot compile them, or None
+    why = system_refusal(files)           # the same for the Python running repro (--python-env system), or ""
 
 - FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
   its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
+- World size: a program that asserts `world_size == N` runs with N processes only (pipeline/records/world_size.py).
 - Triton kernels: manifests/triton-kernels.yaml (benchmarks/triton_kernels_check.py) says, for each program
   file by its sha256, which Triton compiles its kernels, with Python floats typed fp32 (Triton's launcher,
   torch <= 2.10's inductor) and fp64 (torch >= 2.11's inductor). A failure is named with its kernel and error,
@@ -58,8 +60,13 @@ def _triton_lines(files: list[dict]) -> list[str]:
 def program_needs(files: list[dict], text: bytes | None) -> list[str]:
     """The plan's `needs` lines from the pinned files (always here) and the program text (when it is)."""
     from pipeline.preflight.fp8 import fp8_uses
+    from pipeline.records.world_size import required_world_size
 
     lines = _triton_lines(files)
+    world = required_world_size(text) if text is not None else None
+    if world is not None:
+        lines.append(f"{world[0]} processes, one per GPU: train_gpt.py asserts world_size == {world[0]} (line "
+                     f"{world[1]})")
     uses = fp8_uses(text) if text is not None else ()
     if uses:
         lines.append(f"FP8 matmuls ({', '.join(uses[:3])}{', ...' if len(uses) > 3 else ''}): the node's torch and "
@@ -89,3 +96,44 @@ def triton_refusal(files: list[dict], triton: str, torch: str) -> str | None:
             return (f"Triton {triton} under torch {torch} does not compile {pin['name']}'s {first['kernel']}: "
                     f"{first['error']}")
     return None
+
+
+def pinned_files(record) -> list[dict]:
+    """The program files the record's first pinned log carries ({name, sha256, bytes}); [] when none pins one.
+    `record`: a pipeline.records.model.Record."""
+    from dataclasses import asdict
+
+    pinned = next((log for log in record.logs if log.program_sha256), None)
+    if pinned is None:
+        return []
+    return [asdict(p) for p in pinned.files] or [{"name": "train_gpt.py", "sha256": pinned.program_sha256,
+                                                  "bytes": pinned.program_bytes}]
+
+
+def installed_versions() -> tuple[str, str] | None:
+    """(torch, Triton) installed beside the Python running repro, from their metadata (torch is not imported: it
+    takes seconds); None when either is absent (a CPU build of torch ships no Triton)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for names in (("torch",), ("triton", "pytorch-triton")):
+        for name in names:
+            try:
+                found.append(version(name))
+                break
+            except PackageNotFoundError:
+                continue
+    return (found[0], found[1]) if len(found) == 2 else None
+
+
+def system_refusal(files: list[dict]) -> str:
+    """Why the Python running repro, which `--runtime host --python-env system` trains with, cannot compile the
+    program's Triton kernels by the committed results ("" when it can, or nothing says)."""
+    versions = installed_versions()
+    why = triton_refusal(files, versions[1], versions[0]) if versions else None
+    if why is None:
+        return ""
+    hint = (" (torch >= 2.11 types a Python float kernel argument fp64; the record's own torch typed it fp32, "
+            "docs/triton-kernels.md)" if float_type_of(versions[0]) == "fp64" else "")
+    return (f"environment: this Python's {why}{hint}; run it in the record's own environment (drop --python-env "
+            "system), or on a Python whose torch and Triton compile them")

@@ -27,6 +27,7 @@ from pipeline.probe import RuntimeProbe
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
+from pipeline.records.world_size import world_size_refusal
 from pipeline.runs.launch import Launch, Mount
 from pipeline.runs.rundir import HostEnvironment, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
@@ -287,7 +288,11 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     data_lock = check_data(data_dir, req.trainer)
     run_dir = (Path(req.runs_dir or ws.runs) / record.name / new_run_id()).resolve()  # its name is the run id
     planned = _plan_host if req.runtime == "host" else _plan_docker
-    return planned(req, program, run_dir, data_dir, data_lock)
+    plan = planned(req, program, run_dir, data_dir, data_lock)
+    why = world_size_refusal(plan.program.text, plan.world_size) if req.trainer == "record" else None
+    if why:  # before the launch: it would stop at its assert after the compile was paid for
+        raise InputError(f"{req.record.name}: {why[0]}", why[1])
+    return plan
 
 
 def _checked(req: TrainRequest) -> TrainRequest:
