@@ -127,9 +127,8 @@ def judging_counted(monkeypatch) -> list[int]:
 
 
 def test_one_reproduce_judges_its_runs_at_most_twice(cpu_record, tmp_path, monkeypatch):
-    """Once to archive them, once to check the bundle; the report page is made from that check's result."""
-    import pipeline.pages.report_input  # noqa: F401  (loaded, so that its binding of the judge is wrapped too)
-
+    """Once to archive them, once to check the bundle; the report page is made from that check's result.
+    A module that imports the judge inside a function reads it from pipeline.verdict.judge: wrapped there too."""
     calls = judging_counted(monkeypatch)
     first = reproduce(WS, request(tmp_path))
     assert first.bundle_verified and ">bundle verified<" in Path(first.report_html).read_text()
