@@ -335,25 +335,32 @@ def stage_archive(flow: Flow) -> StageOutcome:
 
 
 def _holds(flow: Flow, bundle: Path) -> bool:
-    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten."""
-    from pipeline.bundle.verify import show_bundle, verify_bundle
+    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten.
+    Its check, made here in full, is the bundle check's (stage_bundle_check) and the page's."""
+    from pipeline.bundle.verify import verify_bundle
 
     check = verify_bundle(bundle, flow.ws.records_dir)
-    manifest = show_bundle(bundle).manifest if check.ok else None
+    manifest = check.evidence.manifest if check.evidence is not None else None  # None unless it verifies
     same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in flow.judged] \
         and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in flow.attempts)
     if not (same_runs and (manifest.signature is not None) == (flow.req.sign_key is not None)):
         return False
     flow.state.set(ArchiveState(str(bundle), sha256_file(bundle)))
     flow.bundle, flow.outcome, flow.reasons = bundle, check.recomputed_outcome, manifest.verdict.reasons
+    flow.check = check
     return True
 
 
 def stage_bundle_check(flow: Flow) -> StageOutcome:
     """An independent read of the bundle just written: every hash, the manifest and the verdict. Its result is
-    the page's (stage_report): one reproduce judges its runs twice, to archive them and to check the bundle."""
+    the page's (stage_report): one reproduce judges its runs twice, to archive them and to check the bundle.
+    A bundle the archive stage kept was checked in full there (_holds): that check stands, and is not redone."""
     from pipeline.bundle.verify import verify_bundle
 
+    if flow.check is not None and flow.check.path == str(flow.bundle):
+        flow.state.set(BundleCheckState(True, ()))
+        return StageOutcome("bundle verify", "skipped", "checked in full when the archive stage kept it: every "
+                                                        "hash, the manifest and the verdict check out")
     check = verify_bundle(flow.bundle, flow.ws.records_dir)
     flow.check = check
     flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
