@@ -106,7 +106,7 @@ def gpu_checks(device: torch.device) -> dict:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="benchmarks/bench.py")
     ap.add_argument("--data", required=True, help="folder with fineweb_train_*.bin and fineweb_val_*.bin")
     ap.add_argument("--steps", type=int, default=160)
@@ -116,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checks", action="store_true", help="run the GPU correctness checks first")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     if not torch.cuda.is_available():
         print("benchmarks/bench.py needs a CUDA GPU", file=sys.stderr)
         return 4

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.env.manifest import Environment, environment_names, load_environment
-from pipeline.records.model import DEFAULT_RECORD, Record, load_record, record_names
+from pipeline.records.model import Record, load_record, record_names
 from pipeline.workspace import Workspace
 
 
 @dataclass(frozen=True)
 class Registry:
     workspace: Workspace
+    # The record a command works on when none is named: the first target (README), in every command.
+    DEFAULT_RECORD: ClassVar[str] = "2025-09-23_MuonCustomSizing"
 
     @property
     def records_dir(self) -> Path:
@@ -37,7 +40,7 @@ class Registry:
 
     def default_record(self) -> Record:
         """The first target (README), in every command that is given no --record."""
-        return self.record(DEFAULT_RECORD)
+        return self.record(self.DEFAULT_RECORD)
 
     def record_or_default(self, name: str | None) -> Record:
         return self.record(name) if name else self.default_record()

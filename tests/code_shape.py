@@ -1,6 +1,7 @@
 """Figures of the code's shape that tests hold and benchmarks/code_figures.py prints (issue 40): the import
 graph and its circles, and the wide dataclasses (5 or more fields) with how each is built.
 
+    imports_of(path)                     # [Import(line, module, typing_only)]: the one import walker
     graph = import_graph(REPO_ROOT, ("pipeline", "train"))
     circles(graph)                       # [] when no module reaches itself through its imports
     wide_dataclasses(REPO_ROOT)          # [WideClass(path, name, fields, keyword_only)]
@@ -28,29 +29,43 @@ def python_files(root: Path, trees: tuple[str, ...]) -> list[Path]:
     return sorted(p for tree in trees for p in (root / tree).rglob("*.py") if "fixtures" not in p.parts)
 
 
+@dataclass(frozen=True)
+class Import:
+    line: int
+    module: str  # `from a import b` yields a and a.b (b may be a submodule)
+    typing_only: bool  # under `if TYPE_CHECKING:`
+
+
+def imports_of(path: Path, package: str | None = None) -> list[Import]:
+    """Every import statement of the file, the ones inside functions too. A relative import is resolved from
+    `package` (the file's own package); without one, only absolute imports are listed."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for stmt in block.body
+                   for n in ast.walk(stmt)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.level == 0 or package is not None):
+            base = node.module or ""
+            if node.level:  # relative: climb from this module's package
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [Import(node.lineno, target, id(node) in typing_only) for target in targets]
+    return found
+
+
 def import_graph(root: Path, trees: tuple[str, ...]) -> dict[str, set[str]]:
     """module -> the modules of the same trees it imports (a `from a import b` of submodule b counts as a.b)."""
     files = {module_name(p, root): p for p in python_files(root, trees)}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(path.read_text(), filename=str(path))
-        typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for stmt in block.body
-                       for n in ast.walk(stmt)}
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: climb from this module's package
-                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([node.module] if node.module else []))
-                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            graph[name] |= {t for t in targets if t in files and t != name}
+        graph[name] = {i.module for i in imports_of(path, package)
+                       if not i.typing_only and i.module in files and i.module != name}
     return graph
 
 

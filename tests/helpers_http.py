@@ -217,11 +217,7 @@ class FileServer:
             status = 206
         body = data[start:end]
         if fault is not None and fault.kind == "wrong":
-            at = len(data) // 2 if fault.at is None else fault.at
-            flipped = bytearray(body)
-            for i in range(max(at - start, 0), min(at - start + 64, len(body))):
-                flipped[i] ^= 0xFF
-            body = bytes(flipped)
+            body = _flipped(body, start, len(data) // 2 if fault.at is None else fault.at)
         handler.send_response(status)
         handler.send_header("Content-Type", "application/octet-stream")
         handler.send_header("Accept-Ranges", "bytes" if self.range_support else "none")
@@ -352,3 +348,11 @@ class HubServer(FileServer):
             "ETag": f'"{git_blob_sha1(data)}"',
         })
         return True
+
+
+def _flipped(body: bytes, start: int, at: int) -> bytes:
+    """`body` (the file's bytes from `start`) with the 64 bytes from file offset `at` inverted: wrong bytes."""
+    flipped = bytearray(body)
+    for i in range(max(at - start, 0), min(at - start + 64, len(body))):
+        flipped[i] ^= 0xFF
+    return bytes(flipped)

@@ -18,7 +18,8 @@ from pipeline.data.fetch import Options, fetch, plan
 from pipeline.data.manifest import load_dataset
 from pipeline.data.shards import shard_bytes, write_shard
 from pipeline.data.verify import read_local_lock, verify_dir
-from pipeline.records.model import DEFAULT_RECORD, load_record
+from pipeline.records.model import load_record
+from pipeline.registry import Registry
 from tests.helpers_http import Fault, FileServer, HubServer
 from tests.paths import REPO_ROOT
 
@@ -81,7 +82,7 @@ def fetch_all(root: Path, out: Path, source: str, **kw):
 
 
 def test_plan_defaults_come_from_the_record():
-    record = load_record(DEFAULT_RECORD, REPO_ROOT / "manifests" / "records")
+    record = load_record(Registry.DEFAULT_RECORD, REPO_ROOT / "manifests" / "records")
     manifest, names = plan(None, record, None, None, registry=REPO_ROOT / "manifests")
     assert manifest.name == "fineweb10B-gpt2" and manifest.hub.repo_id == "kjj0/fineweb10B-gpt2"
     assert names == ["fineweb_val_000000.bin"] + [f"fineweb_train_{i:06d}.bin" for i in range(1, 10)]

@@ -2,7 +2,8 @@
 verdict, a run's probe and an environment manifest."""
 
 from pipeline.findings import Finding, differences
-from pipeline.records.model import DEFAULT_RECORD, load_record
+from pipeline.records.model import load_record
+from pipeline.registry import Registry
 
 
 def test_a_deviation_per_pinned_field_that_differs_and_none_for_unpinned_ones():
@@ -19,10 +20,10 @@ def test_the_environment_and_the_run_say_the_same_fields_differ():
     same findings (code, field, values): one comparison, never two sentences to keep in step."""
     from pipeline.env.manifest import load_environment
     from pipeline.probe import RuntimeProbe
-    from pipeline.runs.stage import host_environment
+    from pipeline.runs.train_plan import host_environment
     from pipeline.workspace import Workspace
 
-    record = load_record(DEFAULT_RECORD)
+    record = load_record(Registry.DEFAULT_RECORD)
     env = load_environment(Workspace.resolve(), "pypi-torch-2.8")
     probe = RuntimeProbe(where="test", python=env.expected["python"], torch=env.expected["torch"],
                          torch_cuda=env.expected["cuda"], triton=env.expected["triton"])

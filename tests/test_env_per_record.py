@@ -20,7 +20,7 @@ from pipeline.findings import Finding
 from pipeline.records.environment_choice import environment_by_rule, parse_torch, registry_environments
 from pipeline.records.model import load_record, record_names
 from pipeline.records.program import cut_program
-from pipeline.runs.stage import imports_hub_kernels
+from pipeline.runs.train_plan import imports_hub_kernels
 from pipeline.workspace import Workspace
 from tests.paths import FIXTURES, REPO_ROOT
 

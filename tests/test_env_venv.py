@@ -14,7 +14,7 @@ import yaml
 
 from pipeline.env.lock import load_lock, resolve_lock
 from pipeline.env.manifest import load_environment
-from pipeline.env.venv import MARKER, VenvOptions, build_venv, read_identity, requirements_text
+from pipeline.env.venv import MARKER, build_venv, read_identity, requirements_text
 from pipeline.errors import InputError, RunFailed
 from tests.docker_base import alpha_beta_index, local_index, make_wheel, write_simple_index
 
@@ -58,7 +58,7 @@ def test_venv_from_the_lock_then_reused_without_installing(setup):
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url)
         lines = []
-        first = build_venv(ws, env, lock, VenvOptions(python=sys.executable), log=lines.append)
+        first = build_venv(ws, env, lock, python=sys.executable, log=lines.append)
     assert not first.reused and first.lock_sha256 == lock.sha256 and first.environment == "tiny"
     assert first.python_version == PYTHON and first.packages == 2 and first.fa3_wheel is None
     assert Path(first.path) == ws.cache / "venvs" / first.key and first.python == str(Path(first.path) / "bin/python")
@@ -74,7 +74,7 @@ def test_venv_from_the_lock_then_reused_without_installing(setup):
     site = next(Path(first.path).glob("lib/python*/site-packages"))
     before = sorted((p.name, p.stat().st_mtime_ns) for p in site.iterdir())
     marker_time = (Path(first.path) / MARKER).stat().st_mtime_ns
-    second = build_venv(ws, env, load_lock(env), VenvOptions(python=sys.executable))
+    second = build_venv(ws, env, load_lock(env), python=sys.executable)
     assert second.reused and second.key == first.key and second.path == first.path
     assert sorted((p.name, p.stat().st_mtime_ns) for p in site.iterdir()) == before
     assert (Path(first.path) / MARKER).stat().st_mtime_ns == marker_time
@@ -92,7 +92,7 @@ def test_a_lock_entry_no_requirement_leads_to_is_not_installed(setup):
                                  "sha256": hashlib.sha256(gamma.read_bytes()).hexdigest()})
         lock.path.write_text(yaml.safe_dump(data, sort_keys=False))
         lines = []
-        identity = build_venv(ws, env, load_lock(env), VenvOptions(python=sys.executable), log=lines.append)
+        identity = build_venv(ws, env, load_lock(env), python=sys.executable, log=lines.append)
     assert _imports(identity.python) == "1.0 2.1" and identity.packages == 2
     assert subprocess.run([identity.python, "-c", "import gamma"], capture_output=True).returncode != 0
     assert any("leaving out 1 lock entry that no requirement of tiny leads to: gamma 1.0" in line for line in lines)
@@ -106,7 +106,7 @@ def test_a_file_that_does_not_match_the_lock_is_refused_by_name(setup):
         # the index now serves other bytes under the locked file's name
         make_wheel(tmp / "index" / "files", "beta", "2.1", modules={"beta/__init__.py": "print('swapped')\n"})
         with pytest.raises(RunFailed) as err:
-            build_venv(ws, env, lock, VenvOptions(python=sys.executable))
+            build_venv(ws, env, lock, python=sys.executable)
     assert "beta-2.1-py3-none-any.whl" in err.value.what and "DO NOT MATCH THE HASHES" in err.value.what
     assert "never edit the lock" in err.value.fix
     key_dir = next((ws.cache / "venvs").iterdir())
@@ -118,12 +118,12 @@ def test_a_wheelhouse_installs_offline_and_an_interrupted_venv_is_rebuilt(setup)
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url, wheelhouse=tmp / "wheelhouse")
     partial = ws.cache / "venvs"
-    identity = build_venv(ws, env, lock, VenvOptions(wheelhouse=tmp / "wheelhouse", python=sys.executable))
+    identity = build_venv(ws, env, lock, wheelhouse=tmp / "wheelhouse", python=sys.executable)
     assert _imports(identity.python) == "1.0 2.1"
     # an interrupted build leaves a folder without the marker: it is removed and built again
     (Path(identity.path) / MARKER).unlink()
     lines = []
-    again = build_venv(ws, env, lock, VenvOptions(wheelhouse=tmp / "wheelhouse", python=sys.executable),
+    again = build_venv(ws, env, lock, wheelhouse=tmp / "wheelhouse", python=sys.executable,
                        log=lines.append)
     assert not again.reused and any("incomplete venv" in line for line in lines)
     assert [p.name for p in partial.iterdir() if p.is_dir()] == [identity.key]
@@ -136,7 +136,7 @@ def test_another_index_serves_the_same_files_and_the_hashes_decide(setup):
     mirror = tmp / "mirror"
     write_simple_index(mirror, sorted((tmp / "built").glob("*.whl")))
     with local_index(mirror) as mirror_url:
-        identity = build_venv(ws, env, lock, VenvOptions(index_url=mirror_url, python=sys.executable))
+        identity = build_venv(ws, env, lock, index_url=mirror_url, python=sys.executable)
     assert _imports(identity.python) == "1.0 2.1"
 
 
@@ -145,13 +145,13 @@ def test_refusals_name_the_problem(setup):
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url)
     with pytest.raises(InputError, match="give one of them"):
-        build_venv(ws, env, lock, VenvOptions(wheelhouse=tmp, index_url="http://127.0.0.1:9/simple",
-                                              python=sys.executable))
+        build_venv(ws, env, lock, wheelhouse=tmp, index_url="http://127.0.0.1:9/simple",
+                                              python=sys.executable)
     other = env.path.read_text().replace(f"python: {PYTHON}", "python: 3.9.0")
     env.path.write_text(other)
     stale_env = load_environment(ws, "tiny")
     with pytest.raises(InputError, match="stale"):
-        build_venv(ws, stale_env, lock, VenvOptions(python=sys.executable))
+        build_venv(ws, stale_env, lock, python=sys.executable)
 
 
 def test_cli_venv_json(setup):

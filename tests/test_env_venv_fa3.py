@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.env.fa3 import CUTLASS_PATH
 from pipeline.env.lock import load_lock_file, lock_to_yaml
-from pipeline.env.venv import VenvOptions, build_venv
+from pipeline.env.venv import build_venv
 from pipeline.errors import RunFailed
 from tests.docker_base import git, make_cutlass_repo
 from tests.test_env_venv import _lock, local_index, setup  # noqa: F401  (the fixture and the lock helper)
@@ -84,7 +84,7 @@ def test_fa3_is_built_once_then_reused(setup, fa3_pin):  # noqa: F811
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url)
         lock = _with_pin(lock, fa3_pin)
-        first = build_venv(ws, env, lock, VenvOptions(python=sys.executable, build_fa3_from_source=True),
+        first = build_venv(ws, env, lock, python=sys.executable, build_fa3_from_source=True,
                            log=lines.append)
         assert first.fa3_wheel.startswith("flash_attn_3-3.0.0-py3-none-any.whl sha256:")
         assert _fa3_says(first.python) == "TRUE"  # built with the pin's build environment
@@ -95,7 +95,7 @@ def test_fa3_is_built_once_then_reused(setup, fa3_pin):  # noqa: F811
         # the venv is rebuilt (its marker lost): FA3 comes from the cache, not a second compile
         (Path(first.path) / "repro-venv.json").unlink()
         lines.clear()
-        again = build_venv(ws, env, lock, VenvOptions(python=sys.executable, build_fa3_from_source=True),
+        again = build_venv(ws, env, lock, python=sys.executable, build_fa3_from_source=True,
                            log=lines.append)
     assert again.fa3_wheel == first.fa3_wheel and any("FA3: reusing the wheel" in line for line in lines)
     assert not any("FA3: building" in line for line in lines)
@@ -108,7 +108,7 @@ def test_a_failed_fa3_build_says_what_it_needs_and_caches_nothing(setup, fa3_pin
         env, lock = _lock(ws, url)
         lock = _with_pin(lock, fa3_pin)
         with pytest.raises(RunFailed) as err:
-            build_venv(ws, env, lock, VenvOptions(python=sys.executable, build_fa3_from_source=True))
+            build_venv(ws, env, lock, python=sys.executable, build_fa3_from_source=True)
     assert "building FA3" in err.value.what and "nvcc not found" in err.value.what
     assert "nvcc" in err.value.fix and "--wheelhouse" in err.value.fix
     assert not list((ws.cache / "fa3-wheels").glob("*/built.json"))
@@ -118,5 +118,5 @@ def test_without_fa3_the_venv_says_the_stand_in_runs(setup, fa3_pin):  # noqa: F
     ws, tmp = setup
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url)
-        identity = build_venv(ws, env, _with_pin(lock, fa3_pin), VenvOptions(python=sys.executable))
+        identity = build_venv(ws, env, _with_pin(lock, fa3_pin), python=sys.executable)
     assert identity.fa3_wheel is None and [d.code for d in identity.deviations] == ["venv.no_fa3"]

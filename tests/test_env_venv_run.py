@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.env.venv import VenvOptions, build_venv
+from pipeline.env.venv import build_venv
 from pipeline.workspace import Workspace
 from tests.test_env_venv import _lock, local_index, setup  # noqa: F401  (the fixture and the lock helper)
 
@@ -40,7 +40,7 @@ def test_a_host_run_records_the_venv_it_trained_in(setup, tmp_path):  # noqa: F8
     ws, tmp = setup
     with local_index(tmp / "index") as url:
         env, lock = _lock(ws, url)
-        identity = build_venv(ws, env, lock, VenvOptions(python=sys.executable))
+        identity = build_venv(ws, env, lock, python=sys.executable)
     _give_it_torch(Path(identity.path))
     for folder in ("records", "datasets"):  # the test registry holds the record the run is judged against
         shutil.copytree(Workspace.resolve().registry / folder, ws.registry / folder)

@@ -34,6 +34,7 @@ CASES = [
     ("records", ["records", "list"], 0),
     ("records", ["records", "show"], 2),
     ("records", ["records", "show", "no-such-record"], 3),
+    ("records", ["records", "fingerprint", "{tmp}/no-program.txt"], 3),
     ("verify", ["verify", "--record", RECORD, *RECORD_LOGS], 0),
     ("verify", ["verify", "--record", RECORD, *DEMO_LOGS], 1),
     ("verify", ["verify", "--no-such-option", *RECORD_LOGS], 2),
@@ -104,6 +105,7 @@ def folder(tmp_path_factory) -> Path:
     with open(shard, "r+b") as f:
         f.seek(2048)
         f.write(b"\xff\xff\xff\xff")
+    (tmp / "no-program.txt").write_text("step:1/10 val_loss:10.8258 train_time:0ms step_avg:nanms\n")
     (tmp / "Dockerfile.unpinned").write_text("FROM ubuntu:22.04\nRUN pip install torch\n")
     (tmp / "truncated.tar.gz").write_bytes(BUNDLE.read_bytes()[: BUNDLE.stat().st_size // 2])
     return tmp

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from pipeline.runs.stage import FA3_STANDIN_DIR
+from pipeline.runs.train_plan import FA3_STANDIN_DIR
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # FlexAttention's CPU reference path warns
 

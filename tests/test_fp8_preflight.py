@@ -75,7 +75,7 @@ def test_cublas_refusal_is_named_with_the_layout():
 
 def test_the_run_stops_before_the_trainer_starts(tmp_path, python_without_torch):
     from pipeline.runs.launch import Tee
-    from pipeline.runs.stage import fp8_gate
+    from pipeline.runs.train_run import fp8_gate
 
     with Tee(tmp_path / "stdout.txt", open(tmp_path / "terminal", "wb")) as tee:
         fp8_gate(python_without_torch, NO_FP8, tee)  # nothing asked, nothing said

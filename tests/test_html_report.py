@@ -13,7 +13,7 @@ import pytest
 from pipeline.pages.page import data_block, esc, plotly_library
 from pipeline.pages.phases import phase_bounds, phase_of, phase_times
 from pipeline.pages.report_input import from_bundle
-from pipeline.pages.write import HtmlSources, gather, write_html
+from pipeline.pages.write import gather, write_html
 from pipeline.records.logparse import StepPoint
 from tests.logfactory import make_log
 from tests.paths import REPO_ROOT
@@ -150,9 +150,9 @@ def test_a_page_never_vouches_for_a_bundle_that_fails_its_check(tamper, tmp_path
 
 def test_run_folders_report_says_nothing_was_archived(tmp_path):
     runs = three_runs(tmp_path)
-    report = gather(runs, HtmlSources(RECORDS, None, lambda record: None))
+    report = gather(runs, records_dir=RECORDS, record_name=None, published_dir_of=lambda record: None)
     html = write_html(report, tmp_path / "out").read_text()
-    assert report.integrity.kind == "runs" and "not archived: runs on disk" in html
+    assert report.check is None and "not archived: runs on disk" in html
     assert [t["name"] for t in figures(html)["chart-loss-step"]["data"]][:3] == [r.name for r in runs]
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from pipeline.runs.stage import FA3_STANDIN_DIR, HUB_STANDIN_DIR, TRAIN_PARENT
+from pipeline.runs.train_plan import FA3_STANDIN_DIR, HUB_STANDIN_DIR, TRAIN_PARENT
 from tests.standin.record import NAME, multifile_program, repro, served_record, write_data
 
 CALL = """
@@ -92,7 +92,7 @@ def test_a_record_program_calling_get_kernel_runs_on_the_standin_and_declares_it
 def test_planning_finds_every_get_kernel_or_refuses_the_program(source, named):
     from pipeline.runs.hub_standin.kernels import FA3_REPOSITORIES
     from pipeline.runs.hub_use import hub_use
-    from pipeline.runs.stage import imports_hub_kernels
+    from pipeline.runs.train_plan import imports_hub_kernels
 
     use = hub_use(source.encode())
     unserved = [r for r in use.repositories if r not in FA3_REPOSITORIES]

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import pipeline
+from tests.code_shape import imports_of
 from tests.paths import REPO_ROOT
 
 PIPELINE = REPO_ROOT / "pipeline"
@@ -21,15 +22,9 @@ EXPERIMENTS = ("qk_rope", "relu2_mlp", "xent_sass", "bench", "timing", "ns_check
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) for every absolute import in the file; `from a import b` yields a.b as well as a."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
-    return found
+    """(line, module) for every absolute import in the file, a TYPE_CHECKING one too (tests/code_shape.py's
+    walker); `from a import b` yields a.b as well as a."""
+    return [(i.line, i.module) for i in imports_of(path)]
 
 
 def layer_of() -> dict[str, int]:
@@ -151,3 +146,17 @@ def test_every_wide_dataclass_is_built_with_names():
     loose = [f"{c.path.relative_to(REPO_ROOT)} {c.name}" for c in wide_dataclasses(REPO_ROOT) if not c.keyword_only]
     assert loose == []
     assert positional_constructions(REPO_ROOT) == []
+
+
+def test_the_default_record_is_named_only_inside_the_registry():
+    """Issue 40: which record a command takes when none is given is the Registry's (Registry.DEFAULT_RECORD);
+    no other module holds or imports a name of its own for it."""
+    found = []
+    for path in pipeline_files():
+        if path == PIPELINE / "registry.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            named = node.id if isinstance(node, ast.Name) else node.name if isinstance(node, ast.alias) else None
+            if named == "DEFAULT_RECORD":
+                found.append(f"{path.relative_to(REPO_ROOT)}:{getattr(node, 'lineno', '?')}")
+    assert found == []

@@ -45,12 +45,11 @@ def test_env_build_without_env_takes_the_default_records_environment(tmp_path):
 
 
 def test_the_registry_serves_records_environments_and_the_one_default(tmp_path):
-    from pipeline.records.model import DEFAULT_RECORD
     from pipeline.registry import Registry
     from pipeline.workspace import Workspace
 
     registry = Registry(Workspace.resolve(root=tmp_path, registry=registry_with_a_renamed_demo(tmp_path)))
-    assert registry.default_record().name == DEFAULT_RECORD == registry.record_or_default(None).name
+    assert registry.default_record().name == Registry.DEFAULT_RECORD == registry.record_or_default(None).name
     assert registry.record_or_default("demo-elsewhere").path.parent == registry.records_dir
     assert "demo-elsewhere" in registry.record_names() and registry.record_names()[-1] == "demo-elsewhere"
     assert registry.default_environment().name == "record-2025-09"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.records.model import load_record
-from pipeline.report.render import report_runs
+from pipeline.report.render import REPORT_FILES, report_runs
 from tests.conftest import shared_path
 from tests.test_bundle import RECORD, make_run, repro
 
@@ -28,7 +28,7 @@ def png_pixels(path):
 
 def test_report_in_the_speedruns_terms(runs, tmp_path, monkeypatch):
     # published logs come only from --record-logs or the verified cache (none here)
-    verdict, files = report_runs(load_record(RECORD), runs, tmp_path / "out")
+    verdict, _ = report_runs(load_record(RECORD), runs, tmp_path / "out")
     text = (tmp_path / "out" / "report.md").read_text()
     assert verdict.outcome == "invalid" and "## Verdict: **invalid**" in text
     assert "| 20261129T105700Z-aaaa | succeeded | record | 1680/1680 | 3.2790 | 149.688 | 89.10 | 30760 |" in text
@@ -46,15 +46,15 @@ def test_report_in_the_speedruns_terms(runs, tmp_path, monkeypatch):
         assert np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0).shape[0] > 20  # drawn, not blank
     again = tmp_path / "again"
     report_runs(load_record(RECORD), runs, again)
-    for rel in files.files:
+    for rel in REPORT_FILES:
         assert (again / rel).read_bytes() == (tmp_path / "out" / rel).read_bytes()
 
 
 def test_report_over_the_records_published_logs(runs, tmp_path):
     logs = shared_path("fixtures", "record-logs", RECORD)
     assert len(list(logs.glob("*.txt"))) == 4
-    _, files = report_runs(load_record(RECORD), runs[:2], tmp_path / "out", published_dir=logs)
-    assert files.published_source == "the record's published logs (4 files)"
+    _, published_source = report_runs(load_record(RECORD), runs[:2], tmp_path / "out", published_dir=logs)
+    assert published_source == "the record's published logs (4 files)"
     text = (tmp_path / "out" / "report.md").read_text()
     # the runs' logs carry no program text: judged, but a deviation (issue 12), not a clean `reproduced`
     assert "from the record's published logs (4 files)" in text and "## Verdict: **reproduced-with-deviations**" in text

@@ -73,7 +73,8 @@ def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_pat
 
     again = reproduce(WS, req)
     assert actions(again) == {"preflight": "skipped", "environment": "not needed", "data": "skipped",
-                              "runs": "skipped", "archive": "skipped", "report": "skipped", "bundle verify": "done"}
+                              "runs": "skipped", "archive": "skipped", "report": "skipped",
+                              "bundle verify": "skipped"}
     assert again.bundle_sha256 == first.bundle_sha256 and again.runs == first.runs
 
     # The state file is a record, not a source of truth: garbage in it changes nothing.
@@ -108,6 +109,34 @@ def test_resume_skips_what_verifies_and_redoes_what_does_not(cpu_record, tmp_pat
     other = reproduce(WS, replace(req, overrides=TINY + ("val_every=2",)))
     assert actions(other)["runs"] == "done" and len(other.runs) == 1 and other.runs[0] not in more.runs
     assert other.attempts == ()
+
+
+def judging_counted(monkeypatch) -> list[int]:
+    """The real judge, wrapped where every loaded module holds it: one entry per verdict computed (issue 40)."""
+    from pipeline.verdict import judge
+
+    calls: list[int] = []
+    real = judge.verify_runs
+
+    def counted(record, paths):
+        calls.append(len(paths))
+        return real(record, paths)
+
+    for module in [m for m in sys.modules.values() if getattr(m, "verify_runs", None) is real]:
+        monkeypatch.setattr(module, "verify_runs", counted)
+    return calls
+
+
+def test_one_reproduce_judges_its_runs_at_most_twice(cpu_record, tmp_path, monkeypatch):
+    """Once to archive them, once to check the bundle; the report page is made from that check's result.
+    A module that imports the judge inside a function reads it from pipeline.verdict.judge: wrapped there too."""
+    calls = judging_counted(monkeypatch)
+    first = reproduce(WS, request(tmp_path))
+    assert first.bundle_verified and ">bundle verified<" in Path(first.report_html).read_text()
+    assert calls == [1, 1]
+    calls.clear()
+    again = reproduce(WS, request(tmp_path))  # the bundle kept: checked once, when the archive stage kept it
+    assert actions(again)["archive"] == "skipped" and calls == [1]
 
 
 def cli(tmp_path, *extra, runs=1, sets=TINY):

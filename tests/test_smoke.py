@@ -23,7 +23,7 @@ RECORD = load_record("2025-09-23_MuonCustomSizing", REPO_ROOT / "manifests" / "r
 
 
 def declared(patch, text: bytes) -> dict:
-    """What a run's run.yaml records about its cut (pipeline/runs/stage.py)."""
+    """What a run's run.yaml records about its cut (pipeline/runs/train_plan.py)."""
     return {"name": patch.name, "sha256": patch.sha256, "changes": patch.listing, "patched_sha256": sha256_bytes(text)}
 
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import train.attention as attention_module
-from pipeline.runs.stage import FA3_STANDIN_DIR
+from pipeline.runs.train_plan import FA3_STANDIN_DIR
 from tests.test_train_data import write_corpus
 from train.config import apply_overrides, preset
 from train.log import RunLog

@@ -29,7 +29,7 @@ import torch.distributed as dist
 import train.loop as loop_module
 from benchmarks.record_program import load_record, program_text, sidebyside_patch
 from pipeline.records.patch import smoke_patch
-from pipeline.runs.stage import effective_native_settings
+from pipeline.runs.train_plan import effective_native_settings
 from tests.helpers_loop import first_differences, native_loop, record_hyperparameters, record_loop
 from tests.ports import free_port
 from train.__main__ import build_config, parse_args

@@ -46,7 +46,7 @@ def test_the_declared_files_are_what_the_trainer_imports_and_all_of_train():
 
 
 def test_the_log_starts_with_the_declared_files_and_the_identity_hashes_them():
-    from pipeline.runs.stage import native_program_text
+    from pipeline.runs.train_plan import native_program_text
     from train.log import program_text as logged
 
     text = program_text()
@@ -57,7 +57,7 @@ def test_the_log_starts_with_the_declared_files_and_the_identity_hashes_them():
 
 
 def test_the_orchestrator_reads_it_without_torch():
-    """pipeline/runs/stage.py imports train.program in a process that may have no torch: it must import none."""
+    """pipeline/runs/train_plan.py imports train.program in a process that may have no torch: it must import none."""
     code = ("import sys; sys.modules['torch'] = None; from train.program import program_text; "
             "print(len(program_text()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
@@ -69,7 +69,7 @@ def test_a_file_outside_the_list_is_not_part_of_the_identity(tmp_path):
     """A stray module beside the trainer (a scratch copy, an experiment) changes neither the log nor the hash."""
     import shutil
 
-    from pipeline.runs.stage import native_program_text
+    from pipeline.runs.train_plan import native_program_text
 
     copy = tmp_path / "train"
     shutil.copytree(TRAIN, copy)

@@ -14,7 +14,7 @@ import yaml
 
 from pipeline.data.verify import data_lock_digest
 from pipeline.records.program import cut_program
-from pipeline.runs.stage import native_program_text
+from pipeline.runs.train_plan import native_program_text
 from tests.paths import REPO_ROOT
 
 REPRO = [sys.executable, "-m", "pipeline"]

@@ -18,7 +18,7 @@ from pipeline.findings import Finding
 from pipeline.probe import RuntimeProbe
 from pipeline.records.logparse import parse_log
 from pipeline.runs.rundir import FILES, HostEnvironment, RunDir, RunMeta, new_run_id, read_status
-from pipeline.runs.stage import metrics_from_log
+from pipeline.runs.train_run import metrics_from_log
 from tests.logfactory import make_log
 
 

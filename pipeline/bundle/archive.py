@@ -540,13 +540,13 @@ def _report_environment(environment: EnvironmentSection, hardware: HardwareSecti
 
 def _stage_report(stage: _Stage, request: _Request, judged: Judged, env_lines: dict[str, str]) -> None:
     """report.md and its plots, rendered from the judged (staged) run logs in a scratch folder."""
-    from pipeline.report.render import read_run_logs, write_report
+    from pipeline.report.render import REPORT_FILES, read_run_logs, write_report
 
     run_ids = request.run_ids
     with tempfile.TemporaryDirectory(prefix="repro-report-") as rep:
         logs = read_run_logs([judged.folders[f"{RUNS}/{i}"] for i in run_ids], run_ids)
-        files = write_report(request.record, judged.verdict, logs, Path(rep), env_lines)
-        for rel in files.files:
+        write_report(request.record, judged.verdict, logs, Path(rep), env_lines)
+        for rel in REPORT_FILES:
             stage.put(rel, read_bounded(Path(rep) / rel, MAX_MEMBER_BYTES, "report file", "archive again"))
 
 

@@ -29,7 +29,7 @@ from pipeline.yamlio import dump, load_bytes, require_mapping
 
 SCHEMA_VERSION = 2
 KIND = "repro-record-bundle"
-from pipeline.verdict.judge import OUTCOMES  # noqa: E402  (one list of outcomes, smoke ones included)
+from pipeline.verdict.outcomes import VerdictOutcome  # noqa: E402
 
 _REWRITE = "the manifest was not written by this tool or was edited; re-archive the runs with `repro archive`"
 _MAX_DEPTH = 32
@@ -78,7 +78,7 @@ class RecordPin:
 
 @dataclass(frozen=True)
 class VerdictSection:
-    outcome: str
+    outcome: VerdictOutcome
     rules_version: int
     findings: tuple[Finding, ...]  # what verification compares
     reasons: tuple[str, ...]  # the findings as sentences when archived (for people; never compared)
@@ -207,6 +207,8 @@ class BundleManifest:
         def plain(value):
             if isinstance(value, Finding):
                 return value.to_dict()
+            if isinstance(value, VerdictOutcome):
+                return value.value  # a plain string in the file
             if dataclasses.is_dataclass(value):
                 return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
             if isinstance(value, (list, tuple)):
@@ -296,9 +298,9 @@ def _record(rec: Fields) -> RecordPin:
 def _verdict(ver: Fields) -> VerdictSection:
     _fields(ver, VerdictSection)
     outcome = ver.req("outcome", str)
-    if outcome not in OUTCOMES:
-        raise ver.fail("outcome", f"is {outcome!r}", f"one of: {', '.join(OUTCOMES)}")
-    return VerdictSection(outcome=outcome, rules_version=ver.req("rules_version", int),
+    if outcome not in tuple(VerdictOutcome):
+        raise ver.fail("outcome", f"is {outcome!r}", f"one of: {', '.join(VerdictOutcome)}")
+    return VerdictSection(outcome=VerdictOutcome(outcome), rules_version=ver.req("rules_version", int),
                           findings=_findings(ver, "findings"), reasons=ver.list_of("reasons", str, False))
 
 

@@ -183,15 +183,6 @@ def _stop(out: Members, member: str, problem: str, fix: str = "") -> None:
 _HEADER_RECORDS = (b"x", b"g", b"L", b"K")  # pax (local, global) and GNU long name/link: not members
 
 
-@dataclass
-class _Pending:
-    """What pax and GNU long-name records set for the next member header only."""
-
-    pax: dict[str, str] = field(default_factory=dict)
-    long_name: str | None = None
-    long_link: str | None = None
-
-
 @dataclass(kw_only=True)
 class _Reader:
     stream: _Stream
@@ -201,7 +192,10 @@ class _Reader:
     max_members: int
     total: int = 0  # bytes of members and header records read so far, against max_total
     count: int = 0  # tar headers seen so far, against max_members
-    pending: _Pending = field(default_factory=_Pending)
+    # what pax and GNU long-name records set for the next member header only
+    pending_pax: dict[str, str] = field(default_factory=dict)
+    pending_long_name: str | None = None
+    pending_long_link: str | None = None
 
     def read(self) -> None:
         """Header after header until the end of the archive or the first limit; a limit stops it via _stop."""
@@ -232,7 +226,7 @@ class _Reader:
         return block
 
     def _header_record(self, kind: bytes, size: int) -> bool:
-        """Read a pax or long-name record into `pending`; False when a limit stopped the reading."""
+        """Read a pax or long-name record into the pending fields; False when a limit stopped the reading."""
         if size > MAX_HEADER_RECORD:
             _stop(self.out, ARCHIVE, f"a header record declares {size} bytes, over the "
                                      f"{MAX_HEADER_RECORD}-byte limit for names and attributes")
@@ -244,13 +238,13 @@ class _Reader:
         self.total += size
         data = self.stream.member_data(size)
         if kind == b"x":
-            self.pending.pax = _pax_records(data)
+            self.pending_pax = _pax_records(data)
         elif kind == b"g":
             self.out.problems.append(Problem(ARCHIVE, "a global pax header; bundles written by repro have none"))
         elif kind == b"L":
-            self.pending.long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            self.pending_long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         else:
-            self.pending.long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            self.pending_long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         return True
 
     def _member(self, block: bytes, size: int) -> bool:
@@ -258,7 +252,7 @@ class _Reader:
         kind = block[156:157]
         name_text, link, size = self._header_names(block, size)
         mode = _number(block[100:108], "mode")
-        self.pending = _Pending()  # the records applied to this member only
+        self.pending_pax, self.pending_long_name, self.pending_long_link = {}, None, None  # this member's only
         problem, rel = self._placement(name_text, kind)
         shown = rel if problem is None and rel else name_text
         self.out.listing.append((shown, size))
@@ -282,9 +276,9 @@ class _Reader:
         name = block[0:100].split(b"\0", 1)[0]
         if block[257:262] == b"ustar" and block[345:500].strip(b"\0"):
             name = block[345:500].split(b"\0", 1)[0] + b"/" + name
-        pax = self.pending.pax
-        name_text = pax.get("path") or self.pending.long_name or name.decode("utf-8", "surrogateescape")
-        link = (pax.get("linkpath") or self.pending.long_link
+        pax = self.pending_pax
+        name_text = pax.get("path") or self.pending_long_name or name.decode("utf-8", "surrogateescape")
+        link = (pax.get("linkpath") or self.pending_long_link
                 or block[157:257].split(b"\0", 1)[0].decode("utf-8", "replace"))
         if "size" in pax:
             try:

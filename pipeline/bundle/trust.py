@@ -66,23 +66,46 @@ class SignatureCheck:
 
 KEY_FILE_LIMIT = 64 << 10  # PEM keys are a few hundred bytes; a key file larger than this is no key
 
+# The words of each key file's messages: what it is, what it must be, what kind of key it must hold, and the fix
+# for a file that cannot be read, that does not parse, and that holds another kind of key.
+_PRIVATE_KEY = ("signing key", "an unencrypted PEM private key", "an ed25519 key",
+                "give the path of an ed25519 private key in PEM (`openssl genpkey -algorithm ed25519 -out key.pem`)",
+                "create one with `openssl genpkey -algorithm ed25519 -out key.pem`",
+                "create one with `openssl genpkey -algorithm ed25519 -out key.pem`")
+_PUBLIC_KEY = ("public key", "a PEM public key", "an ed25519 public key",
+               "give the signer's ed25519 public key in PEM",
+               "export it with `openssl pkey -in key.pem -pubout -out key.pub.pem`",
+               "give the public half of the ed25519 key the bundle was signed with")
+
+
+def _read_key(path: Path, parse, kind: type, words: tuple[str, ...]):
+    """The key in a PEM file, read bounded (a PEM key is a few hundred bytes), parsed, of the ed25519 kind."""
+    from pipeline.regular_file import read_bounded
+
+    what, must_be, key_kind, read_fix, parse_fix, kind_fix = words
+    pem = read_bounded(Path(path), KEY_FILE_LIMIT, what, read_fix)
+    try:
+        key = parse(pem)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path} is not {must_be} ({exc})", parse_fix) from None
+    if not isinstance(key, kind):
+        raise InputError(f"{path} holds a {type(key).__name__}, not {key_kind}", kind_fix)
+    return key
+
+
 def load_private_key(path: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from pipeline.regular_file import read_bounded
+    return _read_key(path, lambda pem: serialization.load_pem_private_key(pem, password=None), Ed25519PrivateKey,
+                     _PRIVATE_KEY)
 
-    fix = "give the path of an ed25519 private key in PEM (`openssl genpkey -algorithm ed25519 -out key.pem`)"
-    pem = read_bounded(Path(path), KEY_FILE_LIMIT, "signing key", fix)  # a PEM key is a few hundred bytes
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{path} is not an unencrypted PEM private key ({exc})",
-                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise InputError(f"{path} holds a {type(key).__name__}, not an ed25519 key",
-                         "create one with `openssl genpkey -algorithm ed25519 -out key.pem`")
-    return key
+
+def load_public_key(pem: Path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    return _read_key(pem, serialization.load_pem_public_key, Ed25519PublicKey, _PUBLIC_KEY)
 
 
 def public_key_b64(key) -> str:
@@ -90,24 +113,6 @@ def public_key_b64(key) -> str:
 
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return base64.b64encode(raw).decode()
-
-
-def load_public_key(pem: Path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    from pipeline.regular_file import read_bounded
-
-    data = read_bounded(Path(pem), KEY_FILE_LIMIT, "public key", "give the signer's ed25519 public key in PEM")
-    try:
-        key = serialization.load_pem_public_key(data)
-    except ValueError as exc:
-        raise InputError(f"{pem} is not a PEM public key ({exc})",
-                         "export it with `openssl pkey -in key.pem -pubout -out key.pub.pem`") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise InputError(f"{pem} holds a {type(key).__name__}, not an ed25519 public key",
-                         "give the public half of the ed25519 key the bundle was signed with")
-    return key
 
 
 def check_signature(files: Mapping[str, bytes], manifest: BundleManifest | None, pubkey: Path | None

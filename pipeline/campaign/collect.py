@@ -1,7 +1,7 @@
 """`repro campaign collect`: every finished run of a campaign into one verified bundle, with a per-node table.
 
 The selection, the verdict, the archive, the report and the bundle check are the reproduce flow's
-own stages (pipeline/reproduce/flow.py: stage_archive, stage_report, stage_bundle_check) run on the
+own stages (pipeline/reproduce/flow.py: AFTER_RUNS, the archive, the bundle check, the report) run on the
 campaign folder: with enough runs that count, the verdict is on them and every failed or aborted run goes into
 the bundle as an attempt; with too few, the verdict is on every run of the configuration, so the bundle
 says why. Each run carries its node.json (the bundle keeps it beside run.yaml), from which the
@@ -24,7 +24,7 @@ from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.logparse import parse_log
 from pipeline.regular_file import read_bounded
-from pipeline.reproduce.flow import judged_and_attempts, stage_archive, stage_bundle_check, stage_report
+from pipeline.reproduce.flow import AFTER_RUNS, judged_and_attempts
 from pipeline.runs.rundir import read_status
 from pipeline.workspace import Workspace
 from pipeline.yamlio import LIMITS
@@ -160,13 +160,13 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
                           CAMPAIGN_MEMBER: read_bounded(campaign.folder / CAMPAIGN_FILE, LIMITS["manifest"],
                                                             "campaign file", "submit the campaign again")}
     with FolderLock(campaign.folder, "repro campaign collect"):
-        for stage in (stage_archive, stage_report, stage_bundle_check):
+        for stage in AFTER_RUNS:
             outcome = stage(flow)
             say(f"[{outcome.stage}] {outcome.action}: {outcome.detail}")
     write_text(campaign.folder / "report" / "nodes.md", nodes_md)
     return CollectResult(bundle=str(flow.bundle), bundle_sha256=sha256_file(flow.bundle),
                          bundle_verified=flow.bundle_ok,
-                         problems=getattr(flow.state.values.get("bundle_verify"), "problems", ()), outcome=flow.outcome,
+                         problems=tuple(str(p) for p in flow.check.problems), outcome=flow.outcome,
                          reasons=tuple(str(r) for r in flow.reasons), runs=tuple(p.name for p in flow.judged),
                          attempts=tuple(p.name for p in flow.attempts), report=str(flow.report), nodes_table=table,
                          nodes=tuple(rows))

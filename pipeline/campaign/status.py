@@ -46,19 +46,6 @@ class RunView:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptView:
-    """One task record: a submission's task, or one attempt of a requeued one."""
-
-    job: str
-    attempt: int
-    node: str
-    outcome: str
-    started_at: str
-    run_id: str | None
-    detail: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
 class TaskView:
     index: int
     job: str | None  # the latest job for this index
@@ -68,7 +55,8 @@ class TaskView:
     outcome: str | None  # the latest task record's outcome
     runs: tuple[RunView, ...]  # every run directory of this index, oldest first
     detail: str | None
-    attempts: tuple[AttemptView, ...] = ()  # every task record of this index, oldest first
+    # every task record of this index, oldest first: a submission's task, or one attempt of a requeued one
+    attempts: tuple[TaskRecord, ...] = ()
     owner_alive: bool = False  # a task process of this index holds its lock: it is running now
 
     @property
@@ -108,8 +96,17 @@ class CampaignView:
                            "runs": [{"id": r.run_id, "path": str(r.path), "status": r.status, "counts": r.counts,
                                      "final_val_loss": r.final_val_loss, "train_time_s": r.train_time_s}
                                     for r in t.runs],
-                           "attempts": [vars(a) for a in t.attempts]}
+                           "attempts": [_attempt_dict(a) for a in t.attempts]}
                           for t in self.tasks]}
+
+
+def _attempt_dict(task: TaskRecord) -> dict:
+    return {"job": task.job, "attempt": task.attempt, "node": task.node, "outcome": task.outcome,
+            "started_at": task.started_at, "run_id": _run_id(task), "detail": task.detail}
+
+
+def _run_id(task: TaskRecord) -> str | None:
+    return Path(task.run_dir).name if task.run_dir else None
 
 
 def _run_view(campaign: Campaign, task: TaskRecord, flow: Flow) -> RunView | None:
@@ -194,16 +191,13 @@ def campaign_view(ws: Workspace, campaign: Campaign) -> CampaignView:
                 break
         settled = [_settled(campaign, t, states.get(t.job)) for t in tasks if t.index == index]
         mine = [t for t, _ in settled]
-        attempts = tuple(AttemptView(job=t.job, attempt=t.attempt, node=t.node, outcome=t.outcome,
-                                     started_at=t.started_at,
-                                     run_id=Path(t.run_dir).name if t.run_dir else None, detail=t.detail) for t in mine)
         runs = tuple(r for r in (_run_view(campaign, t, flow) for t in mine) if r is not None)
         last = mine[-1] if mine else None
         node = (state.node if state is not None else None) or (last.node if last else None)
         views.append(TaskView(index=index, job=job or (last.job if last else None),
                               scheduler=state.state if state else None, node=node,
                               reason=state.reason if state else None, outcome=last.outcome if last else None, runs=runs,
-                              detail=last.detail if last else None, attempts=attempts,
+                              detail=last.detail if last else None, attempts=tuple(mine),
                               owner_alive=any(alive for _, alive in settled)))
     prepare = states.get(latest_prepare) if latest_prepare else None
     return CampaignView(campaign, prepare, load_prepare(campaign) is not None, tuple(views))
@@ -231,7 +225,7 @@ def render(view: CampaignView) -> str:
         if len(t.attempts) > 1:  # a resubmitted or requeued task: every attempt, oldest first
             for a in t.attempts:
                 lines.append(f"        attempt {a.job}" + (f" #{a.attempt}" if a.attempt > 1 else "")
-                             + f" on {a.node} at {a.started_at}: {a.outcome}" + (f", run {a.run_id}" if a.run_id
+                             + f" on {a.node} at {a.started_at}: {a.outcome}" + (f", run {_run_id(a)}" if a.run_dir
                                                                                   else ""))
     return "\n".join(lines)
 

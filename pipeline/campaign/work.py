@@ -4,7 +4,7 @@
     repro campaign task CAMPAIGN --index I   # Slurm: array task I; local: run I, one after another
 
 Both reuse the reproduce flow's stages (pipeline/reproduce/flow.py) and the train stage
-(pipeline/runs/stage.py) rather than repeating them: the campaign is a reproduction whose runs are
+(pipeline/runs/train_plan.py, train_run.py) rather than repeating them: the campaign is a reproduction whose runs are
 spread over nodes. The prepare step builds (or loads) the image and fetches (or generates) the data,
 then verifies it. Each task verifies the data again on its own node — a node that already holds it
 verifies and does not fetch; a node-local folder that lacks it is filled under a lock — makes sure
@@ -99,9 +99,9 @@ def data_lock(data_dir: Path) -> Iterator[None]:
 def _data(flow: Flow) -> tuple[Path, str, str]:
     """(data folder, its lock digest, generated | fetched | verified): flow's data stage under the folder's lock."""
     with data_lock(flow.data_dir):
-        outcome = stage_data(flow)
-    action = "verified" if outcome.action == "skipped" else outcome.detail.split(" ", 1)[0]
-    return flow.data_dir, flow.state.values["data"].lock_sha256, action
+        stage_data(flow)
+    data = flow.state.values["data"]  # the stage's typed section (DataState), not its sentence
+    return flow.data_dir, data.lock_sha256, data.action
 
 
 def image_tarball_path(campaign: Campaign, environment: str) -> Path:
@@ -186,7 +186,8 @@ def run_task(ws: Workspace, campaign: Campaign, index: int, submission: int, say
 
 def _run_task(ws: Workspace, campaign: Campaign, task: TaskRecord, submission: int, say: Say,
               terminal=None) -> TaskRecord:
-    from pipeline.runs.stage import plan_train, run_train
+    from pipeline.runs.train_plan import plan_train
+    from pipeline.runs.train_run import run_train
 
     train = next((s.train for s in campaign.submissions if s.number == submission), campaign.train)
 

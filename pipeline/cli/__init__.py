@@ -127,9 +127,9 @@ def run(argv=None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         return ExitCode.INTERRUPTED
-    except click.ClickException as exc:
+    except click.ClickException as exc:  # click's usage errors exit 2; any other of its errors is bad input
         exc.show()
-        return exc.exit_code
+        return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.BAD_INPUT
 
 
 def main(argv=None):

@@ -24,8 +24,8 @@ import click
 
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
 from pipeline.outcome import Outcome
-from pipeline.records.model import DEFAULT_RECORD
-from pipeline.verdict.judge import passed
+from pipeline.registry import Registry
+from pipeline.verdict.outcomes import passed
 
 from .output import emit_json, pass_registry, pass_workspace
 
@@ -50,7 +50,7 @@ def campaign():
 
 @campaign.command()
 @click.option("--record", "record_name", default=None,
-              help=f"Record to run [{DEFAULT_RECORD}; --demo: demo-cpu-synth].")
+              help=f"Record to run [{Registry.DEFAULT_RECORD}; --demo: demo-cpu-synth].")
 @click.option("--runs", type=click.IntRange(min=1), default=None, help="Runs wanted [4; a resubmission: as before].")
 @click.option("--engine", type=click.Choice(["slurm", "local"]), default=None,
               help="slurm: a job array through sbatch; local: one run after another here [slurm].")
@@ -95,7 +95,7 @@ def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, 
         partition=partition, nodes_per_run=nodes_per_run, gpus_per_node=gpus_per_node, time=time_limit)
     if folder is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        folder = registry.workspace.root / "campaigns" / f"{options.record or DEFAULT_RECORD}-{stamp}"
+        folder = registry.workspace.root / "campaigns" / f"{options.record or Registry.DEFAULT_RECORD}-{stamp}"
     folder = check_folder(folder)  # the name, the path and the partition go into job scripts: checked first
     check_partition(partition)
     current, created = existing_or_new(

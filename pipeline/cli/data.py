@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 
 from .output import emit_json, pass_registry
 
@@ -34,7 +34,7 @@ def _mib(n: int) -> str:
 
 @data.command()
 @click.option("--record", "record_name", default=None, help="Take dataset and shard counts from this record "
-              f"[default: {DEFAULT_RECORD}].")
+              f"[default: {Registry.DEFAULT_RECORD}].")
 @click.option("--dataset", default=None, help="Dataset manifest name (manifests/datasets/NAME.yaml).")
 @click.option("--train-shards", type=click.IntRange(min=0), default=None, help="Train shards to fetch.")
 @click.option("--val-shards", type=click.IntRange(min=0), default=None, help="Val shards to fetch.")

@@ -108,10 +108,10 @@ def lock(registry, env_name, wheelhouse, from_pypi, as_json):
 @pass_registry
 def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
     """Build the image from the lock through the Docker SDK; records state/image.json."""
-    from pipeline.env.build import BuildOptions, build_image
+    from pipeline.env.build import build_image
 
-    options = BuildOptions(wheelhouse=wheelhouse, nocache=no_cache, tag=tag, max_jobs=max_jobs)
-    result = build_image(registry.workspace, _env_name(registry, env_name), options, log=_say(as_json))
+    result = build_image(registry.workspace, _env_name(registry, env_name), wheelhouse=wheelhouse, nocache=no_cache,
+                         tag=tag, max_jobs=max_jobs, log=_say(as_json))
     if as_json:
         emit_json(result)
         return
@@ -162,7 +162,7 @@ def verify(ws, env_name, image, as_json):
 def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_fa3, as_json):
     """Build (or reuse) a virtualenv from the lock, hashes enforced, for `--runtime host`."""
     from pipeline.env.lock import load_lock
-    from pipeline.env.venv import VenvOptions, build_venv
+    from pipeline.env.venv import build_venv
 
     ws, choice = registry.workspace, None
     if env_name is not None:
@@ -175,8 +175,8 @@ def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_f
         say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
         choice = choose_environment(ws, record, ws.work / record.name, wheelhouse=wheelhouse, say=say)
         environment, lock = choice.environment, choice.lock
-    options = VenvOptions(wheelhouse=wheelhouse, index_url=index_url, python=python, build_fa3_from_source=build_fa3)
-    identity = build_venv(ws, environment, lock, options, log=_say(as_json))
+    identity = build_venv(ws, environment, lock, wheelhouse=wheelhouse, index_url=index_url, python=python,
+                          build_fa3_from_source=build_fa3, log=_say(as_json))
     if as_json:
         emit_json({**identity.to_dict(), "choice": choice.to_dict() if choice else None})
         return

@@ -19,7 +19,7 @@ from pipeline.preflight.run import (
     write_report,
 )
 from pipeline.preflight.run import preflight as run_preflight
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 
 from .output import emit_json, pass_registry
 
@@ -77,7 +77,7 @@ def _print_human(report: PreflightReport, written: Path | None) -> None:
 
 
 @click.command()
-@click.option("--record", "record_name", default=None, help=f"Record to compare with [{DEFAULT_RECORD}].")
+@click.option("--record", "record_name", default=None, help=f"Record to compare with [{Registry.DEFAULT_RECORD}].")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True,
               help="Where training will run: the pinned image (docker) or this machine's python (host).")
 @click.option("--strict", is_flag=True, help="Warnings fail too: only the record's kind of node passes.")

@@ -170,7 +170,7 @@ def fingerprint_(log):
 
     parsed = parse_log(log)
     if parsed.program is None:
-        raise click.ClickException(f"{log} carries no program text; use a full run log")
+        raise InputError(f"{log} carries no program text", "use a full run log (its program is printed at its top)")
     try:
         echo(program_fingerprint(parsed.program))  # a set of files: each file's, combined
     except (SyntaxError, ValueError) as exc:  # not Python, or nested too deeply for Python's parser
@@ -304,6 +304,7 @@ def fetch_logs(registry, name, source_dir, as_json):
 def check(registry, names, upstream_dir, commit, as_json):
     """Judge each record on its own published logs (all records, or NAMES), by its own rules."""
     from pipeline.verdict.history import check_records, upstream_head
+    from pipeline.verdict.outcomes import VerdictOutcome
 
     upstream_head(upstream_dir, commit)
     chosen = [registry.record(n) for n in names] if names else \
@@ -313,7 +314,7 @@ def check(registry, names, upstream_dir, commit, as_json):
         emit_json([row.to_dict() for row in rows])
     else:
         _print_check(rows)
-    failed = [r for r in rows if r.verdict in ("not-reproduced", "invalid")]
+    failed = [r for r in rows if r.verdict in (VerdictOutcome.NOT_REPRODUCED, VerdictOutcome.INVALID)]
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(rows)} record(s) are not upheld by their own logs: "
                           + ", ".join(r.name for r in failed), "read each record's reasons above")

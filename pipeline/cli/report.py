@@ -11,7 +11,7 @@ import click
 from pipeline.bundle.archive import record_of_runs
 from pipeline.errors import CheckFailed, InputError
 from pipeline.records.published import published_logs_dir
-from pipeline.report.render import report_runs
+from pipeline.report.render import REPORT_FILES, report_runs
 
 from .output import emit_json, pass_registry
 
@@ -40,35 +40,34 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
         raise InputError("a bundle holds its report.md already; this command writes one for run folders",
                          "for a bundle, pass --html (or read its report with `repro bundle show`)")
     record = registry.record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
-    verdict, files = report_runs(record, list(runs), out_dir,
-                                 published_dir=published_logs_dir(record, registry.workspace.cache, record_logs))
+    published_dir = published_logs_dir(record, registry.workspace.cache, record_logs)
+    verdict, published_source = report_runs(record, list(runs), out_dir, published_dir=published_dir)
     if as_json:
-        emit_json({"outcome": verdict.outcome, "out_dir": str(files.out_dir), "files": list(files.files),
-                   "published_source": files.published_source})
+        emit_json({"outcome": verdict.outcome, "out_dir": str(out_dir), "files": list(REPORT_FILES),
+                   "published_source": published_source})
         return
-    click.echo(f"verdict {verdict.outcome}; record curves from {files.published_source}")
-    for rel in files.files:
-        click.echo(f"  wrote {files.out_dir / rel}")
+    click.echo(f"verdict {verdict.outcome}; record curves from {published_source}")
+    for rel in REPORT_FILES:
+        click.echo(f"  wrote {Path(out_dir) / rel}")
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
-    from pipeline.pages.report_input import UnverifiedBundle
-    from pipeline.pages.write import HtmlSources, gather, write_html
+    from pipeline.pages.report_input import ReportInput
+    from pipeline.pages.write import gather, write_html
 
-    sources = HtmlSources(ws.records_dir, record_name,
-                          lambda record: published_logs_dir(record, ws.cache, record_logs))
-    report_input = gather(paths, sources)
+    report_input = gather(paths, records_dir=ws.records_dir, record_name=record_name,
+                          published_dir_of=lambda record: published_logs_dir(record, ws.cache, record_logs))
     path = write_html(report_input, out_dir)
-    if isinstance(report_input, UnverifiedBundle):  # the page says what failed; the exit code says it too
-        problems = report_input.integrity.problems
+    if not isinstance(report_input, ReportInput):  # a failed bundle check: the page and the exit code say so
+        problems = [str(p) for p in report_input.problems]
         more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
-        raise CheckFailed(f"{report_input.title}: {report_input.integrity.proven}; the bundle does NOT verify, so "
+        raise CheckFailed(f"{Path(report_input.path).name}: {report_input.proven}; the bundle does NOT verify, so "
                           f"its page shows no verdict, run or time ({path} says what failed): "
                           + "; ".join(problems[:5]) + more,
                           "see every problem with `repro bundle verify`; ask the bundle's author for an intact copy")
     if as_json:
         emit_json({"outcome": report_input.verdict.outcome, "html": str(path),
-                   "integrity": report_input.integrity.proven, "published_source": report_input.published_source})
+                   "integrity": report_input.proven, "published_source": report_input.published_source})
         return
-    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.integrity.proven}")
+    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.proven}")
     click.echo(f"  wrote {path}")

@@ -23,7 +23,7 @@ import click
 
 from pipeline.errors import Interrupted, RunFailed, UsageError
 from pipeline.outcome import Outcome
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
 
@@ -32,8 +32,8 @@ from .output import emit_json, pass_registry
 
 @click.command()
 @click.option("--record", "record_names", multiple=True,
-              help=f"Record to reproduce [{DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, repeat it "
-                   "to plan several records in one process.")
+              help=f"Record to reproduce [{Registry.DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, "
+                   "repeat it to plan several records in one process.")
 @click.option("--all", "all_records", is_flag=True, help="With --plan: plan every record of the registry.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs that must succeed (the speedrun's t-test wants several).")
@@ -97,7 +97,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
-        request = ReproduceRequest(record=record_name or DEFAULT_RECORD, runs=runs)
+        request = ReproduceRequest(record=record_name or Registry.DEFAULT_RECORD, runs=runs)
     changes = {"trainer": trainer, "runtime": runtime, "preset": preset, "nproc": nproc, "work_dir": work_dir,
                "bundle_dir": bundle_dir, "data_dir": data_dir, "image_tarball": image_tarball,
                "sign_key": sign_key, "dataset": dataset, "program_source": program_source,
@@ -117,7 +117,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
     if request.runs < 2 and request.smoke_steps is None:
         click.echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
                    "target needs at least 2 runs (the record's own rules ask for more; --plan says how many)", file=out)
-    from pipeline.verdict.judge import passed  # scipy: seconds to import, paid only once options are checked
+    from pipeline.verdict.outcomes import passed
 
     started = time.monotonic()
     result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
@@ -140,7 +140,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
 
 def _print_result(result, seconds: float) -> None:
     """The screen's last lines: the verdict and its reasons, the bundle, the reports, the time."""
-    from pipeline.verdict.judge import passed
+    from pipeline.verdict.outcomes import passed
 
     color = "green" if passed(result.outcome) and result.bundle_verified else "red"
     click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)

@@ -18,9 +18,10 @@ import click
 import yaml
 
 from pipeline.errors import InputError, Interrupted, RunFailed
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
-from pipeline.runs.stage import RUNTIMES, TRAINERS, TrainRequest, plan_train, run_train
+from pipeline.runs.train_plan import RUNTIMES, TRAINERS, TrainRequest, plan_train
+from pipeline.runs.train_run import run_train
 
 from .output import emit_json, pass_registry
 
@@ -44,7 +45,7 @@ def _gpus(value: str) -> int:
 
 
 @click.command()
-@click.option("--record", "record_name", default=None, help=f"Record to train [{DEFAULT_RECORD}].")
+@click.option("--record", "record_name", default=None, help=f"Record to train [{Registry.DEFAULT_RECORD}].")
 @click.option("--trainer", type=click.Choice(TRAINERS), default="record", show_default=True,
               help="record: the upstream program, hash-verified; native: train/.")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True,

@@ -12,9 +12,10 @@ import click
 
 from pipeline.errors import InputError
 from pipeline.outcome import Outcome
-from pipeline.records.model import DEFAULT_RECORD
+from pipeline.registry import Registry
 from pipeline.runs.rundir import RunMeta
-from pipeline.verdict.judge import Verdict, passed, verify_runs
+from pipeline.verdict.judge import Verdict, verify_runs
+from pipeline.verdict.outcomes import VerdictOutcome, passed
 from pipeline.verdict.render import hardware_line
 
 from .output import emit_json, pass_registry
@@ -35,7 +36,7 @@ def record_of(paths: list[Path]) -> str | None:
 
 
 def print_verdict(v: Verdict) -> None:
-    color = ("yellow" if v.outcome == "reproduced-with-deviations" else "green") if passed(v.outcome) else "red"
+    color = ("yellow" if v.outcome == VerdictOutcome.WITH_DEVIATIONS else "green") if passed(v.outcome) else "red"
     click.echo(f"record {v.record} (rules v{v.rules_version}): {len(v.runs)} run(s)")
     for r in v.runs:
         loss = f"{r.final_val_loss:.4f}" if r.final_val_loss is not None else "—"
@@ -60,7 +61,8 @@ def print_verdict(v: Verdict) -> None:
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--record", "record_name", default=None,
-              help=f"Record to judge against [the one the runs' run.yaml name; for bare logs {DEFAULT_RECORD}].")
+              help="Record to judge against [the one the runs' run.yaml name; for bare logs "
+                   f"{Registry.DEFAULT_RECORD}].")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option("--submission", is_flag=True,
               help="RUNS are a new record's logs (files or folders), judged against --record as their parent; "

@@ -162,14 +162,6 @@ class _Shard:
     tokens_expected: int | None
 
 
-@dataclass(frozen=True)
-class _Staging:
-    """Where a file is downloaded before its checks: the part and the part's metadata (whose bytes it holds)."""
-
-    part: Path
-    meta: Path
-
-
 # ---- sources ------------------------------------------------------------------------------------
 
 def _origin(url: str) -> tuple:
@@ -289,16 +281,17 @@ def make_source(source: str, manifest: DatasetManifest):
 
 # ---- transfer -----------------------------------------------------------------------------------
 
-def _staging(data_dir: Path, name: str) -> _Staging:
+def _staging(data_dir: Path, name: str) -> tuple[Path, Path]:
+    """Where a file is downloaded before its checks: the part, and the note of whose bytes it holds."""
     partial = data_dir / ".partial"
     try:
         partial.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(partial, exc) from None
-    return _Staging(file_in(partial, f"{name}.part"), file_in(partial, f"{name}.part.json"))
+    return file_in(partial, f"{name}.part"), file_in(partial, f"{name}.part.json")
 
 
-def _transfer(run: Fetcher, shard: _Shard, staging: _Staging,
+def _transfer(run: Fetcher, shard: _Shard, part: Path, part_note: Path,
               progress: Callable[[int], None]) -> tuple[Remote, http.Downloaded]:
     """Resolve the file and bring its part to the whole file (pipeline/http.py retries and resumes)."""
     policy = run.opts.policy()
@@ -316,9 +309,9 @@ def _transfer(run: Fetcher, shard: _Shard, staging: _Staging,
         if lock_sha and remote.sha256 and remote.sha256 != lock_sha:
             raise FetchError(f"source declares sha256 {remote.sha256}, the lock says {lock_sha}",
                              "the source serves a different version; use the pinned revision or fix the lock", "bad")
-        _discard_stale_part(staging, remote, lock_sha, progress)
+        _discard_stale_part(part, part_note, remote, lock_sha, progress)
         expected = lock_size if lock_size is not None else remote.size
-        got = http.download(remote.url, staging.part, headers=remote.headers, expected_size=expected,
+        got = http.download(remote.url, part, headers=remote.headers, expected_size=expected,
                             size_from_prefix=size_from_header, prefix_bytes=1024, policy=policy, progress=progress)
         return remote, got
 
@@ -338,9 +331,8 @@ def _as_fetch_error(exc: ReproError) -> FetchError:
     return FetchError(exc.what, exc.fix or "", kind)
 
 
-def _discard_stale_part(staging: _Staging, remote: Remote, lock_sha, progress) -> None:
+def _discard_stale_part(part: Path, meta_path: Path, remote: Remote, lock_sha, progress) -> None:
     """A part started for other bytes (new revision, other size) cannot be resumed."""
-    part, meta_path = staging.part, staging.meta
     want = {"size": remote.size, "sha256": lock_sha or remote.sha256}
     if part.exists() and meta_path.exists():
         try:
@@ -434,8 +426,7 @@ def _reuse(run: Fetcher, shard: _Shard, previous_source: str) -> FetchedFile | N
 
 def _download_checked(run: Fetcher, shard: _Shard) -> FetchedFile:
     """Download into the staging, check, and rename to the final name; a file failing its checks is fetched again."""
-    staging = _staging(run.data_dir, shard.name)
-    part, meta_path = staging.part, staging.meta
+    part, meta_path = _staging(run.data_dir, shard.name)
     downloaded = 0
 
     def counted(n: int) -> None:
@@ -444,7 +435,7 @@ def _download_checked(run: Fetcher, shard: _Shard) -> FetchedFile:
         run.progress(n)
 
     for attempt in range(run.opts.corrupt_retries + 1):
-        remote, got = _transfer(run, shard, staging, counted)
+        remote, got = _transfer(run, shard, part, meta_path, counted)
         problems, checked = _check(part, got.sha256, shard.tokens_expected, shard.lock,
                                    Claim(remote.size, remote.sha256))
         if got.cut_at_limit:

@@ -38,17 +38,6 @@ WHEELHOUSE_IN_IMAGE = "/tmp/wheelhouse"
 
 
 @dataclass(frozen=True, kw_only=True)
-class BuildOptions:
-    """How `repro env build` builds: offline from a wheelhouse or not, the cache, the tag, the lock it uses."""
-
-    wheelhouse: Path | None = None  # the lock's files, checked against it and installed offline
-    nocache: bool = False
-    tag: str | None = None  # default: repro/<environment>:<lock sha256[:12]>
-    max_jobs: int | None = None  # compile jobs inside the build; default: this machine's cores
-    lock_file: Path | None = None  # a lock resolved on this node, instead of the committed one
-
-
-@dataclass(frozen=True, kw_only=True)
 class BuildResult:
     image_id: str
     tag: str
@@ -227,16 +216,19 @@ def _stream_build(client, log: Callable[[str], None], **kwargs) -> tuple[str, in
     return image_id, step
 
 
-def build_image(ws: Workspace, env_name: str, options: BuildOptions | None = None, client=None,
+def build_image(ws: Workspace, env_name: str, *, wheelhouse: Path | None = None, nocache: bool = False,
+                tag: str | None = None, max_jobs: int | None = None, lock_file: Path | None = None, client=None,
                 log: Callable[[str], None] = lambda line: None) -> BuildResult:
-    """Build env_name's image from its committed lock (or options.lock_file, one resolved on this node)."""
-    options = options or BuildOptions()
-    wheelhouse, tag = options.wheelhouse, options.tag
+    """Build env_name's image from its committed lock, or `lock_file` (one resolved on this node).
+
+    `wheelhouse`: the lock's files, checked against it and installed offline; `tag` defaults to
+    repro/<environment>:<lock sha256[:12]>; `max_jobs`: compile jobs inside the build (default: this
+    machine's cores)."""
     env = load_environment(ws, env_name)
-    lock = load_lock(env, options.lock_file)
+    lock = load_lock(env, lock_file)
     lock.require_complete(env)
     epoch = source_date_epoch()
-    args = build_args(env, lock, epoch, options.max_jobs or os.cpu_count() or 1)
+    args = build_args(env, lock, epoch, max_jobs or os.cpu_count() or 1)
     policy = check_dockerfile(env.dockerfile_path, args)
     if not policy.ok:
         first = policy.violations[0]
@@ -266,7 +258,7 @@ def build_image(ws: Workspace, env_name: str, options: BuildOptions | None = Non
         try:
             image_id, steps = _stream_build(client, log, path=str(context), dockerfile="Dockerfile", tag=tag,
                                             buildargs=args, labels=labels, rm=True, forcerm=True,
-                                            nocache=options.nocache, pull=False)
+                                            nocache=nocache, pull=False)
         except KeyboardInterrupt:
             raise Interrupted("image build interrupted",
                               "run `repro env build` again; finished steps are cached") from None

@@ -89,30 +89,6 @@ class VenvIdentity:
                              "venv again") from None
 
 
-@dataclass(frozen=True)
-class VenvOptions:
-    """How `repro env venv` builds: where the lock's files come from, from which Python, whether FA3 is compiled."""
-
-    wheelhouse: Path | None = None  # a folder holding the lock's files (no network)
-    index_url: str | None = None  # another index (a mirror: the lock's hashes still decide)
-    python: str | None = None  # the base interpreter; default: find_base_python
-    build_fa3_from_source: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class _VenvPlan:
-    """One venv to build: which lock, from which Python, where it goes and where its files come from."""
-
-    env: Environment
-    lock: Lock
-    base: str  # the interpreter the venv is made from, its exact version and platform tag
-    version: str
-    platform: str
-    key: str
-    path: Path
-    options: VenvOptions
-
-
 def _base_facts(python: str) -> tuple[str, str]:
     """(exact version, platform tag) of the interpreter the venv is made from."""
     code = "import platform, sys; print(platform.python_version()); print(sys.platform + '-' + platform.machine())"
@@ -299,18 +275,21 @@ def build_fa3(ws: Workspace, lock: Lock, venv_python: Path, venv_key: str, wheel
     return cached / wheels[-1].name
 
 
-def build_venv(ws: Workspace, env: Environment, lock: Lock, options: VenvOptions | None = None,
+def build_venv(ws: Workspace, env: Environment, lock: Lock, *, wheelhouse: Path | None = None,
+               index_url: str | None = None, python: str | None = None, build_fa3_from_source: bool = False,
                log: Callable[[str], None] = lambda line: None) -> VenvIdentity:
-    """The venv of this lock for this Python, reused when complete, else built with every hash enforced."""
-    options = options or VenvOptions()
-    wheelhouse, index_url = options.wheelhouse, options.index_url
+    """The venv of this lock for this Python, reused when complete, else built with every hash enforced.
+
+    The lock's files come from the lock's URLs, or `wheelhouse` (a folder holding them, no network), or
+    `index_url` (a mirror: the lock's hashes still decide); `python` is the base interpreter (default
+    find_base_python); `build_fa3_from_source` compiles FA3 when no wheel of it is at hand."""
     lock.require_complete(env)
     if wheelhouse is not None and index_url is not None:
         raise InputError("--wheelhouse and --index-url both name where the files come from", "give one of them")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise InputError(f"wheelhouse {wheelhouse} is not a folder", "give the folder `repro env lock --wheelhouse` "
                                                                    "filled")
-    base = find_base_python(env, options.python)
+    base = find_base_python(env, python)
     version, plat = _base_facts(base)
     if version.rsplit(".", 1)[0] != env.python.rsplit(".", 1)[0]:
         raise InputError(f"{base} is Python {version}; environment {env.name} pins Python {env.python} and its "
@@ -327,15 +306,17 @@ def build_venv(ws: Workspace, env: Environment, lock: Lock, options: VenvOptions
         if path.exists():
             log(f"removing an incomplete venv at {path} (an interrupted build)")
             shutil.rmtree(path)
-        plan = _VenvPlan(env=env, lock=lock, base=base, version=version, platform=plat, key=key, path=path,
-                         options=options)
-        return _build(ws, plan, log)
+        return _build(ws, env, lock, base=base, version=version, plat=plat, path=path, wheelhouse=wheelhouse,
+                      index_url=index_url, build_fa3_from_source=build_fa3_from_source, log=log)
 
 
-def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvIdentity:
-    env, lock, key, path, wheelhouse = plan.env, plan.lock, plan.key, plan.path, plan.options.wheelhouse
+def _build(ws: Workspace, env: Environment, lock: Lock, *, base: str, version: str, plat: str, path: Path,
+           wheelhouse: Path | None, index_url: str | None, build_fa3_from_source: bool,
+           log: Callable[[str], None]) -> VenvIdentity:
+    """The venv at `path` (its name is its key), made by `base` (the interpreter, its exact version and platform
+    tag) and filled from the lock's files (build_venv's `wheelhouse`, `index_url`, `build_fa3_from_source`)."""
+    key = path.name
     wheel_dir = Path(wheelhouse) if wheelhouse else None
-    base, version, plat = plan.base, plan.version, plan.platform
     deviations = list(lock.deviations)
     if version != env.python:
         deviations.append(Finding("venv.python_differs", "deviation",
@@ -347,9 +328,9 @@ def _build(ws: Workspace, plan: _VenvPlan, log: Callable[[str], None]) -> VenvId
                                 f"install the venv module (e.g. `apt-get install python{version[:4]}-venv`)")
     venv_python = path / "bin" / "python"
     fa3 = _fa3_wheel(wheel_dir)
-    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or plan.options.build_fa3_from_source)
+    with_fa3 = bool(lock.flash_attention) and (fa3 is not None or build_fa3_from_source)
     with tempfile.TemporaryDirectory(prefix=f".{key}-files-", dir=path.parent) as stage:
-        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, wheel_dir, plan.options.index_url,
+        folder = _fetch(venv_python, lock.files if with_fa3 else lock.packages, wheel_dir, index_url,
                         Path(stage), log)
         files = _needed(env, lock, with_fa3, folder, venv_python, log)
         requirements = path / "repro-requirements.txt"

@@ -20,6 +20,7 @@ from importlib import resources
 from pipeline.errors import MissingDependency
 from pipeline.hashing import sha256_bytes
 from pipeline.plain_text import without_controls
+from pipeline.verdict.outcomes import VerdictOutcome
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1b1f24;background:#fafafa}
@@ -38,8 +39,8 @@ tr.deviation td,td.deviation{background:#fff3cd}tr.problem td{background:#fde0e0
 blockquote.upstream{margin:.2em 0;padding:2px 10px;border-left:3px solid #8a94a6;font-style:italic}
 """
 
-BADGE = {"reproduced": "ok", "smoke-passed": "ok", "reproduced-with-deviations": "warn",
-         "not-reproduced": "bad", "invalid": "bad", "smoke-failed": "bad"}
+BADGE = {VerdictOutcome.REPRODUCED: "ok", VerdictOutcome.SMOKE_PASSED: "ok", VerdictOutcome.WITH_DEVIATIONS: "warn",
+         VerdictOutcome.NOT_REPRODUCED: "bad", VerdictOutcome.INVALID: "bad", VerdictOutcome.SMOKE_FAILED: "bad"}
 
 
 def esc(value) -> str:

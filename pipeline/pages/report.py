@@ -11,10 +11,17 @@ Nothing in the page depends on when it was written: the same bundle gives the sa
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from pipeline.pages import charts
 from pipeline.pages.page import ChartLibrary, badge, data_block, esc, fmt, inline_script, page, table
 from pipeline.pages.phases import phase_times
-from pipeline.pages.report_input import ReportInput, UnverifiedBundle
+from pipeline.pages.report_input import ReportInput
+from pipeline.verdict.render import render
+
+if TYPE_CHECKING:
+    from pipeline.bundle.verify import BundleCheck
 
 
 def _chart(element_id: str, figure: dict) -> str:
@@ -23,26 +30,26 @@ def _chart(element_id: str, figure: dict) -> str:
 
 
 def _header(r: ReportInput) -> str:
-    i = r.integrity
-    check = "" if i.ok is None else (f'<span class="badge {"ok" if i.ok else "bad"}">'
-                                     f'{"bundle verified" if i.ok else "bundle does NOT verify"}</span>')
-    signature = {"valid": "ok", "invalid": "bad", "absent": "none", "unchecked": "warn"}.get(i.signature, "none")
+    i = r.check
+    check = "" if i is None else (f'<span class="badge {"ok" if i.ok else "bad"}">'
+                                  f'{"bundle verified" if i.ok else "bundle does NOT verify"}</span>')
+    signature = {"valid": "ok", "invalid": "bad", "absent": "none", "unchecked": "warn"}.get(r.signature, "none")
     lines = [f"<h1>{esc(r.record.name)}: reproduction report</h1>",
              f'<p class="note">{esc(r.title)} · {esc(r.record.title)} · target validation loss ≤ '
              f"{esc(r.record.rules.target_val_loss)} (one-sided t-test p &lt; {esc(r.record.rules.p_value_max)}; "
              f"evidence: {esc(r.record.rules.loss_evidence)}; rules v{esc(r.record.rules.version)})</p>",
              f'<h2 id="verdict">Verdict</h2><p>{badge(r.verdict.outcome)} {check} '
-             f'<span class="badge {signature}" id="signature">signature: {esc(i.signature)}</span></p>',
-             f"<p><b>What was proven:</b> {esc(i.proven)}</p>",
+             f'<span class="badge {signature}" id="signature">signature: {esc(r.signature)}</span></p>',
+             f"<p><b>What was proven:</b> {esc(r.proven)}</p>",
              "<ul>" + "".join(f"<li>{esc(reason)}</li>" for reason in r.verdict.reasons) + "</ul>"]
     if r.attempts:
         lines.append(f'<p id="attempts"><b>{len(r.attempts)} attempt(s) kept aside, outside the verdict:</b> '
                      + "; ".join(f"{esc(a.id)} {esc(a.status)} at step {esc(a.steps)}" for a in r.attempts)
                      + " (listed under Runs)</p>")
-    if i.problems:
+    if i is not None and i.problems:
         lines.append("<p><b>Problems the bundle check found:</b></p><ul>"
-                     + "".join(f"<li>{esc(p)}</li>" for p in i.problems) + "</ul>")
-    if i.notes:
+                     + "".join(f"<li>{esc(str(p))}</li>" for p in i.problems) + "</ul>")
+    if i is not None and i.notes:
         lines.append("<ul class=\"note\">" + "".join(f"<li>{esc(n)}</li>" for n in i.notes) + "</ul>")
     return "".join(lines)
 
@@ -58,8 +65,9 @@ def _runs(r: ReportInput) -> str:
         classes.append("problem" if run.problems else "")
     for a in r.attempts:  # every attempt is shown: a reader sees what was tried, not only what counted
         exit_code = "" if a.exit_code is None else f" (exit {a.exit_code})"
+        why = "; ".join(render(f) for f in a.findings)  # its findings, as sentences
         rows.append([esc(a.id), esc(a.status + exit_code), "", esc(a.steps), "—", "—", "—", "—",
-                     esc(f"attempt kept aside, not judged: {a.why}" if a.why else "attempt kept aside, not judged")])
+                     esc(f"attempt kept aside, not judged: {why}" if why else "attempt kept aside, not judged")])
         classes.append("attempt")
     loss, time = r.verdict.loss, r.verdict.time
     summary = []
@@ -137,20 +145,21 @@ def _program(r: ReportInput) -> str:
                "from SHA256SUMS</summary><table><tbody>" + members + "</tbody></table></details>" if r.members else ""))
 
 
-def render_unverified(u: UnverifiedBundle) -> str:
-    """A bundle that fails its check: what failed, and no verdict, run, time or chart from inside it."""
-    i = u.integrity
-    body = (f"<h1>{esc(u.title)}: bundle does NOT verify</h1>"
+def render_unverified(i: BundleCheck) -> str:
+    """A bundle that fails its check: what failed, and no verdict, run, time or chart from inside it. Its title
+    is the bundle's file name (its manifest is not trusted)."""
+    title, signature = Path(i.path).name, i.signature.status
+    body = (f"<h1>{esc(title)}: bundle does NOT verify</h1>"
             '<p><span class="badge bad" id="check">bundle does NOT verify</span> '
-            f'<span class="badge {"bad" if i.signature == "invalid" else "none"}" id="signature">'
-            f"signature: {esc(i.signature)}</span></p>"
+            f'<span class="badge {"bad" if signature == "invalid" else "none"}" id="signature">'
+            f"signature: {esc(signature)}</span></p>"
             "<p>Nothing inside this bundle is shown: its verdict, runs and times are not evidence until "
             "<code>repro bundle verify</code> passes.</p>"
             "<p><b>Problems the bundle check found:</b></p><ul>"
-            + "".join(f"<li>{esc(p)}</li>" for p in i.problems) + "</ul>")
+            + "".join(f"<li>{esc(str(p))}</li>" for p in i.problems) + "</ul>")
     if i.notes:
         body += "<ul class=\"note\">" + "".join(f"<li>{esc(n)}</li>" for n in i.notes) + "</ul>"
-    return page(f"{u.title}: bundle does NOT verify", body, "")
+    return page(f"{title}: bundle does NOT verify", body, "")
 
 
 def render_report(r: ReportInput, library: ChartLibrary) -> str:

@@ -1,6 +1,7 @@
 """What an HTML report shows, gathered from a bundle or from runs on disk into one typed model.
 
     report = from_bundle(Path("bundles/x.tar.gz"), records_dir)   # verified: hashes, signature, verdict
+    report = from_check(check, published_dir_of)                   # a bundle check already made (reproduce)
     report = from_runs(record, run_dirs, published_dir)            # a work folder's runs, before archiving
 
 A bundle is read in bounded memory (pipeline/bundle/members.py) and checked by `verify_bundle`; its verdict
@@ -12,23 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.records.logparse import parse_text
 from pipeline.records.model import Record
 from pipeline.report.render import LabelledLog, load_published, read_run_logs
 from pipeline.verdict.judge import Verdict
 
+if TYPE_CHECKING:
+    from pipeline.bundle.manifest import AttemptRow
+    from pipeline.bundle.verify import BundleCheck
 
-@dataclass(frozen=True, kw_only=True)
-class Integrity:
-    """What a reader may trust: the bundle check's first line, its problems and notes."""
 
-    kind: str  # bundle | runs
-    proven: str  # "signed by ed25519:…", "integrity only: unsigned", or why there is no such check
-    signature: str  # valid | invalid | absent | unchecked | not a bundle
-    ok: bool | None  # None: runs on disk, nothing to check
-    problems: tuple[str, ...]
-    notes: tuple[str, ...]
+NOT_ARCHIVED = "not archived: runs on disk, no hashes or signature to check"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,22 +46,21 @@ class ReportInput:
     runs: tuple[LabelledLog, ...]  # same order as verdict.runs
     published: tuple[LabelledLog, ...]
     published_source: str
-    integrity: Integrity
+    check: BundleCheck | None  # what a reader may trust: the bundle check; None for runs on disk (nothing to check)
     program: tuple[ProgramRow, ...]
     environment: tuple[tuple[str, str], ...]  # (what, value): runtimes, environments, locks, data
     members: tuple[tuple[str, str], ...]  # a bundle's (member, sha256) from SHA256SUMS
-    attempts: tuple[AttemptLine, ...] = ()  # a bundle's runs kept aside (aborted, failed), outside the verdict
+    # a bundle's runs kept aside (aborted, failed): shown in the verdict and the runs, never judged
+    attempts: tuple[AttemptRow, ...] = ()
 
+    @property
+    def proven(self) -> str:
+        """The check's first line ("signed by ed25519:…", "integrity only: unsigned"), or why there is none."""
+        return self.check.proven if self.check is not None else NOT_ARCHIVED
 
-@dataclass(frozen=True, kw_only=True)
-class AttemptLine:
-    """A run kept aside: shown in the verdict and the runs, never judged."""
-
-    id: str
-    status: str  # aborted | failed
-    exit_code: int | None
-    steps: str
-    why: str  # its findings, as sentences
+    @property
+    def signature(self) -> str:  # valid | invalid | absent | unchecked | not a bundle
+        return self.check.signature.status if self.check is not None else "not a bundle"
 
 
 def _program_rows(verdict: Verdict, labels: list[str], sources: list[str | None]) -> tuple[ProgramRow, ...]:
@@ -84,13 +80,10 @@ def from_runs(record: Record, run_dirs: list[Path], published_dir: Path | None, 
     metas = [RunMeta.load_if_present(p) if p.is_dir() else None for p in run_dirs]
     published, source = load_published(record, published_dir)
     environment = _environment_of_metas(metas)
-    integrity = Integrity(kind="runs", proven="not archived: runs on disk, no hashes or signature to check",
-                          signature="not a bundle",
-                          ok=None, problems=(), notes=())
     program = _program_rows(verdict, [log.label for log in logs],
                             [(m.program_source or None) if m else None for m in metas])
     return ReportInput(title=title, record=record, verdict=verdict, runs=tuple(logs), published=tuple(published),
-                       published_source=source, integrity=integrity, program=program,
+                       published_source=source, check=None, program=program,
                        environment=environment, members=())
 
 
@@ -115,28 +108,23 @@ def _sums(files) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-@dataclass(frozen=True)
-class UnverifiedBundle:
-    """A bundle whose check failed: the page says what failed and shows nothing from inside it as evidence."""
-
-    title: str  # the bundle's file name (its manifest is not trusted)
-    integrity: Integrity
-
-
-def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput | UnverifiedBundle:
+def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput | BundleCheck:
     """`published_dir_of(record)`: the folder of the record's published logs on this machine, or None.
-
-    The bundle is read and checked once (`verify_bundle`); the page is made from what that check recomputed,
-    and only when it found no problem."""
-    from pipeline.bundle.judging import RUNS
+    The bundle is read and checked once (`verify_bundle`), and the page made from that check (`from_check`)."""
     from pipeline.bundle.verify import verify_bundle
 
-    check = verify_bundle(path, records_dir)
-    integrity = Integrity(kind="bundle", proven=check.proven, signature=check.signature.status, ok=check.ok,
-                          problems=tuple(str(p) for p in check.problems), notes=check.notes)
+    return from_check(verify_bundle(path, records_dir), published_dir_of)
+
+
+def from_check(check: BundleCheck, published_dir_of) -> ReportInput | BundleCheck:
+    """The page of a bundle already checked: made from what the check recomputed, and only when it found no
+    problem (`reproduce` hands its bundle check here, so the runs are not judged a third time). A check that
+    failed is returned as it is: its page says what failed and shows nothing from inside the bundle."""
+    from pipeline.bundle.judging import RUNS
+
     evidence = check.evidence
     if evidence is None:
-        return UnverifiedBundle(Path(path).name, integrity)
+        return check
     files, manifest, record, verdict = evidence.files, evidence.manifest, evidence.record, evidence.verdict
     run_ids = [run.source.removeprefix(f"{RUNS}/") for run in verdict.runs]
     logs = tuple(LabelledLog(i, parse_text(files.get(f"{RUNS}/{i}/log.txt", b""), f"{RUNS}/{i}/log.txt"))
@@ -151,16 +139,8 @@ def from_bundle(path: Path, records_dir: Path, published_dir_of) -> ReportInput 
     sources = {p.id: p.source for p in evidence.program.runs}
     rows = _native_sha256(files, _program_rows(verdict, list(run_ids), [sources.get(i) for i in run_ids]))
     return ReportInput(title=manifest.name, record=record, verdict=verdict, runs=logs, published=tuple(published),
-                       published_source=source, integrity=integrity, program=rows,
-                       environment=environment, members=_sums(files), attempts=_attempt_lines(manifest.attempts))
-
-
-def _attempt_lines(attempts) -> tuple[AttemptLine, ...]:
-    from pipeline.verdict.render import render
-
-    return tuple(AttemptLine(id=a.id, status=a.status, exit_code=a.exit_code, steps=a.steps,
-                             why="; ".join(render(f) for f in a.findings))
-                 for a in attempts)
+                       published_source=source, check=check, program=rows,
+                       environment=environment, members=_sums(files), attempts=manifest.attempts)
 
 
 def _native_sha256(files, rows: tuple[ProgramRow, ...]) -> tuple[ProgramRow, ...]:

@@ -455,10 +455,6 @@ def upstream_order(record: Record) -> tuple:
             record.rules.loss_evidence == "retiming", record.date, record.name)
 
 
-# The record a command works on when none is named: the first target (README), in every command.
-DEFAULT_RECORD = "2025-09-23_MuonCustomSizing"
-
-
 def _default_records_dir() -> Path:
     """The registry the tool ships (tests and scripts); commands pass their Registry's (pipeline/registry.py)."""
     from pipeline.workspace import shipped

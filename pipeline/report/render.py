@@ -22,6 +22,7 @@ from pipeline.stats import p_value_below
 from pipeline.verdict.judge import Verdict
 
 PLOTS = ("plots/val_loss.png", "plots/step_time.png")
+REPORT_FILES = ("report.md", *PLOTS)  # what write_report writes, relative to its folder
 OUR_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -29,13 +30,6 @@ OUR_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", 
 class LabelledLog:
     label: str
     log: ParsedLog
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    out_dir: Path
-    files: tuple[str, ...]  # relative to out_dir: report.md first, then the plots
-    published_source: str  # where the record's curves came from
 
 
 def load_published(record: Record, folder: Path | None) -> tuple[list[LabelledLog], str]:
@@ -219,8 +213,9 @@ def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[Lab
 
 
 def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], out_dir: Path,
-                 environment: dict[str, str] | None = None, published_dir: Path | None = None) -> ReportFiles:
-    """Write report.md and the plots for runs already judged by `verify_runs` (same order).
+                 environment: dict[str, str] | None = None, published_dir: Path | None = None) -> str:
+    """Write report.md and the plots (REPORT_FILES) for runs already judged by `verify_runs` (same order);
+    returns where the record's curves came from.
 
     `published_dir`: the folder of the record's published logs (records/published.published_logs_dir)."""
     out_dir = Path(out_dir)
@@ -231,7 +226,7 @@ def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], 
     write_text(out_dir / "report.md", _markdown(record, verdict, run_logs, source, environment or {}))
     _plot_val_loss(record, run_logs, published, out_dir / PLOTS[0])
     _plot_step_time(record, run_logs, published, out_dir / PLOTS[1])
-    return ReportFiles(out_dir, ("report.md", *PLOTS), source)
+    return source  # where the record's curves came from; the files written are REPORT_FILES
 
 
 def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list[LabelledLog]:
@@ -247,8 +242,9 @@ def read_run_logs(run_dirs: list[Path], labels: list[str] | None = None) -> list
 
 
 def report_runs(record: Record, run_dirs: list[Path], out_dir: Path,
-                published_dir: Path | None = None) -> tuple[Verdict, ReportFiles]:
-    """`repro report`: judge the runs, then write the report for them."""
+                published_dir: Path | None = None) -> tuple[Verdict, str]:
+    """`repro report`: judge the runs, then write the report for them; (verdict, where the record's curves came
+    from)."""
     from pipeline.verdict.judge import verify_runs
 
     run_dirs = [Path(p) for p in run_dirs]

@@ -7,10 +7,10 @@
 Stages run in a fixed order, cheap checks first so that a node that cannot work fails in seconds, before
 any image build or download: preflight (the node against the record) -> environment (the image or the
 Python that will train) -> data (fetch or generate, verify every shard) -> runs -> verdict + archive ->
-report -> bundle check. Every stage has one shape: look at its outputs, skip it when they hold up
-(recomputing hashes, never trusting the state file), else run it. Everything lives in the work folder
-(default `<root>/work/<record>/`): `reproduce-state.json` records what each stage produced, and a lock
-file keeps a second `reproduce` out of the same folder.
+bundle check -> report (its page made from that check). Every stage has one shape: look at its outputs,
+skip it when they hold up (recomputing hashes, never trusting the state file), else run it. Everything lives
+in the work folder (default `<root>/work/<record>/`): `reproduce-state.json` records what each stage
+produced, and a lock file keeps a second `reproduce` out of the same folder.
 
 The stages are pipeline/reproduce/stages.py, which runs count pipeline/reproduce/selection.py (one
 RunSelection dataclass for both sides of the comparison), and the state file pipeline/reproduce/state.py.
@@ -33,15 +33,13 @@ from pipeline.records.model import Record
 from pipeline.registry import Registry
 from pipeline.reproduce.request import DEMO_RECORD, DEMO_SYNTH, Flow, ReproduceRequest, demo_request
 from pipeline.reproduce.stages import (
+    AFTER_RUNS,
     STAGES,
     StageOutcome,
     data_dir_of,
     judged_and_attempts,
-    stage_archive,
-    stage_bundle_check,
     stage_data,
     stage_environment,
-    stage_report,
     train_request,
 )
 from pipeline.reproduce.state import STATE_FILE, State
@@ -49,9 +47,9 @@ from pipeline.runs.rundir import RunEnd
 from pipeline.workspace import Workspace
 
 # The stage functions campaigns run on their own folder (pipeline/campaign), beside this module's own names.
-__all__ = ["DEMO_RECORD", "DEMO_SYNTH", "STATE_FILE", "Flow", "ReproduceRequest", "ReproduceResult", "StageOutcome",
-           "demo_request", "judged_and_attempts", "reproduce", "stage_archive", "stage_bundle_check", "stage_data",
-           "stage_environment", "stage_report", "train_request"]
+__all__ = ["AFTER_RUNS", "DEMO_RECORD", "DEMO_SYNTH", "STATE_FILE", "Flow", "ReproduceRequest", "ReproduceResult",
+           "StageOutcome", "demo_request", "judged_and_attempts", "reproduce", "stage_data", "stage_environment",
+           "train_request"]
 
 @dataclass(frozen=True, kw_only=True)
 class ReproduceResult:
@@ -114,7 +112,7 @@ def check_training_options(req: ReproduceRequest) -> None:
                              "record's program exactly as published",
                              "drop them, or add --trainer native (--smoke STEPS cuts the record program's steps)")
         return
-    from pipeline.runs.stage import effective_native_settings
+    from pipeline.runs.train_plan import effective_native_settings
     from train.config import ConfigError, apply_overrides, preset
 
     overrides, _ = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens)

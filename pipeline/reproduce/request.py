@@ -9,6 +9,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.env.choose import EnvironmentChoice
 from pipeline.env.venv import VenvIdentity
@@ -17,6 +18,9 @@ from pipeline.reproduce.selection import RunSelection, counts, existing_runs
 from pipeline.reproduce.state import State
 from pipeline.runs.rundir import RunEnd
 from pipeline.workspace import Workspace
+
+if TYPE_CHECKING:
+    from pipeline.bundle.verify import BundleCheck
 
 DEMO_RECORD = "demo-cpu-synth"
 # The demo's data: generated shards (pipeline/data/synth.py), enough for the demo preset's steps.
@@ -82,11 +86,15 @@ class Flow:
     reasons: tuple[str, ...] = ()
     report: Path | None = None
     report_html: Path | None = None
-    bundle_ok: bool = False
+    check: BundleCheck | None = None  # the bundle check's result, which the report page shows
 
     @property
     def work(self) -> Path:
         return self.req.work(self.ws)
+
+    @property
+    def bundle_ok(self) -> bool:
+        return self.check is not None and self.check.ok
 
     @property
     def runs_folder(self) -> Path:

@@ -47,7 +47,7 @@ class RunSelection:
     @classmethod
     def wanted(cls, req) -> RunSelection:
         """The configuration a ReproduceRequest asks for, as its runs will record it."""
-        from pipeline.runs.stage import effective_native_settings
+        from pipeline.runs.train_plan import effective_native_settings
 
         native = req.trainer == "native"
         overrides, steps = effective_native_settings(req.overrides, None, req.smoke_steps, req.smoke_val_tokens) \
@@ -61,7 +61,7 @@ class RunSelection:
 
 @functools.cache
 def _native_program_sha256() -> str:
-    from pipeline.runs.stage import native_program
+    from pipeline.runs.train_plan import native_program
 
     return native_program().sha256
 
@@ -78,7 +78,7 @@ def _smoke_cut(steps: int | None, val_tokens: int | None, trainer: str) -> tuple
         return None
     if trainer == "record":  # the cut depends on the program; runs with the same parameters share it
         return ("smoke", tuple(sorted({"steps": steps, "val_tokens": val_tokens}.items())))
-    from pipeline.runs.stage import smoke_patch_for
+    from pipeline.runs.train_plan import smoke_patch_for
 
     patch = smoke_patch_for(trainer, steps, val_tokens)
     return (patch.name, patch.sha256)

@@ -106,10 +106,9 @@ def stage_environment(flow: Flow) -> StageOutcome:
     chosen = f"{choice.environment.name} ({choice.source}" + (", lock resolved on this node" if
                                                                 choice.resolved_on_node else "") + ")"
     if req.runtime == "host":
-        from pipeline.env.venv import VenvOptions, build_venv
+        from pipeline.env.venv import build_venv
 
-        identity = build_venv(flow.ws, choice.environment, choice.lock, VenvOptions(wheelhouse=req.wheelhouse),
-                              log=say)
+        identity = build_venv(flow.ws, choice.environment, choice.lock, wheelhouse=req.wheelhouse, log=say)
         flow.venv = identity
         return StageOutcome("environment", "skipped" if identity.reused else "done",
                             f"{chosen}: venv {identity.key} at {identity.path}")
@@ -119,7 +118,7 @@ def stage_environment(flow: Flow) -> StageOutcome:
 def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
     """Reuse the recorded image if the engine still has it and its lock matches, else load the tarball or build."""
     req, say = flow.req, flow.say
-    from pipeline.env.build import BuildOptions, build_image
+    from pipeline.env.build import build_image
     from pipeline.env.image import connect, load_image, load_image_state
 
     lock_sha = choice.lock.sha256
@@ -149,8 +148,8 @@ def _image_stage(flow: Flow, choice, chosen: str) -> StageOutcome:
         flow.image_state = asdict(loaded)
         return StageOutcome("environment", "done", f"{chosen}: loaded {loaded.image_id[:19]}…")
     say(f"building the {choice.environment.name} image (the first build takes a while; later builds reuse layers)")
-    built = build_image(flow.ws, choice.environment.name,
-                        BuildOptions(wheelhouse=req.wheelhouse, lock_file=choice.lock_path), log=say)
+    built = build_image(flow.ws, choice.environment.name, wheelhouse=req.wheelhouse, lock_file=choice.lock_path,
+                        log=say)
     flow.state.set(ImageUsed(built.image_id, built.lock_sha256))
     flow.image_state = asdict(load_image_state(flow.ws.state))
     return StageOutcome("environment", "done", f"{chosen}: built {built.image_id[:19]}… in {built.seconds:.0f} s")
@@ -196,7 +195,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         report = verify_dir(data_dir, dataset, registry=flow.ws.registry)
         if report.ok:
             digest = data_lock_digest(data_dir)
-            flow.state.set(DataState(str(data_dir), digest))
+            flow.state.set(DataState(str(data_dir), digest, "verified"))
             return StageOutcome("data", "skipped", f"{len(report.files)} shard(s) in {data_dir} verified "
                                                    f"(lock {digest[:12]}…)")
         flow.say(f"{len(report.bad)} shard(s) in {data_dir} failed verification: "
@@ -222,7 +221,7 @@ def stage_data(flow: Flow) -> StageOutcome:
         raise CheckFailed(f"{len(report.bad)} shard(s) in {data_dir} fail verification; {bad.name}: {bad.problems[0]}",
                           f"see `repro data verify {data_dir}`; delete the bad files and run again")
     digest = data_lock_digest(data_dir)
-    flow.state.set(DataState(str(data_dir), digest))
+    flow.state.set(DataState(str(data_dir), digest, action))
     return StageOutcome("data", "done", f"{action} and verified {len(report.files)} shard(s) (lock {digest[:12]}…)")
 
 
@@ -230,7 +229,7 @@ def stage_data(flow: Flow) -> StageOutcome:
 
 def train_request(flow: Flow):
     """The `repro train` request each run of this reproduce makes."""
-    from pipeline.runs.stage import TrainRequest
+    from pipeline.runs.train_plan import TrainRequest
 
     req = flow.req
     return TrainRequest(record=flow.record, trainer=req.trainer, runtime=req.runtime, nproc=req.nproc,
@@ -262,7 +261,8 @@ def _runs_state(runs: list[Path], good: list[Path]) -> RunsState:
 def stage_runs(flow: Flow) -> StageOutcome:
     """Run until `req.runs` runs have succeeded; a run that fails stops the stage (unless --keep-going)."""
     from pipeline.runs.launch import Discard
-    from pipeline.runs.stage import plan_train, run_train
+    from pipeline.runs.train_plan import plan_train
+    from pipeline.runs.train_run import run_train
 
     req = flow.req
     runs = flow.existing_runs()
@@ -335,28 +335,49 @@ def stage_archive(flow: Flow) -> StageOutcome:
 
 
 def _holds(flow: Flow, bundle: Path) -> bool:
-    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten."""
-    from pipeline.bundle.verify import show_bundle, verify_bundle
+    """This bundle verifies and holds exactly the judged runs and attempts, signed as asked: kept, not rewritten.
+    Its check, made here in full, is the bundle check's (stage_bundle_check) and the page's."""
+    from pipeline.bundle.verify import verify_bundle
 
     check = verify_bundle(bundle, flow.ws.records_dir)
-    manifest = show_bundle(bundle).manifest if check.ok else None
+    manifest = check.evidence.manifest if check.evidence is not None else None  # None unless it verifies
     same_runs = manifest is not None and [r.id for r in manifest.runs] == [r.name for r in flow.judged] \
         and sorted(a.id for a in manifest.attempts) == sorted(p.name for p in flow.attempts)
     if not (same_runs and (manifest.signature is not None) == (flow.req.sign_key is not None)):
         return False
     flow.state.set(ArchiveState(str(bundle), sha256_file(bundle)))
     flow.bundle, flow.outcome, flow.reasons = bundle, check.recomputed_outcome, manifest.verdict.reasons
+    flow.check = check
     return True
+
+
+def stage_bundle_check(flow: Flow) -> StageOutcome:
+    """An independent read of the bundle just written: every hash, the manifest and the verdict. Its result is
+    the page's (stage_report): one reproduce judges its runs twice, to archive them and to check the bundle.
+    A bundle the archive stage kept was checked in full there (_holds): that check stands, and is not redone."""
+    from pipeline.bundle.verify import verify_bundle
+
+    if flow.check is not None and flow.check.path == str(flow.bundle):
+        flow.state.set(BundleCheckState(True, ()))
+        return StageOutcome("bundle verify", "skipped", "checked in full when the archive stage kept it: every "
+                                                        "hash, the manifest and the verdict check out")
+    check = verify_bundle(flow.bundle, flow.ws.records_dir)
+    flow.check = check
+    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
+    return StageOutcome("bundle verify", "done" if check.ok else "stopped",
+                        "every hash, the manifest and the verdict check out" if check.ok else
+                        "; ".join(map(str, check.problems[:3])))
 
 
 def stage_report(flow: Flow) -> StageOutcome:
     """The bundle's report.md and plots, copied out to <work>/report/ (byte for byte the archived ones), and
-    report.html made from the bundle (it shows the bundle's check, so it is written after the bundle)."""
+    report.html made from the bundle check's result (it shows that check, so it is written after it)."""
     from pipeline.atomic import write_bytes
     from pipeline.bundle.verify import read_members
 
     out = flow.work / "report"
-    files = read_members(flow.bundle, 256 << 20, 2 << 30).files
+    evidence = flow.check.evidence
+    files = evidence.files if evidence is not None else read_members(flow.bundle, 256 << 20, 2 << 30).files
     sums = parse_sums(files.get("SHA256SUMS", b"").decode("utf-8", errors="replace")).digests
     wanted = sorted(n for n in files if n == "report.md" or n.startswith("plots/"))
     flow.report = out / "report.md"
@@ -372,28 +393,19 @@ def stage_report(flow: Flow) -> StageOutcome:
 
 
 def _html_report(flow: Flow, out: Path) -> Path:
-    from pipeline.pages.report_input import from_bundle
+    from pipeline.pages.report_input import from_check
     from pipeline.pages.write import write_html
     from pipeline.records.published import published_logs_dir
 
-    return write_html(from_bundle(flow.bundle, flow.ws.records_dir,
-                                  lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
+    return write_html(from_check(flow.check, lambda record: published_logs_dir(record, flow.ws.cache, None)), out)
 
 
-def stage_bundle_check(flow: Flow) -> StageOutcome:
-    """An independent read of the bundle just written: every hash, the manifest and the verdict."""
-    from pipeline.bundle.verify import verify_bundle
-
-    check = verify_bundle(flow.bundle, flow.ws.records_dir)
-    flow.bundle_ok = check.ok
-    flow.state.set(BundleCheckState(check.ok, tuple(str(p) for p in check.problems)))
-    return StageOutcome("bundle verify", "done" if check.ok else "stopped",
-                        "every hash, the manifest and the verdict check out" if check.ok else
-                        "; ".join(map(str, check.problems[:3])))
-
+# After the runs: judge and pack them, check the bundle (judging them again, independently), then the report
+# from that check. A campaign's collect step runs these on its own folder (pipeline/campaign/collect.py).
+AFTER_RUNS: tuple[Callable[[Flow], StageOutcome], ...] = (stage_archive, stage_bundle_check, stage_report)
 
 # Cheap checks first: a node that cannot work fails before the image build and the download.
-STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (
-    stage_preflight, stage_environment, stage_data, stage_runs, stage_archive, stage_report, stage_bundle_check)
+STAGES: tuple[Callable[[Flow], StageOutcome], ...] = (stage_preflight, stage_environment, stage_data, stage_runs,
+                                                      *AFTER_RUNS)
 
 

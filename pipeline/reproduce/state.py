@@ -69,6 +69,7 @@ class ImageUsed:
 class DataState:
     dir: str
     lock_sha256: str
+    action: str  # verified (kept as it was) | generated | fetched: what the stage did to the folder
 
 
 @section("runs")

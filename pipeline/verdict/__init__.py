@@ -4,4 +4,4 @@ PUBLIC lists the modules other packages may import (tests/test_layers.py holds e
 the others are this stage's own. Names, not imports: importing the package loads nothing.
 """
 
-PUBLIC = ("judge", "render", "submission", "history")
+PUBLIC = ("judge", "render", "submission", "history", "outcomes")

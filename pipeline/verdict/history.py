@@ -24,9 +24,9 @@ from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
 from pipeline.regular_file import sha256_regular
 from pipeline.verdict.judge import verify_runs
+from pipeline.verdict.outcomes import FULL, VerdictOutcome
 from pipeline.verdict.render import render_reason
 
-ORDER = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid")
 IMPLAUSIBLE = (0.67, 1.5)  # logs' mean time / claimed time outside this: not the record's timed runs
 
 
@@ -35,7 +35,7 @@ class CheckRow:
     """One record's verdict on its own logs: printed, written by `--json`, and read back by `records site`."""
 
     name: str
-    verdict: str  # one of ORDER, or "no-logs" (nothing to judge)
+    verdict: str  # a full VerdictOutcome, or "no-logs" (nothing to judge)
     rule: str  # the loss evidence the record is judged by
     runs_judged: tuple[str, ...]
     left_out: tuple[LeftOut, ...]  # what the importer did not take, and why
@@ -109,13 +109,13 @@ def _claim(record: Record, mean_s: float | None) -> tuple[Finding, float | None,
     return Finding("claim.time", "note", data), claimed, ratio
 
 
-def _outcome(verdict_outcome: str, extra: list[Finding]) -> str:
-    worst = ORDER.index(verdict_outcome)
+def _outcome(verdict_outcome: VerdictOutcome, extra: list[Finding]) -> VerdictOutcome:
+    worst = FULL.index(verdict_outcome)  # the outcomes best to worst
     if of_severity(extra, "failure"):
-        worst = max(worst, ORDER.index("not-reproduced"))
+        worst = max(worst, FULL.index(VerdictOutcome.NOT_REPRODUCED))
     elif of_severity(extra, "deviation"):
-        worst = max(worst, ORDER.index("reproduced-with-deviations"))
-    return ORDER[worst]
+        worst = max(worst, FULL.index(VerdictOutcome.WITH_DEVIATIONS))
+    return FULL[worst]
 
 
 def check_record(record: Record, upstream_dir: Path) -> CheckRow:
@@ -133,7 +133,7 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
                         reasons=("the manifest pins no log",), rule_why=rule_why, claimed_s=None, flags=flags)
     paths, bad = _pinned_logs(record, folder)
     if not paths:  # every pinned log is missing or tampered with: evidence that fails its pin is a failure
-        return CheckRow(name=record.name, verdict="invalid", rule=rule, runs_judged=(), left_out=left_out,
+        return CheckRow(name=record.name, verdict=VerdictOutcome.INVALID, rule=rule, runs_judged=(), left_out=left_out,
                         mean_loss=None, p=None, time_s=None, time_ratio=None,
                         reasons=tuple(render_reason(Finding("check.log_missing", "problem",
                                                             {"detail": b})) for b in bad),
@@ -141,7 +141,7 @@ def check_record(record: Record, upstream_dir: Path) -> CheckRow:
     verdict = verify_runs(record, paths)
     claim, claimed, ratio = _claim(record, verdict.time.mean_s if verdict.time else None)
     extra = [claim] + [Finding("check.log_missing", "problem", {"detail": b}) for b in bad]
-    outcome = "invalid" if bad else _outcome(verdict.outcome, extra)
+    outcome = VerdictOutcome.INVALID if bad else _outcome(verdict.outcome, extra)
     reasons = [render_reason(f) for f in (*verdict.findings, *extra) if f.severity != "note"
                or f.code.startswith("claim.")]
     loss = verdict.loss

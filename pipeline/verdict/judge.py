@@ -22,20 +22,12 @@ from pipeline.records.model import Record, load_parent
 from pipeline.runs.rundir import RunMeta, read_status
 from pipeline.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 from pipeline.verdict.ancestry import inherited_evidence
+from pipeline.verdict.outcomes import VerdictOutcome
 from pipeline.verdict.render import render, render_reason
-from pipeline.verdict.smoke import OUTCOMES as SMOKE_OUTCOMES
 from pipeline.verdict.smoke import check_program as check_smoke_program
 from pipeline.verdict.smoke import learning as smoke_learning
 from pipeline.verdict.smoke import outcome as smoke_outcome
 from pipeline.verdict.smoke import smoke_patch_of
-
-OUTCOMES = ("reproduced", "reproduced-with-deviations", "not-reproduced", "invalid", *SMOKE_OUTCOMES)
-# The outcomes that pass (exit 0 wherever a verdict decides the exit code): the one list every command uses.
-PASSING = ("reproduced", "reproduced-with-deviations", "smoke-passed")
-
-
-def passed(outcome: str | None) -> bool:
-    return outcome in PASSING
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +76,7 @@ class LossSummary:
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
     record: str
-    outcome: str
+    outcome: VerdictOutcome
     findings: tuple[Finding, ...]  # what the verdict rests on; reasons are rendered from these
     runs: tuple[RunAssessment, ...]
     loss: LossSummary | None
@@ -470,13 +462,13 @@ def judge_v1(record: Record, runs: tuple[RunAssessment, ...]) -> Verdict:
         deviations += of_severity(claims, "deviation")  # evidence judged on weaker ground than the runs alone
     findings += deviations
     if of_severity(findings, "problem") or not good:
-        outcome = "invalid"
+        outcome = VerdictOutcome.INVALID
     elif of_severity(findings, "failure"):
-        outcome = "not-reproduced"
+        outcome = VerdictOutcome.NOT_REPRODUCED
     elif deviations:
-        outcome = "reproduced-with-deviations"
+        outcome = VerdictOutcome.WITH_DEVIATIONS
     else:
-        outcome = "reproduced"
+        outcome = VerdictOutcome.REPRODUCED
     return Verdict(record=record.name, outcome=outcome, findings=tuple(findings), runs=runs, loss=loss, time=time,
                    time_comparable=time_comparable, rules_version=record.rules.version)
 

@@ -22,8 +22,7 @@ from pipeline.hashing import sha256_bytes
 from pipeline.records.identity import ProgramIdentity, program_fingerprint
 from pipeline.records.model import Record
 from pipeline.records.patch import native_smoke_patch, smoke_patch
-
-OUTCOMES = ("smoke-passed", "smoke-failed")
+from pipeline.verdict.outcomes import VerdictOutcome
 
 
 def smoke_patch_of(meta) -> dict | None:
@@ -147,5 +146,6 @@ def learning(source: str, first: float | None, last: float | None, steps: int | 
                    {"run": source, "first_val_loss": first, "final_val_loss": last, "steps": steps})
 
 
-def outcome(findings: list[Finding]) -> str:
-    return "smoke-failed" if of_severity(findings, "problem", "failure") else "smoke-passed"
+def outcome(findings: list[Finding]) -> VerdictOutcome:
+    failed = of_severity(findings, "problem", "failure")
+    return VerdictOutcome.SMOKE_FAILED if failed else VerdictOutcome.SMOKE_PASSED

@@ -1,14 +1,11 @@
-"""`repro train`: one training run, launched the way the record was, leaving a complete run directory.
+"""`repro train`, planning: what one training run will be, with no side effects (--dry-run stops here).
 
-    repro train --trainer record --runtime docker                # the record's program in the built image
-    repro train --trainer native --runtime host --preset tiny --data-dir data/synth --nproc 2
-    repro train ... --dry-run                                    # print the container spec or command only
+    plan = plan_train(TrainRequest(record=record, ws=ws, trainer="native", runtime="host"))
+    plan.to_dict()                                     # what --dry-run prints
 
-Planning has no side effects (--dry-run stops there): it verifies the program against the record's
-pins, finds the data, the image (docker) or the Python environment (host), the world size and the
-exact launch. Running creates runs/<record>/<run-id>/, marks it running, writes run.yaml and
-preflight.json, starts the runtime and — whatever happens: success, a non-zero exit, Ctrl-C,
-SIGTERM, an error in repro itself — collects the log, derives metrics and ends with the status.
+It verifies the program against the record's pins (smoke-cut when asked), finds the data, the image (docker)
+or the Python environment (host), the world size and the exact launch, and which of repro's stand-ins the
+record's program is given. pipeline/runs/train_run.py runs the plan.
 """
 
 from __future__ import annotations
@@ -21,22 +18,18 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.atomic import write_bytes, write_json, write_jsonl
 from pipeline.clock import utc_now
 from pipeline.env.venv import VenvIdentity
-from pipeline.errors import CheckFailed, InputError, MissingDependency
+from pipeline.errors import InputError, MissingDependency
 from pipeline.findings import differences
 from pipeline.hashing import sha256_bytes
 from pipeline.probe import RuntimeProbe
-from pipeline.records.logparse import parse_log
 from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
 from pipeline.records.world_size import world_size_refusal
-from pipeline.regular_file import read_bounded
-from pipeline.runs.failure import failure_reason
-from pipeline.runs.launch import Launch, Mount, Outcome, Tee, interrupts_deferred, sigterm_as_interrupt
-from pipeline.runs.rundir import HostEnvironment, RunDir, RunMeta, new_run_id
+from pipeline.runs.launch import Launch, Mount
+from pipeline.runs.rundir import HostEnvironment, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
 from pipeline.workspace import Workspace
 
@@ -58,8 +51,6 @@ HUB_STANDIN_DIR = Path(__file__).resolve().parent / "hub_standin"
 # Paths inside the container
 C_WORK, C_RUN, C_DATA, C_REPO = "/workspace", "/repro/run", "/repro/data", "/opt/repro"
 C_HUB, C_FA3 = "/opt/repro-standins/hub", "/opt/repro-standins/fa3"
-
-MAX_RUN_LOG_BYTES = 256 << 20  # what a bundle takes of one file; a program's log is kilobytes to megabytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,42 +133,6 @@ class TrainPlan:
                 "host_environment": self.host_environment.to_dict() if self.host_environment else None}
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrainResult:
-    run_dir: str
-    run_id: str
-    status: str
-    exit_code: int | None
-    last_step: int
-    scheduled_steps: int | None
-    final_val_loss: float | None
-    train_time_ms: int | None
-    log_problems: tuple[str, ...]
-    failure: str | None = None  # a failed run: the last exception line of its output
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Placed:
-    """What a plan for either runtime starts from: the request (smoke settings applied), its program, its folders."""
-
-    req: TrainRequest
-    program: Program
-    run_id: str
-    run_dir: Path
-    data_dir: Path
-    data_lock: str | None
-
-
-@dataclass(frozen=True)
-class _Standins:
-    """Which of repro's stand-ins the record's program is given (its own imports are not found)."""
-
-    fa3: bool = False  # the FlexAttention stand-in for flash_attn_interface
-    hub: bool = False  # the `kernels` hub answered locally
-
-
-# ---- planning ------------------------------------------------------------------------------------
-
 def native_program_text(root: Path = TRAIN_DIR) -> bytes:
     """The native trainer's program as its log prints it: the files train/program.py declares (that module
     needs no torch), each after a `# ---- train/<name> ----` line."""
@@ -232,27 +187,26 @@ def _native_args(req: TrainRequest, data: str, run: str) -> list[str]:
                    "--log-file", f"{run}/log.txt", "--metrics-file", f"{run}/metrics.jsonl"]
 
 
-def _host_launch(at: _Placed, nproc: int, cache: Path, python: str | None, standins: _Standins) -> Launch:
-    from pipeline.runs.runtime_host import find_torchrun
-
-    head = [find_torchrun(*([python] if python else [])), "--standalone", f"--nproc_per_node={nproc}"]
-    env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-           "TRITON_CACHE_DIR": str(cache / "triton")}
-    if at.req.trainer == "record":
-        path = [str(HUB_STANDIN_DIR)] if standins.hub else []
-        if standins.fa3:  # the stand-in first, and the checkout for the train.attention it calls
-            path += [str(FA3_STANDIN_DIR), str(TRAIN_PARENT)]
-        if path:
-            env["PYTHONPATH"] = os.pathsep.join(path)
-        return Launch(tuple(head + ["train_gpt.py"]), str(at.run_dir / WORK), env)
-    env["PYTHONPATH"] = str(TRAIN_PARENT)
-    return Launch(tuple(head + _native_args(at.req, str(at.data_dir), str(at.run_dir))), str(TRAIN_PARENT), env)
+def standin_path(*, fa3: bool, hub: bool) -> dict[str, str]:
+    """The host run's PYTHONPATH for the record's program given repro's stand-ins (its own imports not found):
+    the `kernels` hub answered locally, the FlexAttention stand-in for flash_attn_interface."""
+    path = [str(HUB_STANDIN_DIR)] if hub else []
+    if fa3:  # the stand-in first, and the checkout for the train.attention it calls
+        path += [str(FA3_STANDIN_DIR), str(TRAIN_PARENT)]
+    return {"PYTHONPATH": os.pathsep.join(path)} if path else {}
 
 
-def _docker_launch(at: _Placed, nproc: int, hub_standin: bool = False) -> Launch:
+def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, head: list[str], env: dict[str, str]) -> Launch:
+    """`head`: torchrun and its options; `env`: the caches, and for the record's program its stand-ins' path."""
+    if req.trainer == "record":
+        return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
+    return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT),
+                  {**env, "PYTHONPATH": str(TRAIN_PARENT)})
+
+
+def _docker_launch(req: TrainRequest, run_dir: Path, data_dir: Path, nproc: int, hub_standin: bool) -> Launch:
     head = ["torchrun", "--standalone", f"--nproc_per_node={nproc}"]
-    run_dir, data_dir = at.run_dir, at.data_dir
-    if at.req.trainer == "record":
+    if req.trainer == "record":
         mounts = (Mount(run_dir / WORK, C_WORK, False), Mount(data_dir, f"{C_WORK}/{RECORD_DATA}", True))
         if not hub_standin:
             return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {}, mounts)
@@ -263,7 +217,7 @@ def _docker_launch(at: _Placed, nproc: int, hub_standin: bool = False) -> Launch
         return Launch(tuple(head + ["train_gpt.py"]), C_WORK, {"PYTHONPATH": f"{C_HUB}:{C_FA3}:{C_REPO}"}, mounts)
     mounts = (Mount(TRAIN_DIR, f"{C_REPO}/train", True), Mount(run_dir, C_RUN, False),
               Mount(data_dir, C_DATA, True))
-    return Launch(tuple(head + _native_args(at.req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
+    return Launch(tuple(head + _native_args(req, C_DATA, C_RUN)), C_REPO, {"PYTHONPATH": C_REPO}, mounts)
 
 
 def host_environment(record: Record, probe: RuntimeProbe, venv: VenvIdentity | None) -> HostEnvironment:
@@ -332,10 +286,9 @@ def plan_train(req: TrainRequest) -> TrainPlan:
     program = _program(req)
     data_dir = Path(req.data_dir or ws.data / record.dataset.name).resolve()
     data_lock = check_data(data_dir, req.trainer)
-    run_id = new_run_id()
-    run_dir = (Path(req.runs_dir or ws.runs) / record.name / run_id).resolve()
-    at = _Placed(req=req, program=program, run_id=run_id, run_dir=run_dir, data_dir=data_dir, data_lock=data_lock)
-    plan = _plan_host(at) if req.runtime == "host" else _plan_docker(at)
+    run_dir = (Path(req.runs_dir or ws.runs) / record.name / new_run_id()).resolve()  # its name is the run id
+    planned = _plan_host if req.runtime == "host" else _plan_docker
+    plan = planned(req, program, run_dir, data_dir, data_lock)
     why = world_size_refusal(plan.program.text, plan.world_size) if req.trainer == "record" else None
     if why:  # before the launch: it would stop at its assert after the compile was paid for
         raise InputError(f"{req.record.name}: {why[0]}", why[1])
@@ -380,11 +333,11 @@ def _program(req: TrainRequest) -> Program:
     return program
 
 
-def _plan_host(at: _Placed) -> TrainPlan:
+def _plan_host(req: TrainRequest, program: Program, run_dir: Path, data_dir: Path, data_lock: str | None
+               ) -> TrainPlan:
     from pipeline.env.venv import compile_cache_dir
-    from pipeline.runs.runtime_host import probe_environment
+    from pipeline.runs.runtime_host import find_torchrun, probe_environment
 
-    req, program = at.req, at.program
     venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
     host = host_environment(req.record, probe_environment(venv.python) if venv else probe_environment(), venv)
     # the probe's flash_attention: FA3's build commit, "importable", or None (then the stand-in)
@@ -396,17 +349,21 @@ def _plan_host(at: _Placed) -> TrainPlan:
     cache_root = Path(req.cache_dir) if req.cache_dir is not None else req.ws.cache
     cache = compile_cache_dir(cache_root, software, program.sha256)
     hub = req.trainer == "record" and imports_hub_kernels(program.text)
-    launch = _host_launch(at, nproc, cache, venv.python if venv else None, _Standins(fa3=standin, hub=hub))
-    return TrainPlan(request=req, record=req.record, run_id=at.run_id, run_dir=at.run_dir, program=program,
-                     data_dir=at.data_dir, data_lock_sha256=at.data_lock, world_size=nproc, launch=launch,
+    head = [find_torchrun(*([venv.python] if venv else [])), "--standalone", f"--nproc_per_node={nproc}"]
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+           "TRITON_CACHE_DIR": str(cache / "triton"), **standin_path(fa3=standin, hub=hub)}
+    launch = _host_launch(req, run_dir, data_dir, head, env)
+    return TrainPlan(request=req, record=req.record, run_id=run_dir.name, run_dir=run_dir, program=program,
+                     data_dir=data_dir, data_lock_sha256=data_lock, world_size=nproc, launch=launch,
                      container=None,
                      image_id=None, environment=venv.environment if venv else "host",
                      environment_lock_sha256=venv.lock_sha256 if venv else None, host_environment=host,
                      compile_cache=str(cache), fa3_standin=standin, hub_standin=hub)
 
 
-def _plan_docker(at: _Placed) -> TrainPlan:
-    req, program, record = at.req, at.program, at.req.record
+def _plan_docker(req: TrainRequest, program: Program, run_dir: Path, data_dir: Path, data_lock: str | None
+                 ) -> TrainPlan:
+    record, run_id = req.record, run_dir.name
     image, environment, env_lock = _image(req)
     if req.nproc:
         nproc = req.nproc
@@ -415,158 +372,12 @@ def _plan_docker(at: _Placed) -> TrainPlan:
     else:
         nproc = max(1, req.gpus)  # a GPU count, or one CPU process for --gpus none
     hub = req.trainer == "record" and imports_hub_kernels(program.text)
-    launch = _docker_launch(at, nproc, hub)
+    launch = _docker_launch(req, run_dir, data_dir, nproc, hub)
     volume = cache_volume_name(image, program.sha256)
-    spec = container_spec(launch, image, f"repro-{at.run_id.lower()}", volume, req.gpus,
-                          {"io.repro.run-id": at.run_id, "io.repro.record": record.name}, req.memlock)
-    return TrainPlan(request=req, record=record, run_id=at.run_id, run_dir=at.run_dir, program=program,
-                     data_dir=at.data_dir, data_lock_sha256=at.data_lock, world_size=nproc, launch=launch,
+    spec = container_spec(launch, image, f"repro-{run_id.lower()}", volume, req.gpus,
+                          {"io.repro.run-id": run_id, "io.repro.record": record.name}, req.memlock)
+    return TrainPlan(request=req, record=record, run_id=run_id, run_dir=run_dir, program=program,
+                     data_dir=data_dir, data_lock_sha256=data_lock, world_size=nproc, launch=launch,
                      container=spec,
                      image_id=image, environment=environment or record.environment, environment_lock_sha256=env_lock,
                      host_environment=None, compile_cache=volume, fa3_standin=hub, hub_standin=hub)
-
-
-# ---- running -------------------------------------------------------------------------------------
-
-def _prepare_workdir(plan: TrainPlan) -> None:
-    """The record's program runs in a folder holding train_gpt.py and data/fineweb10B/, like upstream."""
-    if plan.request.trainer != "record":
-        return
-    work = plan.run_dir / WORK
-    (work / RECORD_DATA).parent.mkdir(parents=True)
-    # upstream's checkout has logs/, and some programs (2024-12-17_SparsifyEmbeds) write logs/<id>.txt without
-    # making it; _collect reads the log from there (both runtimes: docker mounts this folder)
-    (work / "logs").mkdir()
-    for file in split_program(plan.program.text):  # train_gpt.py and the files it reads beside it
-        write_bytes(work / file.name, file.text)
-    if plan.request.runtime == "host":
-        (work / RECORD_DATA).symlink_to(plan.data_dir, target_is_directory=True)
-    else:
-        (work / RECORD_DATA).mkdir()  # the mount point of the read-only data, made here so it is ours
-
-
-def _start(plan: TrainPlan, tee: Tee) -> Outcome:
-    tee.note(f"run {plan.run_id}: {plan.request.trainer} trainer, {plan.request.runtime} runtime, "
-             f"{plan.world_size} process(es): {' '.join(plan.launch.argv)}")
-    if plan.container is None:
-        from pipeline.runs.runtime_host import run_host
-
-        Path(plan.compile_cache).mkdir(parents=True, exist_ok=True)
-        return run_host(plan.launch, tee)
-    from pipeline.runs.runtime_docker import docker_client, ensure_cache_volume, run_docker
-
-    client = docker_client()
-    reused = ensure_cache_volume(client, plan.compile_cache, {"io.repro.compile-cache": "1",
-                                                              "io.repro.image": plan.image_id or "",
-                                                              "io.repro.program-sha256": plan.program.sha256})
-    tee.note(f"compile cache volume {plan.compile_cache}: {'reused' if reused else 'new'}")
-    return run_docker(client, plan.container, tee)
-
-
-def _write_preflight(plan: TrainPlan, run: RunDir) -> None:
-    """The node's preflight report at run time; if it cannot be made, a file that says why."""
-    try:
-        from pipeline.preflight.collect import HostSources
-        from pipeline.preflight.run import default_locations, preflight, write_report
-
-        locations = default_locations(plan.record, plan.data_dir.parent, plan.run_dir.parent.parent)
-        sources = HostSources(state_dir=plan.request.ws.state)
-        write_report(preflight(plan.record, plan.request.runtime, sources=sources, locations=locations),
-                     run.file("preflight.json"))
-    except Exception as exc:  # a missing or broken preflight must not stop the run; it is recorded instead
-        write_json(run.file("preflight.json"), {"schema_version": 1, "outcome": "unavailable",
-                                                       "error": f"{type(exc).__name__}: {exc}"})
-
-
-def _fp8_preflight(plan: TrainPlan, tee: Tee) -> None:
-    """A record program that does FP8 matmuls asks the training Python for one of the same layout first
-    (pipeline/preflight/fp8.py), so a torch/cuBLAS that cannot do them stops the run before its compile."""
-    if plan.request.trainer == "record" and plan.host_environment is not None and plan.program.text:
-        fp8_gate(plan.host_environment.probe.executable or "python3", plan.program.text, tee)
-
-
-def fp8_gate(python: str, program: bytes, tee: Tee) -> None:
-    """The FP8 check's answer on the run's output; a refusal raised as CheckFailed, naming the cause."""
-    from pipeline.preflight.fp8 import check_fp8_matmul
-
-    check = check_fp8_matmul(python, program)
-    if check.reason != "the program does no FP8 matmul":
-        tee.note(f"preflight {check.name}: {check.status}: {check.reason}")
-    if check.status == "fail":
-        raise CheckFailed(f"preflight {check.name}: {check.reason}", check.timing_impact)
-
-
-def metrics_from_log(log_path: Path) -> list[dict]:
-    """metrics.jsonl rows (the native trainer's "step" and "val" events) from a record-format log."""
-    log = parse_log(log_path)
-    rows = [{"event": "step", "step": p.step, "train_time_ms": p.train_time_ms, "step_avg_ms": p.step_avg_ms}
-            for p in log.steps]
-    rows += [{"event": "val", "step": v.step, "val_loss": v.val_loss, "train_time_ms": v.train_time_ms}
-             for v in log.vals]
-    return sorted(rows, key=lambda row: (row["step"], row["event"] == "val"))  # as logged: step s, then its val
-
-
-def _remove_quietly(path: Path) -> bool:
-    """Remove a file, link or empty folder; False when it stays (not empty, or not ours to delete)."""
-    try:
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        else:
-            path.rmdir()
-        return True
-    except OSError:
-        return not path.exists()
-
-
-def _collect(plan: TrainPlan, run: RunDir, tee: Tee) -> None:
-    """The record program's logs/<uuid>.txt becomes log.txt; metrics.jsonl is derived when no trainer wrote it."""
-    work = plan.run_dir / WORK
-    if plan.request.trainer == "record" and work.is_dir():
-        logs = sorted((work / "logs").glob("*.txt"), key=lambda p: p.stat().st_mtime)
-        if len(logs) > 1:
-            tee.note(f"{len(logs)} logs in {work / 'logs'}; log.txt is the newest, {logs[-1].name}")
-        if logs:
-            write_bytes(run.file("log.txt"), read_bounded(logs[-1], MAX_RUN_LOG_BYTES, "program's log",
-                                                          "see the program's output in the run's stdout.txt"))
-        # only what this stage put there (and the collected logs): anything else the program wrote stays
-        written = [work / file.name for file in split_program(plan.program.text)]
-        for path in (*logs, *written, work / RECORD_DATA, (work / RECORD_DATA).parent, work / "logs",
-                     work):
-            _remove_quietly(path)
-        if work.exists():
-            tee.note(f"the program left more files in {work}; kept")
-    metrics = run.file("metrics.jsonl")
-    if run.file("log.txt").is_file() and (not metrics.is_file() or metrics.stat().st_size == 0):
-        write_jsonl(metrics, metrics_from_log(run.file("log.txt")))
-
-
-def run_train(plan: TrainPlan, terminal=None) -> TrainResult:
-    run = RunDir.create(plan.run_dir)
-    status, exit_code = "failed", None
-    with Tee(run.file("stdout.txt"), terminal) as tee, sigterm_as_interrupt():
-        try:
-            run.write_meta(plan.meta())
-            _write_preflight(plan, run)
-            _prepare_workdir(plan)
-            _fp8_preflight(plan, tee)
-            outcome = _start(plan, tee)
-            exit_code = outcome.exit_code
-            status = "aborted" if outcome.aborted else "succeeded" if exit_code == 0 else "failed"
-        except KeyboardInterrupt:
-            status = "aborted"  # before the trainer started, or while repro was between steps
-        except BaseException as exc:
-            tee.note(f"repro stopped the run: {exc}")
-            raise
-        finally:
-            with interrupts_deferred():
-                try:
-                    _collect(plan, run, tee)
-                finally:
-                    run.finish(status, exit_code, tee.startup_s)
-            tee.note(f"run {plan.run_id} {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")
-                     + f": {plan.run_dir}")
-    log = parse_log(run.file("log.txt"))
-    return TrainResult(run_dir=str(plan.run_dir), run_id=plan.run_id, status=status, exit_code=exit_code,
-                       last_step=log.last_step, scheduled_steps=log.scheduled_steps,
-                       final_val_loss=log.final_val_loss, train_time_ms=log.train_time_ms, log_problems=log.problems,
-                       failure=failure_reason(run.file("stdout.txt")) if status == "failed" else None)
