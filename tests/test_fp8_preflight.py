@@ -85,24 +85,36 @@ def test_the_run_stops_before_the_trainer_starts(tmp_path, python_without_torch)
 
 
 DOWN_PROJECTION = b"""import torch
+def mlp(x, W2_f8, W2_scale):
+    return torch._scaled_mm(x, W2_f8, scale_a=one, scale_b=W2_scale)
 class GPT:
     def forward(self):
         mlp_down_proj_scales = [self._mlp_down_proj_scales[i:i+1] for i in range(12)]
-        return torch._scaled_mm(a, b, scale_a=one, scale_b=mlp_down_proj_scales[3])
+        return mlp(x, w, mlp_down_proj_scales[3])
+"""
+# 2026-05-19's shape: one-element up-projection scales go to a Triton kernel; each _scaled_mm scale is made 0-d
+UP_PROJECTION = b"""import torch
+def mm(grad, w_f8, w_s, grad_s):
+    w_scale = grad.new_tensor(w_s, dtype=torch.float32)
+    return torch._scaled_mm(grad, w_f8, scale_a=grad.new_tensor(grad_s), scale_b=w_scale)
+class GPT:
+    def forward(self):
+        mlp_up_proj_scales = [self._mlp_up_proj_scales[i:i+1] for i in range(12)]
+        triton_kernel(x, dequant_scale_ptr=mlp_up_proj_scales[3])
 """
 
 
-def test_one_element_scales_are_seen_in_the_tree():
+def test_a_one_element_scale_that_may_reach_scaled_mm_is_seen_in_the_tree():
     assert one_element_scales(DOWN_PROJECTION)
-    assert not one_element_scales(b"import torch\ny = torch._scaled_mm(a, b, scale_a=x.new_tensor(s))\n")
-    assert not one_element_scales(b"parts = [weights[i:i+1] for i in range(4)]\n")  # not a scale
-    assert not one_element_scales(b"s = self.scales[i:i+2]\n")  # two elements
+    assert not one_element_scales(UP_PROJECTION)
+    assert not one_element_scales(DOWN_PROJECTION.replace(b"[i:i+1]", b"[i]"))  # no one-element cut
+    assert not one_element_scales(DOWN_PROJECTION.replace(b"[i:i+1]", b"[i:i+2]"))
 
 
-def test_a_cublas_that_refuses_one_element_scales_warns_before_the_run():
+def test_a_cublas_that_refuses_one_element_scales_refuses_the_run():
     """As on the H200 of 2026-12-02 (torch 2.11.0+cu130): 0-d scales ran, one-element scales did not."""
     data = {"torch": "2.11.0+cu130", "cuda": "13.0", "scales": [1],
             "error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul"}
     check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
-    assert check.status == "warn" and "not with one-element scales" in check.reason
+    assert check.status == "fail" and "not with one-element scales" in check.reason
     assert "2026-07-17_FP8DownProjection" in check.reason

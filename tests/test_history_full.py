@@ -131,3 +131,18 @@ def test_a_validation_that_outruns_the_data_is_refused_unless_the_loader_wraps(i
     assert "hold 541,192" in verdicts["2025-01-16_Sub3Min"][0] and "--smoke-val-tokens" in verdicts[
         "2025-01-16_Sub3Min"][0]
     assert "reads 2,097,152 tokens at once" in verdicts["2025-10-24_NorMuon"][0], verdicts
+
+
+def test_only_2026_07_17_may_hand_scaled_mm_a_one_element_scale(imported):
+    """The FP8 preflight asks the node the one-element form (which torch 2.11 + CUDA 13 refuses) of the programs
+    whose tree may pass it to _scaled_mm: of the whole history, the newest only; 2026-05-19's go to Triton."""
+    from pipeline.preflight.fp8 import one_element_scales
+    from pipeline.records.program import resolve_program
+
+    ws, asked = imported, set()
+    for name in record_names(ws.records_dir):
+        record = load_record(name, ws.records_dir)
+        if any(log.program_sha256 for log in record.logs):
+            if one_element_scales(resolve_program(record, None, ws.cache).text):
+                asked.add(name)
+    assert asked == {"2026-07-17_FP8DownProjection"}

@@ -9,9 +9,9 @@ n 16384 k 3072`. The program's own torch (2.10.0+cu128) could not be installed t
 seconds: the same call (`torch._scaled_mm` of an e4m3 row-major A by an e4m3 column-major B, bf16 out, fp32
 scales of one element, fast accumulation) at the same m, n and k. On the H200 of 2026-12-02 the same call with
 0-d scales ran and with one-element scales (`scales[i:i+1]`, as that program passes them) failed exactly so
-(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt): the probe asks with 0-d scales (a failure
-refuses the run), and also with one-element ones when the program's syntax tree slices a scale to one element (a
-failure warns: the tree does not say whether that scale reaches _scaled_mm or a Triton kernel). It runs in the
+(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt): the probe asks with 0-d scales, and also with
+one-element ones when a one-element scale may reach _scaled_mm (`one_element_scales`: of the whole history, only
+2026-07-17). Either failing refuses the run. It runs in the
 Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a `float8_*` dtype).
 """
 
@@ -72,24 +72,51 @@ def fp8_uses(program: bytes) -> tuple[str, ...]:
     return tuple(f"{file}:{line} {what}" for file, line, what in ordered)
 
 
+def _one_element_slice(node: ast.AST) -> bool:
+    """`<...scale...>[e:e+1]`: a scale tensor cut to one element."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
+        return False
+    lower, upper, name = node.slice.lower, node.slice.upper, node.value
+    label = name.attr if isinstance(name, ast.Attribute) else name.id if isinstance(name, ast.Name) else ""
+    return "scale" in label.lower() and lower is not None and isinstance(upper, ast.BinOp) \
+        and isinstance(upper.op, ast.Add) and ast.dump(upper.left) == ast.dump(lower) \
+        and isinstance(upper.right, ast.Constant) and upper.right.value == 1
+
+
+def _scalar(value: ast.expr, made: set[str]) -> bool:
+    """A scale the tree shows 0-d: `x.new_tensor(s)` / `torch.tensor(s)`, or a name bound to one."""
+    if isinstance(value, ast.Call) and getattr(value.func, "attr", getattr(value.func, "id", "")) in (
+            "new_tensor", "tensor"):
+        return True
+    return isinstance(value, ast.Name) and value.id in made
+
+
+def _unshown_scales(tree: ast.Module) -> bool:
+    """Whether some _scaled_mm call takes a scale whose shape the tree does not show (a parameter, a buffer)."""
+    made = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _scalar(node.value, set())
+            for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        name = getattr(node.func, "attr", getattr(node.func, "id", "")) if isinstance(node, ast.Call) else ""
+        if name == "_scaled_mm" and any(k.arg in ("scale_a", "scale_b") and not _scalar(k.value, made)
+                                        for k in node.keywords):
+            return True
+    return False
+
+
 def one_element_scales(program: bytes) -> bool:
-    """Whether the program cuts a scale tensor to one element (`self._mlp_down_proj_scales[i:i+1]`), the form
-    2026-07-17 hands _scaled_mm as scale_b: from the syntax tree, a slice `[e:e+1]` of a name holding "scale"."""
+    """Whether a one-element scale may reach _scaled_mm: the program cuts a scale tensor to one element
+    (`self._mlp_down_proj_scales[i:i+1]`) and some _scaled_mm call takes a scale whose shape its tree does not
+    show (2026-07-17's `scale_b=W2_scale`, a parameter). A program whose every _scaled_mm scale is made 0-d where it
+    is used (`grad.new_tensor(grad_s)`, 2026-05-19, whose one-element scales go to a Triton kernel) is not asked."""
+    sliced = unshown = False
     for file in split_program(program):
         try:
             tree = parse_program(file.text)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
-                continue
-            lower, upper, name = node.slice.lower, node.slice.upper, node.value
-            label = name.attr if isinstance(name, ast.Attribute) else name.id if isinstance(name, ast.Name) else ""
-            if "scale" in label.lower() and lower is not None and isinstance(upper, ast.BinOp) \
-                    and isinstance(upper.op, ast.Add) and ast.dump(upper.left) == ast.dump(lower) \
-                    and isinstance(upper.right, ast.Constant) and upper.right.value == 1:
-                return True
-    return False
+        sliced = sliced or any(_one_element_slice(node) for node in ast.walk(tree))
+        unshown = unshown or _unshown_scales(tree)
+    return sliced and unshown
 
 
 def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
@@ -97,14 +124,12 @@ def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
     if "skip" in data:
         return Check(NAME, "skip", f"the program does FP8 matmuls ({uses[0]}), but {data['skip']}: not asked",
                      "unknown")
-    if "error" in data and data.get("scales") == [1]:  # the 0-d form ran: whether the program's one-element
-        # scales reach _scaled_mm (2026-07-17's down projection) or a Triton kernel (2026-05-19's up projection)
-        # is data flow the syntax tree does not settle, so this warns before the run instead of refusing it
-        return Check(NAME, "warn", f"{torch} does FP8 matmuls with 0-d scales but not with one-element scales "
+    if "error" in data and data.get("scales") == [1]:  # the 0-d form ran
+        return Check(NAME, "fail", f"{torch} does FP8 matmuls with 0-d scales but not with one-element scales "
                      f"(torch._scaled_mm e4m3 x e4m3 -> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}; "
-                     "the program slices a scale to one element: if that reaches _scaled_mm, the run fails at its "
-                     "first FP8 matmul, as 2026-07-17_FP8DownProjection did",
-                     "a failed run, not a slower one: use the record's own torch/CUDA build")
+                     "the program cuts a scale to one element and hands _scaled_mm a scale of a shape its code "
+                     "does not fix there, as 2026-07-17_FP8DownProjection does (it failed so at its first FP8 matmul)",
+                     "the run would fail at its first FP8 matmul: use the record's own torch/CUDA build")
     if "error" in data:
         return Check(NAME, "fail", f"{torch} cannot do the program's FP8 matmul (torch._scaled_mm e4m3 x e4m3 "
                      f"-> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}",
