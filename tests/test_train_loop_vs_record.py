@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 import train.loop as loop_module
 from benchmarks.record_program import load_record, program_text, sidebyside_patch
-from pipeline.records.patch import smoke_patch
+from pipeline.records.smoke_cut import SMOKE_EXTENSION, smoke_cut
 from pipeline.runs.train_plan import effective_native_settings
 from tests.helpers_loop import first_differences, native_loop, record_hyperparameters, record_loop
 from tests.ports import free_port
@@ -94,8 +94,8 @@ def record_args(text: str, shards: tuple[str, str], sizes: dict):
 
 
 def smoke(steps: int, shards):
-    """`repro reproduce --smoke N`: the record's program with the smoke patch; the native trainer's settings."""
-    text = smoke_patch(steps).apply(program_text().encode()).decode()
+    """`repro reproduce --smoke N`: the record's program with its smoke cut; the native trainer's settings."""
+    text = smoke_cut(program_text().encode(), steps).apply(program_text().encode()).decode()
     overrides, native_steps = effective_native_settings((), None, steps, None)
     assert native_steps is None  # the cut sets scheduled_steps; nothing is scaled
     argv = ["--preset", "record", *[x for o in overrides for x in ("--set", o)]]
@@ -128,11 +128,12 @@ def traces(rec, schedule: str, shards, tmp_path):
 
 
 # `repro reproduce --smoke N --trainer native` cuts the record's schedule where the record's smoke patch cuts its
-# program (N scheduled steps, no extension, the warm-ups as written: native smoke patch version 2). Version 1 scaled
-# it instead (39 + 1 steps and a 7-step Muon momentum warm-up at N = 40), and this comparison failed from step 1 on.
+# program (N scheduled steps, SMOKE_EXTENSION of extension, the warm-ups as written: native smoke patch version 3).
+# Version 1 scaled it instead (39 + 1 steps and a 7-step Muon momentum warm-up at N = 40), and this comparison
+# failed from step 1 on.
 
 
-@pytest.mark.parametrize("schedule, steps", [("record", 1680), ("smoke-40", 40),
+@pytest.mark.parametrize("schedule, steps", [("record", 1680), ("smoke-40", 40 + SMOKE_EXTENSION),
                                              ("device-40", 40), ("device-80", 80)])
 def test_the_loop_applies_the_records_schedule_at_every_step(rec, shards, tmp_path, schedule, steps):
     want, cfg = traces(rec, schedule, shards, tmp_path)

@@ -94,23 +94,28 @@ def smoke_patch(steps: int, val_tokens: int | None = None) -> ProgramPatch:
     return ProgramPatch("smoke", tuple(changes))
 
 
-NATIVE_SMOKE_VERSION = 2
+NATIVE_SMOKE_VERSION = 3
 
 
 def native_smoke_patch(steps: int, val_tokens: int | None = None, version: int = NATIVE_SMOKE_VERSION) -> ProgramPatch:
     """The same cut for the native trainer, whose settings are options rather than program lines.
 
-    Version 2 cuts the schedule where the record's smoke patch cuts the program's: STEPS scheduled steps, no
-    extension, every warm-up as written, so both trainers' smoke runs apply the same schedule step for step
-    (tests/test_train_loop_vs_record.py). Version 1, which runs made before it declare and the judge still
-    recognises, scaled the whole schedule to STEPS (`--steps`), its warm-ups and extension too."""
+    Version 3 cuts the schedule where the record's smoke cut cuts the program's: STEPS scheduled steps, the
+    extension kept to SMOKE_EXTENSION steps (pipeline/records/smoke_cut.py), every warm-up as written, so both
+    trainers' smoke runs apply the same schedule step for step (tests/test_train_loop_vs_record.py). Runs made
+    before it declare version 2 (no extension) or 1 (the whole schedule scaled to STEPS with `--steps`, its
+    warm-ups and extension too); the judge recognises both."""
+    from pipeline.records.smoke_cut import SMOKE_EXTENSION
+
     if steps < 2:
         raise InputError(f"--smoke {steps}: a smoke run needs at least 2 steps", "give --smoke 20 or more")
+    extension = SMOKE_EXTENSION if version >= 3 else 0
     changes = [LineChange("steps", "", f"--steps {steps}", "the record's schedule scaled to the smoke's steps")
                if version == 1 else
-               LineChange("steps", "", f"--set scheduled_steps={steps} --set extension_steps=0",
-                          "the record's schedule cut at the smoke's steps, as the record's own smoke cut does: no "
-                          "extension, the warm-ups as written")]
+               LineChange("steps", "", f"--set scheduled_steps={steps} --set extension_steps={extension}",
+                          "the record's schedule cut at the smoke's steps, as the record's own smoke cut does: "
+                          + (f"{extension} steps of extension" if extension else "no extension")
+                          + ", the warm-ups as written")]
     if val_tokens is not None:
         flags = f"--set val_tokens={val_tokens} --set val_batch_tokens={val_tokens}"
         changes.append(LineChange("val_tokens", "", flags,

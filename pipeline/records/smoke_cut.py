@@ -191,12 +191,7 @@ def _phase_changes(fields: dict[str, list[Field]], steps_field: Field, steps: in
 SMOKE_EXTENSION = 2  # steps of the extension a smoke run keeps (2026-12-02: 0 stopped two 2026 programs' warm-up)
 
 
-def smoke_extension(value: int | None) -> int | None:
-    """The extension a smoke run keeps: at most SMOKE_EXTENSION steps; none where the record has none."""
-    return value if value is None else min(value, SMOKE_EXTENSION)
-
-
-def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None) -> list[Change]:
+def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None, keep: int) -> list[Change]:
     found = {role: _one(fields, role) for role in ROLES}
     missing = [f"the step count ({' or '.join(ROLES['steps'])})"] if found["steps"] is None else []
     if val_tokens is not None and found["val_tokens"] is None:
@@ -207,11 +202,12 @@ def _changes(fields: dict[str, list[Field]], steps: int, val_tokens: int | None)
     changes = [Change(found["steps"].name, found["steps"].was, str(steps),
                       "fewer steps: the program scales its schedule (cool-down, windows, batch) to them")]
     extension = found["extension"]
-    if extension is not None and extension.value != smoke_extension(extension.value):
-        changes.append(Change(extension.name, extension.was, str(smoke_extension(extension.value)),
-                              f"kept to {SMOKE_EXTENSION} steps, not removed: the program's warm-up samples the "
-                              "steps just after each stage's start, the extension's too (2026: `s + offset` for "
-                              "offsets up to +1), and indexes past its schedule without them"))
+    if extension is not None and (extension.value is None or extension.value > keep):
+        changes.append(Change(extension.name, extension.was, str(keep),
+                              f"kept to {keep} steps, not removed: the program's warm-up samples the steps just "
+                              "after each stage's start, the extension's too (2026: `s + offset` for offsets up to "
+                              "+1), and indexes past its schedule without them" if keep else
+                              "the extension's steps at the final window belong to the full schedule only"))
     changes += _phase_changes(fields, found["steps"], steps)
     if val_tokens is not None:
         changes.append(Change("val_tokens", found["val_tokens"].was, str(val_tokens),
@@ -333,10 +329,11 @@ def _check_rewrite(main: bytes, patched: bytes, values: dict[str, str]) -> None:
                           "this program cannot be cut for a smoke run; run it in full")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SmokeCut:
     steps: int
     val_tokens: int | None
+    extension: int  # the most extension steps kept (runs declared before 2026-12-02 kept 0 and say no number)
     changes: tuple[Change, ...]
     left: tuple[dict, ...] = ()  # fields built from the cut ones, left as written: {field, expression, why}
 
@@ -356,21 +353,23 @@ class SmokeCut:
     def declared(self, patched: bytes) -> dict:
         """What run.yaml's program_patch says (the judge recomputes every part of it)."""
         return {"name": "smoke", "version": VERSION, "sha256": self.sha256, "changes": self.listing,
-                "parameters": {"steps": self.steps, "val_tokens": self.val_tokens},
+                "parameters": {"steps": self.steps, "val_tokens": self.val_tokens, "extension": self.extension},
                 "patched_sha256": sha256_bytes(patched)}
 
 
-def smoke_cut(program: bytes, steps: int, val_tokens: int | None = None) -> SmokeCut:
-    """The smoke cut of this program; CheckFailed naming what is missing when its fields cannot be found."""
+def smoke_cut(program: bytes, steps: int, val_tokens: int | None = None, extension: int = SMOKE_EXTENSION) -> SmokeCut:
+    """The smoke cut of this program, keeping at most `extension` extension steps (the judge passes a declared
+    run's own number); CheckFailed naming what is missing when its fields cannot be found."""
     if steps < 2:
         raise InputError(f"--smoke {steps}: a smoke run needs at least 2 steps", "give --smoke 20 or more")
     if val_tokens is not None and (val_tokens < 1 or val_tokens % VAL_ALIGN):
         raise InputError(f"validation tokens {val_tokens} is not a positive multiple of {VAL_ALIGN}",
                          f"give a multiple of {VAL_ALIGN} (e.g. 524288)")
     fields = class_fields(split_program(program)[0].text)
-    changes = _changes(fields, steps, val_tokens)
+    changes = _changes(fields, steps, val_tokens, extension)
     main = split_program(program)[0].text
-    cut = SmokeCut(steps, val_tokens, tuple(changes), tuple(_left(fields, changes) + _stages_left(main, steps)))
+    cut = SmokeCut(steps=steps, val_tokens=val_tokens, extension=extension, changes=tuple(changes),
+                   left=tuple(_left(fields, changes) + _stages_left(main, steps)))
     cut.apply(program)  # parsed again and checked now, before anything is paid for
     return cut
 

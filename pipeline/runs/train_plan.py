@@ -248,10 +248,13 @@ def smoke_patch_for(trainer: str, steps: int, val_tokens: int | None):
 def effective_native_settings(overrides: tuple[str, ...], steps: int | None, smoke_steps: int | None,
                               smoke_val_tokens: int | None) -> tuple[tuple[str, ...], int | None]:
     """(overrides, steps) the native trainer runs with. A smoke cut (pipeline/records/patch.py native_smoke_patch)
-    sets the scheduled steps, no extension and the validation size; it scales nothing, so `steps` stays None."""
+    sets the scheduled steps, the extension the record's cut keeps and the validation size; it scales nothing, so
+    `steps` stays None."""
+    from pipeline.records.smoke_cut import SMOKE_EXTENSION
+
     if smoke_steps is None:
         return tuple(overrides), steps
-    extra = (f"scheduled_steps={smoke_steps}", "extension_steps=0")
+    extra = (f"scheduled_steps={smoke_steps}", f"extension_steps={SMOKE_EXTENSION}")
     extra += (f"val_tokens={smoke_val_tokens}", f"val_batch_tokens={smoke_val_tokens}") if smoke_val_tokens else ()
     return tuple(overrides) + extra, None
 

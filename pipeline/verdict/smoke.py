@@ -43,9 +43,9 @@ def _int_in(text: str | None) -> int | None:
 def expected_patch(trainer: str, patch: dict):
     """The smoke patch that the declared parameters produce (None when they cannot be read)."""
     declared = _declared(patch)
-    if trainer == "native":  # version 1 declared `--steps N`, version 2 `--set scheduled_steps=N ...`
+    if trainer == "native":  # version 1 declared `--steps N`, 2 `... --set extension_steps=0`, 3 the kept extension
         line = declared.get("steps") or ""
-        version = 1 if line.startswith("--steps ") else 2
+        version = 1 if line.startswith("--steps ") else 2 if line.endswith("extension_steps=0") else 3
         steps, val = _int_in(line.replace("--steps ", "steps=")), _int_in(declared.get("val_tokens"))
         return native_smoke_patch(steps, val, version) if steps else None
     steps, val = _int_in(declared.get("num_iterations")), _int_in(declared.get("val_tokens"))
@@ -124,7 +124,9 @@ def _check_cut(record: Record, program: bytes | None, patch: dict, problem) -> t
     try:
         original = restore(program, list(patch.get("changes") or []))
         fp = program_fingerprint(original)
-        expected = smoke_cut(original, int(params.get("steps")), params.get("val_tokens"))
+        # a run declared before the cut kept extension steps names none: its cut kept 0
+        expected = smoke_cut(original, int(params.get("steps")), params.get("val_tokens"),
+                             extension=int(params.get("extension", 0)))
     except (ReproError, SyntaxError, ValueError, TypeError, RecursionError) as exc:
         return (ProgramIdentity("different", digest, None, "declared cut does not fit the program"),
                 [problem(f"the declared cut cannot be undone or recomputed: {exc}")])
