@@ -110,6 +110,21 @@ def write_bytes(path: Path, data: bytes) -> Path:
     return Path(path)
 
 
+def write_cache_bytes(path: Path, data: bytes) -> bool:
+    """A cache entry, written whole under a temporary name and renamed into place but never fsynced: an entry a
+    crash leaves short is the reader's to refuse (and recompute), and two fsyncs per entry were most of a cold
+    import's wall time. False when it could not be written: a cache that cannot be written costs time only."""
+    tmp = temp_path(path)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+
+
 def write_text(path: Path, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 

@@ -18,7 +18,6 @@ are pure functions of the bytes (and arguments), so they are a memo, never a sou
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import io
@@ -287,16 +286,8 @@ def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
 
 
 def _write_parsed(entry: Path, log: ParsedLog) -> None:
-    """Written whole under a temporary name and renamed into place, like pipeline/atomic.py, but not fsynced: two
-    fsyncs per log were most of a cold import's wall time, and an entry a crash leaves short or empty is refused
-    by _read_parsed (not a pickle, or not these bytes' parse) and parsed again."""
-    from pipeline.atomic import temp_path
+    """Renamed into place, not fsynced (pipeline/atomic.py write_cache_bytes): an entry a crash leaves short or
+    empty is refused by _read_parsed (not a pickle, or not these bytes' parse) and parsed again."""
+    from pipeline.atomic import write_cache_bytes
 
-    tmp = temp_path(entry)
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(tmp, entry)
-    except OSError:  # a memo that cannot be written costs time, never a result
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+    write_cache_bytes(entry, pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
