@@ -122,7 +122,9 @@ def judging_counted(monkeypatch) -> list[int]:
         calls.append(len(paths))
         return real(record, paths)
 
-    for module in [m for m in sys.modules.values() if getattr(m, "verify_runs", None) is real]:
+    # each module's own namespace: a module-level __getattr__ (the kernels hub stand-in's refuses every
+    # name it does not serve) is never asked
+    for module in [m for m in list(sys.modules.values()) if getattr(m, "__dict__", {}).get("verify_runs") is real]:
         monkeypatch.setattr(module, "verify_runs", counted)
     return calls
 
