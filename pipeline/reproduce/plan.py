@@ -99,7 +99,7 @@ def _program(record: Record, text: bytes | None, source: str | None) -> tuple[di
     pinned = next((log for log in record.logs if log.program_sha256), None)
     if pinned is None:
         return {}, "program: the record's logs carry no program text, so no program can be verified or run"
-    files = pinned_files(record)
+    files = pinned_files(record, pinned)
     programs = {log.fingerprint for log in record.logs if log.fingerprint}
     return {"trainer": "record", "sha256": pinned.program_sha256, "fingerprint": pinned.fingerprint,
             "log": pinned.file, "source": source or record.upstream.log_url(pinned.file),

@@ -98,12 +98,12 @@ def triton_refusal(files: list[dict], triton: str, torch: str) -> str | None:
     return None
 
 
-def pinned_files(record) -> list[dict]:
-    """The program files the record's first pinned log carries ({name, sha256, bytes}); [] when none pins one.
-    `record`: a pipeline.records.model.Record."""
+def pinned_files(record, pinned=None) -> list[dict]:
+    """The program files a record's pinned log carries ({name, sha256, bytes}): `pinned`, else its first log that
+    pins a program; [] when none does. `record`: a pipeline.records.model.Record."""
     from dataclasses import asdict
 
-    pinned = next((log for log in record.logs if log.program_sha256), None)
+    pinned = pinned or next((log for log in record.logs if log.program_sha256), None)
     if pinned is None:
         return []
     return [asdict(p) for p in pinned.files] or [{"name": "train_gpt.py", "sha256": pinned.program_sha256,
