@@ -73,7 +73,8 @@ def test_plan_names_the_triton_failure_and_the_fp8_matmuls(monkeypatch):
     lines = program_needs.program_needs(files, PROGRAM)
     assert lines[0] == ("Triton 3.6.0, 3.4.0 does not compile triton_kernels.py's k with its Python floats as "
                         "torch >= 2.11's inductor types them (fp64): E!")
-    assert "passes Python floats to k(A, B): run it on torch <= 2.10" in lines[1]  # not `ok`, which compiles
+    assert "passes Python floats to k(A, B): torch <= 2.10 types them fp32; on torch >= 2.11 a host run sets" \
+        in lines[1]  # not `ok`, which compiles
     assert lines[2].startswith("FP8 matmuls (train_gpt.py:11 torch._scaled_mm, train_gpt.py:9 torch.float8_e4m3fn, "
                                "train_gpt.py:10 torch.float8_e4m3fn): the node's torch and cuBLAS must do them")
     assert program_needs.program_needs([], b"x = 1\n") == []

@@ -151,7 +151,7 @@ def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> 
     if req.trainer == "record" and req.runtime == "host" and req.python_env == "system":
         from pipeline.reproduce.program_needs import pinned_files, system_refusal
 
-        why = system_refusal(pinned_files(record))
+        why = system_refusal(pinned_files(record), record.software.torch)
         if why:
             raise InputError(why, "drop --python-env system: the record's own environment is built for it "
                                   "(`repro reproduce --record NAME --plan` names it)")

@@ -257,12 +257,15 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     if record.program.trainer != "native":
-        from pipeline.reproduce.program_needs import program_needs, system_refusal
+        from pipeline.reproduce.program_needs import program_needs, system_float_args, system_refusal
 
         plan.needs = program_needs(plan.program.get("files", []), text)
         plan.refusals += _world_size_refusal(text, req.nproc)
-        if plan.environment.get("name") == "system":
-            plan.refusals += [why for why in [system_refusal(plan.program.get("files", []))] if why]
+        if plan.environment.get("name") == "system":  # the Python running repro trains: its torch and Triton
+            floats = system_float_args(text, record.software.torch)
+            plan.stand_ins += [{"name": "float arguments", "why": floats}] if floats else []
+            why = system_refusal(plan.program.get("files", []), record.software.torch)
+            plan.refusals += [why] if why else []
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req, plan.data)

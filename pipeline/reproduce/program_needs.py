@@ -2,7 +2,8 @@
 
     needs = program_needs(files, text)    # ["FP8 matmuls: ...", "Triton kernels: ..."], [] when nothing to say
     why = triton_refusal(files, "3.6.0", "2.11.0+cu130")   # an environment that cannot compile them, or None
-    why = system_refusal(files)           # the same for the Python running repro (--python-env system), or ""
+    why = system_refusal(files, "2.10.0")   # the same for the Python running repro (--python-env system), or ""
+    line = system_float_args(program, "2.10.0")   # the float typing that Python's run sets back, or ""
 
 - FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
   its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.runs.float_args import float_type_of, fp32_float_args, typings_differ
+from pipeline.runs.float_args import why as float_args_why
 from pipeline.yamlio import load_mapping
 
 DATA_NAME = "triton-kernels.yaml"
@@ -52,8 +55,9 @@ def _triton_lines(files: list[dict]) -> list[str]:
         floats = sorted({f"{x['kernel']}({', '.join(x['floats'])})" for x in entry.get("launches", [])
                          if x["floats"] and (x["kernel"], "fp64") in failing})
         if floats:
-            lines.append(f"{pin['name']} passes Python floats to " + ", ".join(floats) + ": run it on torch <= 2.10 "
-                         "(or torch >= 2.11 with torch._inductor.config._use_fp64_for_unbacked_floats = False)")
+            lines.append(f"{pin['name']} passes Python floats to " + ", ".join(floats) + ": torch <= 2.10 types them "
+                         "fp32; on torch >= 2.11 a host run sets torch._inductor.config._use_fp64_for_unbacked_floats "
+                         "= False first, a declared deviation (pipeline/runs/float_args.py)")
     return lines
 
 
@@ -74,19 +78,11 @@ def program_needs(files: list[dict], text: bytes | None) -> list[str]:
     return lines
 
 
-def float_type_of(torch: str) -> str:
-    """How the inductor of `torch` ("2.11.0+cu130", "2.10.0.dev20251210") types a Python float launched into a
-    user Triton kernel: fp64 from 2.11 on, fp32 before."""
-    parts = torch.split("+")[0].split(".")
-    major_minor = (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[0].isdigit() and parts[1].isdigit() \
-        else (0, 0)
-    return "fp64" if major_minor >= (2, 11) else "fp32"
-
-
-def triton_refusal(files: list[dict], triton: str, torch: str) -> str | None:
+def triton_refusal(files: list[dict], triton: str, torch: str, fp32_floats: bool = False) -> str | None:
     """Why an environment of this Triton and torch cannot compile the program's kernels, by the committed results;
-    None when they compile or no result says (for the environment rule: pipeline/records/environment_choice.py)."""
-    float_type, data = float_type_of(torch), _data()
+    None when they compile or no result says. `fp32_floats`: the run types Python floats fp32 whatever the torch
+    (pipeline/runs/float_args.py)."""
+    float_type, data = "fp32" if fp32_floats else float_type_of(torch), _data()
     for pin in files:
         entry = data.get(pin.get("sha256"))
         result = ((entry or {}).get("results") or {}).get(triton, {}).get(float_type) if isinstance(entry, dict) \
@@ -126,14 +122,25 @@ def installed_versions() -> tuple[str, str] | None:
     return (found[0], found[1]) if len(found) == 2 else None
 
 
-def system_refusal(files: list[dict]) -> str:
-    """Why the Python running repro, which `--runtime host --python-env system` trains with, cannot compile the
-    program's Triton kernels by the committed results ("" when it can, or nothing says)."""
+def system_float_args(program: bytes | None, record_torch: str) -> str:
+    """The deviation a run in the Python running repro (--python-env system) declares for the program's Python
+    float kernel arguments, typed as the record's torch typed them (pipeline/runs/float_args.py); "" for none."""
     versions = installed_versions()
-    why = triton_refusal(files, versions[1], versions[0]) if versions else None
+    if versions is None or not fp32_float_args(program, record_torch=record_torch, training_torch=versions[0]):
+        return ""
+    return float_args_why(record_torch, versions[0])
+
+
+def system_refusal(files: list[dict], record_torch: str) -> str:
+    """Why the Python running repro, which `--runtime host --python-env system` trains with, cannot compile the
+    program's Triton kernels by the committed results ("" when it can, or nothing says). Where its torch types
+    Python floats otherwise than the record's, the run types them back (system_float_args): judged so."""
+    versions = installed_versions()
+    if versions is None:
+        return ""
+    typed_back = typings_differ(record_torch=record_torch, training_torch=versions[0])
+    why = triton_refusal(files, versions[1], versions[0], typed_back)
     if why is None:
         return ""
-    hint = (" (torch >= 2.11 types a Python float kernel argument fp64; the record's own torch typed it fp32, "
-            "docs/triton-kernels.md)" if float_type_of(versions[0]) == "fp64" else "")
-    return (f"environment: this Python's {why}{hint}; run it in the record's own environment (drop --python-env "
+    return (f"environment: this Python's {why}; run it in the record's own environment (drop --python-env "
             "system), or on a Python whose torch and Triton compile them")

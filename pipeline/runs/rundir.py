@@ -102,6 +102,7 @@ class RunMeta:
     program_patch: dict | None = None
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
     hub_standin: bool = False  # the program's kernels-hub imports were answered by repro's stand-in
+    inductor_fp32_floats: bool = False  # float kernel arguments typed fp32, as the record's torch did (float_args)
     failure: str | None = None  # a failed run: the last exception line of its output (pipeline/runs/failure.py)
     startup_s: float | None = None  # launch to the first timed step (compile, warm-up), seconds
     schema_version: int = SCHEMA_VERSION
@@ -141,7 +142,8 @@ class RunMeta:
             started_at=f.req("started_at", str), ended_at=f.opt("ended_at", str), exit_code=f.opt("exit_code", int),
             status=status, host_environment=_host_environment(f.opt("host_environment", dict), path),
             program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
-            hub_standin=f.opt("hub_standin", bool, False), failure=f.opt("failure", str),
+            hub_standin=f.opt("hub_standin", bool, False),
+            inductor_fp32_floats=f.opt("inductor_fp32_floats", bool, False), failure=f.opt("failure", str),
             startup_s=f.opt("startup_s", float))
 
     @classmethod

@@ -28,6 +28,8 @@ from pipeline.records.model import Record
 from pipeline.records.program import resolve_program
 from pipeline.records.program_files import split_program
 from pipeline.records.world_size import world_size_refusal
+from pipeline.runs.float_args import LAUNCHER as FLOAT_ARGS_LAUNCHER
+from pipeline.runs.float_args import fp32_float_args
 from pipeline.runs.launch import Launch, Mount
 from pipeline.runs.rundir import HostEnvironment, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
@@ -103,6 +105,7 @@ class TrainPlan:
     compile_cache: str  # docker volume name, or the host folder
     fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
     hub_standin: bool = False  # the program's `kernels` hub imports are answered by repro's stand-in
+    inductor_fp32_floats: bool = False  # Python float kernel arguments typed as the record's torch did (float_args)
 
     def meta(self) -> RunMeta:
         r = self.request
@@ -114,7 +117,7 @@ class TrainPlan:
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
             started_at=utc_now(), host_environment=self.host_environment, program_patch=self.program.patch,
-            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin)
+            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin, inductor_fp32_floats=self.inductor_fp32_floats)
 
     def to_dict(self) -> dict:
         """What --dry-run shows."""
@@ -125,6 +128,7 @@ class TrainPlan:
                             "files": [f.pin() for f in split_program(self.program.text)] if self.program.text
                             else []},
                 "fa3_standin": self.fa3_standin, "hub_standin": self.hub_standin,
+                "inductor_fp32_floats": self.inductor_fp32_floats,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
@@ -196,10 +200,13 @@ def standin_path(*, fa3: bool, hub: bool) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(path)} if path else {}
 
 
-def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, head: list[str], env: dict[str, str]) -> Launch:
-    """`head`: torchrun and its options; `env`: the caches, and for the record's program its stand-ins' path."""
+def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, head: list[str], env: dict[str, str],
+                 fp32_floats: bool = False) -> Launch:
+    """`head`: torchrun and its options; `env`: the caches, and for the record's program its stand-ins' path;
+    `fp32_floats`: the record's program started through the launcher that types its float arguments fp32."""
     if req.trainer == "record":
-        return Launch(tuple(head + ["train_gpt.py"]), str(run_dir / WORK), env)
+        program = [str(FLOAT_ARGS_LAUNCHER), "train_gpt.py"] if fp32_floats else ["train_gpt.py"]
+        return Launch(tuple(head + program), str(run_dir / WORK), env)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT),
                   {**env, "PYTHONPATH": str(TRAIN_PARENT)})
 
@@ -355,13 +362,16 @@ def _plan_host(req: TrainRequest, program: Program, run_dir: Path, data_dir: Pat
     head = [find_torchrun(*([venv.python] if venv else [])), "--standalone", f"--nproc_per_node={nproc}"]
     env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_CACHE_DIR": str(cache / "triton"), **standin_path(fa3=standin, hub=hub)}
-    launch = _host_launch(req, run_dir, data_dir, head, env)
+    fp32_floats = req.trainer == "record" and fp32_float_args(program.text, record_torch=req.record.software.torch,
+                                                              training_torch=host.probe.torch)
+    launch = _host_launch(req, run_dir, data_dir, head, env, fp32_floats)
     return TrainPlan(request=req, record=req.record, run_id=run_dir.name, run_dir=run_dir, program=program,
                      data_dir=data_dir, data_lock_sha256=data_lock, world_size=nproc, launch=launch,
                      container=None,
                      image_id=None, environment=venv.environment if venv else "host",
                      environment_lock_sha256=venv.lock_sha256 if venv else None, host_environment=host,
-                     compile_cache=str(cache), fa3_standin=standin, hub_standin=hub)
+                     compile_cache=str(cache), fa3_standin=standin, hub_standin=hub,
+                     inductor_fp32_floats=fp32_floats)
 
 
 def _plan_docker(req: TrainRequest, program: Program, run_dir: Path, data_dir: Path, data_lock: str | None

@@ -243,6 +243,8 @@ def _standin_findings(meta: RunMeta | None) -> list[Finding]:
         findings.append(Finding("attention.fa3_standin", "deviation"))
     if meta is not None and meta.hub_standin:  # the kernels hub answered by repro (pipeline/runs/hub_standin)
         findings.append(Finding("kernels.hub_standin", "deviation"))
+    if meta is not None and meta.inductor_fp32_floats:  # the record's torch's float typing (pipeline/runs/float_args)
+        findings.append(Finding("inductor.fp32_floats", "deviation"))
     return findings
 
 

@@ -142,6 +142,9 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
                                            else ": the model did not learn")),
     "kernels.hub_standin": lambda d: "kernels hub: the program's get_kernel(...) was answered by repro's local "
                                      "stand-in (pipeline/runs/hub_standin), never the hub",
+    "inductor.fp32_floats": lambda d: "inductor: the program's Python float kernel arguments were typed fp32, as "
+                                      "the record's torch typed them, not fp64 as this torch does (torch._inductor."
+                                      "config._use_fp64_for_unbacked_floats = False, pipeline/runs/float_args.py)",
     "attention.fa3_standin": lambda d: "attention: FA3 could not be imported; the record's program called repro's "
                                        "FlexAttention stand-in (pipeline/runs/fa3_standin) in its place",
     "environment.unpinned": lambda d: f"environment: the host's own Python, not a build of {d['record_environment']}'s "
