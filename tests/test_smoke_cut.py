@@ -145,6 +145,15 @@ def test_a_two_file_program_smoke_runs_and_is_judged_smoke(tmp_path):
         verdict = repro(env, "verify", "--record", NAME, "--json", str(run))
     assessed = json.loads(verdict.stdout)["runs"][0]
     assert assessed["program"]["status"] == "smoke", assessed["program"]
+    # and `reproduce --smoke 6` of the same counts it as one of its runs (its verdict judges it, its bundle packs it)
+    from pipeline.reproduce.request import ReproduceRequest
+    from pipeline.reproduce.selection import RunSelection, counts
+
+    wanted = RunSelection.wanted(ReproduceRequest(record=NAME, runs=1, runtime="host", smoke_steps=6,
+                                                  smoke_val_tokens=1024))
+    assert counts(run, wanted)
+    assert not counts(run, RunSelection.wanted(ReproduceRequest(record=NAME, runs=1, runtime="host", smoke_steps=7,
+                                                                smoke_val_tokens=1024)))
 
 
 def test_reproduce_refuses_a_program_it_cannot_cut_before_any_stage(tmp_path):

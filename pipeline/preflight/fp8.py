@@ -9,9 +9,10 @@ n 16384 k 3072`. The program's own torch (2.10.0+cu128) could not be installed t
 seconds: the same call (`torch._scaled_mm` of an e4m3 row-major A by an e4m3 column-major B, bf16 out, fp32
 scales of one element, fast accumulation) at the same m, n and k. On the H200 of 2026-12-02 the same call with
 0-d scales ran and with one-element scales (`scales[i:i+1]`, as that program passes them) failed exactly so
-(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt): the probe asks with 0-d scales, and also with
-one-element ones when a one-element scale may reach _scaled_mm (`one_element_scales`: of the whole history, only
-2026-07-17). Either failing refuses the run. It runs in the
+(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt), while a fresh one-element tensor ran (the third
+lease: the probe passed, the run failed). So the probe asks with 0-d scales, and also with one-element slices at
+an offset into a longer tensor, as the program's are, when a one-element scale may reach _scaled_mm
+(`one_element_scales`: of the whole history, only 2026-07-17). Either failing refuses the run. It runs in the
 Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a `float8_*` dtype).
 """
 
@@ -40,8 +41,11 @@ else:
         x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         w = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
         for shape in json.loads(sys.argv[4]):  # the scales' shapes the program passes: [] (0-d), [1]
-            one = torch.ones(shape, device="cuda", dtype=torch.float32)
+            # [1]: a one-element view at an offset into a longer tensor, as `scales[i:i+1]` hands it (a fresh
+            # one-element tensor ran where the program's slice failed, H200 2026-12-02)
+            one = torch.ones(shape, device="cuda") if shape == [] else torch.ones(12, device="cuda")[3:4]
             out["scales"] = shape
+            out.setdefault("asked", []).append(shape)
             y = torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
                                  use_fast_accum=True)
         torch.cuda.synchronize()
@@ -135,7 +139,9 @@ def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
                      f"-> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}",
                      "the run would fail at its first FP8 matmul: use the record's own torch/CUDA build "
                      f"({uses[0]} needs it)")
-    return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul", "none")
+    forms = " and ".join("0-d" if shape == [] else "one-element sliced" for shape in data.get("asked", [[]]))
+    return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul ({forms} scales)",
+                 "none")
 
 
 def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300) -> Check:

@@ -68,7 +68,8 @@ def _native_program_sha256() -> str:
 
 def _cut_of_patch(patch: dict | None) -> tuple | None:
     if patch and isinstance(patch.get("parameters"), dict):  # a cut found in the program: its parameters say it
-        return (patch.get("name"), tuple(sorted(patch["parameters"].items())))
+        # a cut declared before the extension was kept (2026-12-02) kept none of it
+        return (patch.get("name"), tuple(sorted({"extension": 0, **patch["parameters"]}.items())))
     return (patch.get("name"), patch.get("sha256")) if patch else None
 
 
@@ -77,7 +78,10 @@ def _smoke_cut(steps: int | None, val_tokens: int | None, trainer: str) -> tuple
     if steps is None:
         return None
     if trainer == "record":  # the cut depends on the program; runs with the same parameters share it
-        return ("smoke", tuple(sorted({"steps": steps, "val_tokens": val_tokens}.items())))
+        from pipeline.records.smoke_cut import SMOKE_EXTENSION
+
+        cut = {"steps": steps, "val_tokens": val_tokens, "extension": SMOKE_EXTENSION}
+        return ("smoke", tuple(sorted(cut.items())))
     from pipeline.runs.train_plan import smoke_patch_for
 
     patch = smoke_patch_for(trainer, steps, val_tokens)
