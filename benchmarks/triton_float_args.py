@@ -113,8 +113,9 @@ def fp8_case() -> dict:
     sys.path.insert(0, str(ROOT))
     from pipeline.preflight.fp8 import COLS, INNER, MARKER, ROWS, SNIPPET
 
-    done = subprocess.run([sys.executable, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS)], capture_output=True,
-                          text=True, timeout=300)
+    shapes = json.dumps([[], [1]])  # 0-d scales and one-element slices at an offset, as the preflight asks 2026-07-17
+    done = subprocess.run([sys.executable, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), shapes],
+                          capture_output=True, text=True, timeout=300)
     line = next((x for x in done.stdout.splitlines() if x.startswith(MARKER)), "")
     data = json.loads(line[len(MARKER):]) if line else {"error": done.stderr.strip()[-400:]}
     print(f"{'7 fp8':<22} {'PASS' if 'ok' in data else 'FAIL'}  {data.get('error', data.get('skip', ''))}", flush=True)
