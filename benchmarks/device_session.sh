@@ -86,7 +86,7 @@ read -r -a NATIVE_SET <<< "${NATIVE_SET:-}"
 read -r -a DIFF_SET <<< "${DIFF_SET:-fused_loss=true}"
 mkdir -p "$R"
 SRC=$(pwd)
-SNAP=/tmp/ds-repo  # a private copy: later device calls re-sync the working tree under this script's feet
+SNAP=${ONE_SNAP:-/tmp/ds-repo}  # a private copy: later device calls re-sync the working tree under this script's feet
 rm -rf "$SNAP" && mkdir -p "$SNAP" && cp -r "$SRC"/. "$SNAP"/ && cd "$SNAP"
 PLAN=(python3 "$SNAP/benchmarks/session_plan.py")  # the snapshot's, like every other tool below
 DATA=$SNAP/.devcarry/docs-v1

@@ -146,3 +146,67 @@ def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm):
             continue  # refused: `plan` exits 3
         lowest_whole = min((ranks[p.item.group] for p in planned if not p.runs), default=len(ranks))
         assert all(ranks[p.item.group] <= lowest_whole for p in planned if p.runs), budget
+
+
+# ---- the script's phase one, its programs replaced by stand-ins that log their arguments -------------------------
+
+STANDIN_SBS = '''import json, os, pathlib, sys
+a = sys.argv[1:]
+with open(os.environ["STANDIN_LOG"], "a") as f:
+    f.write(" ".join(a) + "\\n")
+if "--matmul" in a:
+    print('{"tflops": 0}')
+    sys.exit(0)
+out = pathlib.Path(a[a.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+who = a[a.index("--only") + 1] if "--only" in a else "record"
+(out / "summary.json").write_text(json.dumps({"runs": {"1": {who: [{"startup_s": 1.0, "rc": 0}]}}}))
+(out / f"{who}-ws1").mkdir(exist_ok=True)
+(out / f"{who}-ws1" / "stdout.txt").write_text("step:0/80 val_loss:7\\n")
+'''
+
+
+def run_phase_one(tmp_path, budget: int) -> tuple[str, list[str]]:
+    """device_session.sh one on a tree of its own files with sidebyside.py and xent_check.py as stand-ins and an
+    nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
+    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
+    (tree / "benchmarks").mkdir(parents=True)
+    bin_dir.mkdir()
+    for name in ("device_session.sh", "session_plan.py"):
+        (tree / "benchmarks" / name).write_text((REPO_ROOT / "benchmarks" / name).read_text())
+    (tree / "benchmarks" / "sidebyside.py").write_text(STANDIN_SBS)
+    (tree / "benchmarks" / "xent_check.py").write_text("")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    log = tmp_path / "sbs.log"
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", str(tmp_path / "results"), "one"], cwd=tree,
+                          env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", ONE_SNAP=str(tmp_path / "snap"),
+                                   ONE_BUDGET_S=str(budget), STANDIN_LOG=str(log)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return (tmp_path / "results" / "progress.txt").read_text(), log.read_text().splitlines()
+
+
+def who(call: str) -> str:
+    return re.search(r"--only (\w+)", call)[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [sp.BUDGET_S, sp.BUDGET_S + 60])
+def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp_path, budget):
+    """At the default budget the plan drops parity: wave 1 runs each program once (seed 101) and the parity summary
+    takes the runs that exist; 60 s more and wave 1 runs each twice (seeds 101, 102). Wave 2 runs 3 pairs either
+    way, each after its gate, and every startup option run is handed its own need."""
+    keeps = sp.main(["has", "parity", "--budget-s", str(budget)]) == 0
+    assert keeps == (budget > sp.BUDGET_S)
+    progress, calls = run_phase_one(tmp_path, budget)
+    wave1 = [c for c in calls if "--shared-gpu" in c]
+    assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in wave1) == (
+        ["native101", "native102", "record101", "record102"] if keeps else ["native101", "record101"])
+    assert ("drops: startups" if keeps else "drops: parity startups") in progress
+    assert progress.count("one: pair: needs") == 3 and len([c for c in calls if "one-wave2-" in c
+                                                            and "--summarize" not in c]) == 3
+    options = [c for c in calls if "one-startup-" in c]
+    assert options and all(f"--need-s {who(c)}=" in c for c in options)
+    (parity,) = [c for c in calls if "--out" in c and c.endswith("one-parity")]
+    assert ("one-w1-record-2" in parity) == keeps and "one-w1-record-1" in parity
