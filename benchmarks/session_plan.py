@@ -21,7 +21,9 @@ What the plan holds is chosen by priority, not by time order: the start, wave 1'
 count for parity) and the end always; then speed (wave 2's 3 pairs, required: without them the plan does not fit),
 then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then the startup options, each option
 pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
-higher one out is dropped before the session starts; `plan` prints what it drops.
+higher one out is dropped before the session starts; `plan` prints what it drops. (Startup options the plan drops
+still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
+Cold, the clock must give 1,572 s for speed 3 + 3, 1,622 s with parity 5 + 5, 2,085 s with the startup options too.
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one (80 steps, 524,288
 validation tokens, FlexAttention, world size 1), and its progress.txt for the start and the end. The record's two
