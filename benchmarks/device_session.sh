@@ -37,23 +37,29 @@
 # device_diff cold at world size 2 after a ws1 phase did not finish in 270 s: give it its own lease's start.
 #
 # Phase `one` (issues 29 and 41, one H200, every number in one lease): its time budget is planned by
-# benchmarks/session_plan.py (the lease's limits, the measured run times, the rule every item is gated by), and
-#   DRY_RUN=1 bash benchmarks/device_session.sh RESULTS one     prints that plan and exits (no GPU, nothing copied)
-# The session refuses to start when the plan's required part does not fit (exit 3). ONE_BUDGET_S (default the
-# plan's budget: one lease less the machine's start and the collection) is the session's clock; ONE_WARM=1 says
-# the compile caches are carried (no cold compile: the plan then holds the startup options too).
+# benchmarks/session_plan.py (the lease's limits, the measured run times, the rule every item is gated by, what is
+# kept by priority: speed 3 + 3, then parity 5 + 5, then the startup options), and
+#   DRY_RUN=1 bash benchmarks/device_session.sh RESULTS one     prints that plan with its times and what it drops,
+#                                                               and exits (no GPU, nothing copied)
+# The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
+# one lease, 1,800 s of device time held 29 minutes at most, less the machine's start and the collection) is the
+# session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
+# everything). Cold, the default budget holds speed 3 + 3 and parity 4 + 4 (wave 1's second runs and the startup
+# options are dropped: the record's cold compile alone takes half the lease).
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
-#      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seeds
-#      ONE_SEED and ONE_SEED+1 (default 101, 102), their losses for parity (sidebyside --shared-gpu keeps their
-#      step times out of the speed table). The record runs with the world-size-8 Muon patch
-#      (benchmarks/record_program.py MUON_SPLIT). The first run of each saves torch.compiler's cache artifacts
-#      (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world size 1 beside them;
+#      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
+#      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
+#      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with
+#      the world-size-8 Muon patch (benchmarks/record_program.py MUON_SPLIT). The first run of each saves
+#      torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world
+#      size 1 beside them (not in the plan);
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
 #      3 + 3 more final losses (5 + 5). Each pair starts only when the plan's need for a whole pair is left, so a
 #      cut drops a pair, never one side of it; sidebyside's --need-s keeps any single run from starting short;
 #   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
-#      wave 2's warm startups, their baseline, were measured), each only when its pair fits: torch.compiler's saved
-#      artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0 on warm caches;
+#      wave 2's warm startups, their baseline, were measured), each only when its pair and the end still fit:
+#      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0
+#      on warm caches; no single run starts without its own need left (sidebyside --need-s);
 #   summaries: one-parity/ (all runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
 # Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
@@ -80,7 +86,7 @@ read -r -a NATIVE_SET <<< "${NATIVE_SET:-}"
 read -r -a DIFF_SET <<< "${DIFF_SET:-fused_loss=true}"
 mkdir -p "$R"
 SRC=$(pwd)
-SNAP=/tmp/ds-repo  # a private copy: later device calls re-sync the working tree under this script's feet
+SNAP=${ONE_SNAP:-/tmp/ds-repo}  # a private copy: later device calls re-sync the working tree under this script's feet
 rm -rf "$SNAP" && mkdir -p "$SNAP" && cp -r "$SRC"/. "$SNAP"/ && cd "$SNAP"
 PLAN=(python3 "$SNAP/benchmarks/session_plan.py")  # the snapshot's, like every other tool below
 DATA=$SNAP/.devcarry/docs-v1
@@ -165,17 +171,20 @@ for ws, pair in json.load(open(sys.argv[1] + "/summary.json"))["runs"].items():
 
 left_s() { echo $(( ONE_END - SECONDS )); }
 
-wave1_record() {  # record runs 1 and 2 of phase one; run 2 once run 1's compile is done (the caches warm)
+wave1_record() {  # record run 1 of phase one, and run 2 (parity) once run 1's compile is done (the caches warm)
   local first="$R/one-w1-record-1/record-ws1/stdout.txt"
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" --budget-s "$(left_s)" --out "$R/one-w1-record-1" \
     > "$R/one-w1-record-1.txt" 2>&1 &
   local pid=$!
-  until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
-  sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
-    --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1
+  if [ "$ONE_PARITY" = 1 ]; then
+    until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
+    sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
+      --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1
+  fi
   wait "$pid"
-  note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1"), $(startup_of "$R/one-w1-record-2")"
+  note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1")" \
+    "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-record-2")"
 }
 
 wave1_native() {  # the loss kernels' GPU check first (its result sets native's options), then native's two runs
@@ -186,9 +195,12 @@ wave1_native() {  # the loss kernels' GPU check first (its result sets native's 
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" --budget-s "$(left_s)" \
     --out "$R/one-w1-native-1" > "$R/one-w1-native-1.txt" 2>&1
-  sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu "${ONE_NATIVES[@]}" \
-    --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
-  note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1"), $(startup_of "$R/one-w1-native-2")"
+  if [ "$ONE_PARITY" = 1 ]; then
+    sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
+      "${ONE_NATIVES[@]}" --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
+  fi
+  note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1")" \
+    "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-native-2")"
 }
 
 fits() {  # session_plan.py's gate: an item of this kind (pair, option-NAME) started now can finish
@@ -197,9 +209,11 @@ fits() {  # session_plan.py's gate: an item of this kind (pair, option-NAME) sta
 }
 
 startup_option() {  # program, name, env assignments...: one short run to time its startup
-  local who=$1 name=$2; shift 2
+  local who=$1 name=$2 kind=native-option; shift 2
+  [ "$who" = record ] && kind=record-$name
   env "$@" "${SBS[@]}" --only "$who" --world-sizes 1 --steps 6 "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" \
-    --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" > "$R/one-startup-$name-$who.txt" 2>&1
+    --need-s "$who=$("${PLAN[@]}" need "$kind")" --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" \
+    > "$R/one-startup-$name-$who.txt" 2>&1
   note "one: startup $name: $(startup_of "$R/one-startup-$name-$who")"
 }
 
@@ -222,7 +236,9 @@ one_gpu() {
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
   "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > "$R/plan.txt"
-  note "one: wave 1 (shared GPU), seeds $ONE_SEED, $((ONE_SEED + 1)); budget $ONE_BUDGET_S s (plan.txt)"
+  ONE_PARITY=0; "${PLAN[@]}" has parity --budget-s "$ONE_BUDGET_S" "${WARM[@]}" && ONE_PARITY=1
+  note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
+    "budget $ONE_BUDGET_S s; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"
   local diff=""
   if [ "${ONE_DIFF:-0}" = 1 ]; then  # not in the plan: its CPU load lengthens the record's cold compile
     ( diff_run 1 0 "$R/diff1" > "$R/diff1.txt" 2>&1; note "one: diff1 (defaults) device_diff exit $?" ) &
@@ -244,8 +260,8 @@ one_gpu() {
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
   option_pair artifacts
   option_pair no-aot-cache
-  sbs --summarize "$R"/one-w1-record-1 "$R"/one-w1-record-2 "$R"/one-w1-native-1 "$R"/one-w1-native-2 \
-    "$R"/one-wave2-? --out "$R/one-parity" > "$R/one-parity.txt" 2>&1
+  sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \
+    > "$R/one-parity.txt" 2>&1
   grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
   note "one: done, $(left_s) s of the budget left"
 }

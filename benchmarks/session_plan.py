@@ -1,17 +1,29 @@
-"""The time budget of benchmarks/device_session.sh's phase `one`: what one lease can hold, planned before anything
+"""The time budget of benchmarks/device_session.sh's phase `one`: what one lease can hold, chosen before anything
 starts, and the check made before each (record, native) pair.
 
-    python3 benchmarks/session_plan.py plan [--budget-s N] [--warm]    # the plan and its time budget; exit 3: the
-                                                                        # required part does not fit
+    python3 benchmarks/session_plan.py plan [--budget-s N] [--warm]    # the plan, its times and what it drops;
+                                                                        # exit 3: speed 3 + 3 does not fit
+    python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
     python3 benchmarks/session_plan.py fits pair --left-s N            # exit 0: a pair started now can finish
 
-One lease of `nvidia-h200`: 30 minutes of device time, of which the machine's start takes 1-2 minutes, and at most
-28 minutes per call. The session's own clock therefore gets BUDGET_S = min(1800 - 120, 1680) - 30 s (the last 30 s
-collect the results). Every item is gated the same way, in the plan and while it runs: it starts only when the
-clock's time left covers its *need* (the slowest measured run of its kind, times MARGIN); it then takes about its
-*expected* time (the median measured). A (record, native) pair is one item, so a cut never falls on one side. The
-startup options are pairs too, timed after wave 2 on the idle GPU, where wave 2's warm startups are measured: the
-same load for both programs and for the baseline they are compared with.
+One lease of `nvidia-h200`: 1,800 s of device time, the machine held 29 minutes at most (LEASE_CAP_S: the
+workplace hands it back at 30), of which the machine's start takes 1-2 minutes. The session runs detached and is
+polled by calls of at most 10 minutes each, so no one call's limit bounds it; the lease does. Its own clock
+therefore gets BUDGET_S = min(1800, 1740) - 120 - 30 s (the last 30 s collect the results).
+
+Every item is gated the same way, in the plan and while it runs: it starts only when the clock's time left covers
+its *need* (the slowest measured run of its kind, times MARGIN) and the end's need after it; it then takes about
+its *expected* time (the median measured). A (record, native) pair is one item, so a cut never falls on one side.
+The startup options are pairs too, timed after wave 2 on the idle GPU, where wave 2's warm startups are measured:
+the same load for both programs and for the baseline they are compared with.
+
+What the plan holds is chosen by priority, not by time order: the start, wave 1's first runs (they compile, and
+count for parity) and the end always; then speed (wave 2's 3 pairs, required: without them the plan does not fit),
+then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then the startup options, each option
+pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
+higher one out is dropped before the session starts; `plan` prints what it drops. (Startup options the plan drops
+still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
+Cold, the clock must give 1,572 s for speed 3 + 3, 1,622 s with parity 5 + 5, 2,085 s with the startup options too.
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one (80 steps, 524,288
 validation tokens, FlexAttention, world size 1), and its progress.txt for the start and the end. The record's two
@@ -26,8 +38,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-DEVICE_S, MACHINE_START_S, CALL_LIMIT_S, COLLECT_S = 1800, 120, 1680, 30
-BUDGET_S = min(DEVICE_S - MACHINE_START_S, CALL_LIMIT_S) - COLLECT_S
+DEVICE_S, LEASE_CAP_S, MACHINE_START_S, COLLECT_S = 1800, 29 * 60, 120, 30
+BUDGET_S = min(DEVICE_S, LEASE_CAP_S) - MACHINE_START_S - COLLECT_S
 MARGIN = 1.1
 
 # seconds per run, as measured on 2026-12-01 (h200-one); one tuple per kind
@@ -36,12 +48,16 @@ MEASURED: dict[str, tuple[float, ...]] = {
     # runs in wave 1 before native's runs, beside the record's compile, which starts at once
     "start": (8.0,),
     "end": (10.0,),  # summaries and the closing matmul (22:04:05 -> 22:04:15)
-    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s to its first timed step) with run 2 started at that step
-    # (149.5 s): 702.5 + 149.5; native's check and two runs (23 + 256.6 + 107.1 s) end well before
-    "wave1-cold": (852.0,),
-    # wave 1 on carried compile caches: record run 1 as a warm shared run (149.5 s), run 2 from its first timed
-    # step (89.4 s in): 89.4 + 149.5
-    "wave1-warm": (238.9,),
+    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s of it to its first timed step); native's check and run
+    # 1 (23 + 256.6 s) end well before
+    "wave1-cold": (802.7,),
+    # what the second runs add to it: the record's run 2 starts at run 1's first timed step and takes 149.5 s
+    # (702.5 + 149.5 - 802.7); native's run 2 (107.1 s) still ends before
+    "wave1-cold-second": (49.3,),
+    # wave 1 on carried compile caches: record run 1 as a warm shared run (149.5 s); run 2 from its first timed
+    # step (89.4 s in) adds 89.4 s
+    "wave1-warm": (149.5,),
+    "wave1-warm-second": (89.4,),
     "record": (155.1, 120.6, 132.2),  # warm, the GPU alone (wave 2)
     "native": (96.2, 104.2),
     "native-option": (65.8, 67.1),  # 6 steps: artifacts into empty caches, no AOTAutograd cache
@@ -61,8 +77,8 @@ def need_s(kind: str) -> float:
 @dataclass(frozen=True)
 class Item:
     name: str
-    parts: tuple[str, ...]  # the kinds of its runs, run one after the other
-    required: bool
+    parts: tuple[str, ...]  # the kinds of its runs, run one after the other (or the time they add to wave 1)
+    group: str  # "base", or one of GROUPS
 
     @property
     def expected_s(self) -> float:
@@ -75,14 +91,23 @@ class Item:
 
 PAIR = ("record", "native")
 OPTIONS = ("artifacts", "no-aot-cache")
+GROUPS = {  # after the base, in priority order: what each gives
+    "speed": "speed 3 + 3 (wave 2's pairs)",
+    "parity": "parity 5 + 5 (wave 1's second runs; without them 4 + 4)",
+    "startups": "the startup options, timed as pairs on the idle GPU",
+}
+END = Item("end", ("end",), "base")
 
 
 def items(warm: bool) -> list[Item]:
-    """Phase one in order: the start, wave 1, wave 2's three pairs, the startup options' pairs, the end."""
-    out = [Item("start", ("start",), True), Item("wave 1", ("wave1-warm" if warm else "wave1-cold",), True)]
-    out += [Item(f"wave 2 pair {i}", PAIR, True) for i in (1, 2, 3)]
-    out += [Item(f"startup {o}", (f"record-{o}", "native-option"), False) for o in OPTIONS]
-    return out + [Item("end", ("end",), True)]
+    """Phase one in time order: the start, wave 1 (its first runs, then what its second runs add), wave 2's three
+    pairs, the startup options' pairs, the end."""
+    wave1 = "wave1-warm" if warm else "wave1-cold"
+    out = [Item("start", ("start",), "base"), Item("wave 1 runs 1", (wave1,), "base"),
+           Item("wave 1 runs 2", (f"{wave1}-second",), "parity")]
+    out += [Item(f"wave 2 pair {i}", PAIR, "speed") for i in (1, 2, 3)]
+    out += [Item(f"startup {o}", (f"record-{o}", "native-option"), "startups") for o in OPTIONS]
+    return out + [END]
 
 
 @dataclass(frozen=True)
@@ -92,15 +117,49 @@ class Planned:
     runs: bool
 
 
-def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.expected_s) -> list[Planned]:
-    """Each item gated as the script gates it: run when its need fits the time left, then the clock moves on by
-    what it took (its expected time unless `took` says otherwise); a cut item takes none."""
+def gate(item: Item, left_s: float) -> bool:
+    """An item starts when the time left covers its need and, after it, the end's (summaries, closing matmul)."""
+    return left_s >= item.need_s + (0 if item == END else END.need_s)
+
+
+def simulate(chosen: list[Item], budget_s: float, warm: bool, took) -> list[Planned]:
+    """Time order: a chosen item runs when its gate passes, and the clock moves on by what it took."""
     clock, out = 0.0, []
     for item in items(warm):
-        runs = budget_s - clock >= item.need_s
+        runs = item in chosen and gate(item, budget_s - clock)
         out.append(Planned(item, clock, runs))
         clock += took(item) if runs else 0.0
     return out
+
+
+def choose(budget_s: float, warm: bool) -> list[Item]:
+    """The base and speed always; then parity's item and each startup pair in priority order, each kept only when,
+    with it, every item kept so far still passes its gate at its expected start."""
+    every = items(warm)
+    kept = [i for i in every if i.group in ("base", "speed")]
+    for group in list(GROUPS)[1:]:
+        for item in (i for i in every if i.group == group):
+            trial = kept + [item]
+            if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s) if p.item in trial):
+                kept = trial
+    return kept
+
+
+def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.expected_s) -> list[Planned]:
+    """The chosen items gated as the script gates them, the clock moving by what each took (its expected time
+    unless `took` says otherwise); an item not chosen, or cut by its gate, takes none."""
+    return simulate(choose(budget_s, warm), budget_s, warm, took)
+
+
+def dropped(planned: list[Planned]) -> list[str]:
+    """The groups the plan does not hold whole, in priority order, with what each would have given."""
+    return [f"{group}: {what}" for group, what in GROUPS.items()
+            if any(not p.runs for p in planned if p.item.group == group)]
+
+
+def fits_whole(planned: list[Planned]) -> bool:
+    """The base and speed 3 + 3 run: the session may start."""
+    return all(p.runs for p in planned if p.item.group in ("base", "speed"))
 
 
 def slowest_s(item: Item) -> float:
@@ -111,38 +170,42 @@ def slowest_s(item: Item) -> float:
 def item_of(kind: str) -> Item:
     """`pair` (a wave-2 pair) or `option-<name>` (a startup option's pair)."""
     if kind == "pair":
-        return Item(kind, PAIR, True)
+        return Item(kind, PAIR, "speed")
     option = kind.removeprefix("option-")
     if kind == option or option not in OPTIONS:
         raise ValueError(f"{kind}: choose pair, " + ", ".join(f"option-{o}" for o in OPTIONS))
-    return Item(kind, (f"record-{option}", "native-option"), False)
+    return Item(kind, (f"record-{option}", "native-option"), "startups")
 
 
 def fits(kind: str, left_s: float) -> bool:
-    """Before an item of `kind`, with left_s on the clock: can it finish?"""
-    return left_s >= item_of(kind).need_s
+    """Before an item of `kind`, with left_s on the clock: can it finish, and the end after it?"""
+    return gate(item_of(kind), left_s)
 
 
 def render(planned: list[Planned], budget_s: float) -> str:
-    lines = [f"budget {budget_s:.0f} s on the session's clock (lease: {DEVICE_S} s device time less a "
-             f"{MACHINE_START_S} s machine start, {CALL_LIMIT_S} s call limit, {COLLECT_S} s to collect); "
-             f"need = slowest measured x {MARGIN}",
-             f"{'item':<22} {'starts':>7} {'expected':>9} {'need':>7}  verdict"]
+    lines = [f"budget {budget_s:.0f} s on the session's clock (lease: {DEVICE_S} s device time, held "
+             f"{LEASE_CAP_S} s at most, less a {MACHINE_START_S} s machine start and {COLLECT_S} s to collect); "
+             f"need = slowest measured x {MARGIN}, and the end's need after it",
+             f"{'item':<22} {'group':<9} {'starts':>7} {'expected':>9} {'need':>7}  verdict"]
     for p in planned:
-        verdict = "runs" if p.runs else ("CUT (required)" if p.item.required else "cut")
-        lines.append(f"{p.item.name:<22} {p.starts_s:>6.0f}s {p.item.expected_s:>8.0f}s {p.item.need_s:>6.0f}s  "
-                     f"{verdict}")
+        verdict = "runs" if p.runs else ("CUT (required)" if p.item.group in ("base", "speed") else "dropped")
+        lines.append(f"{p.item.name:<22} {p.item.group:<9} {p.starts_s:>6.0f}s {p.item.expected_s:>8.0f}s "
+                     f"{p.item.need_s:>6.0f}s  {verdict}")
     end = max(p.starts_s + (p.item.expected_s if p.runs else 0) for p in planned)
     lines.append(f"expected end {end:.0f} s, {budget_s - end:.0f} s left")
+    lines += [f"drops {d}" for d in dropped(planned)] or ["drops nothing"]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("plan", help="print the plan and its time budget")
-    p.add_argument("--budget-s", type=float, default=BUDGET_S)
-    p.add_argument("--warm", action="store_true", help="the compile caches are carried: no cold compile")
+    p = sub.add_parser("plan", help="print the plan, its times and what it drops")
+    h = sub.add_parser("has", help="exit 0 when the plan holds this group whole")
+    h.add_argument("group", choices=list(GROUPS))
+    for q in (p, h):
+        q.add_argument("--budget-s", type=float, default=BUDGET_S)
+        q.add_argument("--warm", action="store_true", help="the compile caches are carried: no cold compile")
     sub.add_parser("budget", help="print the default budget (s)")
     n = sub.add_parser("need", help="print the seconds one run of a kind needs to start (record, native, ...)")
     n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED}))
@@ -156,16 +219,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "need":
         print(need_s(a.kind))
         return 0
-    if a.command == "plan":
+    if a.command in ("plan", "has"):
         planned = plan(a.budget_s, a.warm)
+        if a.command == "has":
+            return 0 if all(p.runs for p in planned if p.item.group == a.group) else 1
         print(render(planned, a.budget_s))
-        return 3 if any(p.item.required and not p.runs for p in planned) else 0
+        return 0 if fits_whole(planned) else 3
     try:
         item = item_of(a.kind)
     except ValueError as exc:
         ap.error(str(exc))
     ok = fits(a.kind, a.left_s)
-    print(f"{a.kind}: needs {item.need_s:.0f} s, {a.left_s:.0f} s left: {'start' if ok else 'not started'}")
+    print(f"{a.kind}: needs {item.need_s:.0f} s and the end's {END.need_s:.0f} s, {a.left_s:.0f} s left: "
+          f"{'start' if ok else 'not started'}")
     return 0 if ok else 1
 
 

@@ -4,7 +4,8 @@
 
 On 2026-12-01 the session checked its budget per run with 60 s to spare: the cut fell on native's third run and
 the record's startup options, and the options it did run were timed under the record's compile. The plan now gates
-whole (record, native) pairs by the measured run times with a margin, and must fit one lease.
+whole (record, native) pairs by the measured run times with a margin and the end's time after them, keeps what one
+lease holds by priority (speed 3 + 3, then parity 5 + 5, then the startup options) and says what it drops.
 """
 
 from __future__ import annotations
@@ -33,43 +34,68 @@ def test_the_measured_times_are_the_committed_runs():
     assert sp.MEASURED["native"] == tuple(w for who, w, _ in wave2 if who == "native")
     assert sp.MEASURED["native-option"] == tuple(
         walls(f"one-startup-{o}-native.txt")[0][1] for o in ("artifacts", "no-aot-cache"))
-    (_, _, cold_startup), = walls("one-w1-record-1.txt")
+    (_, cold_wall, cold_startup), = walls("one-w1-record-1.txt")
     (_, second_wall, second_startup), = walls("one-w1-record-2.txt")
-    assert sp.MEASURED["wave1-cold"] == (round(cold_startup + second_wall, 1),)
-    assert sp.MEASURED["wave1-warm"] == (round(second_startup + second_wall, 1),)
+    # wave 1's first runs last as long as the record's cold run 1; its run 2 starts at run 1's first timed step
+    assert sp.MEASURED["wave1-cold"] == (cold_wall,)
+    assert sp.MEASURED["wave1-cold-second"] == (round(cold_startup + second_wall - cold_wall, 1),)
+    assert sp.MEASURED["wave1-warm"] == (second_wall,)
+    assert sp.MEASURED["wave1-warm-second"] == (second_startup,)
 
 
 def test_the_budget_is_one_lease_less_the_machines_start_and_the_collection():
-    assert sp.BUDGET_S == 1650
-    assert sp.BUDGET_S + sp.MACHINE_START_S + sp.COLLECT_S <= sp.DEVICE_S
-    assert sp.BUDGET_S + sp.COLLECT_S <= sp.CALL_LIMIT_S
+    """1,800 s of device time, the machine held 29 minutes at most: the hold is the tighter bound."""
+    assert (sp.DEVICE_S, sp.LEASE_CAP_S) == (1800, 1740) and sp.BUDGET_S == 1590
+    assert sp.BUDGET_S + sp.MACHINE_START_S + sp.COLLECT_S <= min(sp.DEVICE_S, sp.LEASE_CAP_S)
+
+
+def ends_in_time(planned: list, budget: float) -> bool:
+    """Every item that runs, and the end after it, ends within the budget at their slowest measured times."""
+    return all(p.starts_s + sp.slowest_s(p.item) + (0 if p.item == sp.END else sp.slowest_s(sp.END)) <= budget
+               for p in planned if p.runs)
 
 
 @pytest.mark.parametrize("warm", [False, True])
 def test_the_plan_fits_one_lease_and_no_started_item_can_overrun_it(warm):
-    """Every required item runs (cold, the startup options do not fit beside the record's cold compile; with
-    carried caches they do); and if every run took its slowest measured time, each item started still ends
-    within the budget (the gate cuts later items instead)."""
+    """Cold, one lease holds the start, wave 1's first runs, speed 3 + 3 and the end; wave 1's second runs (parity
+    5 + 5) would push the third pair out and the startup options do not fit beside the record's cold compile, so
+    both are dropped. With carried caches everything runs. If every run took its slowest measured time, each item
+    started still ends, with the end after it, within the budget (the gate cuts later items instead)."""
     planned = sp.plan(warm=warm)
-    assert all(p.runs for p in planned if p.item.required)
-    assert all(p.runs == warm for p in planned if not p.item.required)
+    assert all(p.runs for p in planned if p.item.group in ("base", "speed"))
+    assert all(p.runs == warm for p in planned if p.item.group in ("parity", "startups"))
     for gated in (planned, sp.plan(warm=warm, took=sp.slowest_s)):
-        assert all(p.starts_s + sp.slowest_s(p.item) <= sp.BUDGET_S for p in gated if p.runs)
+        assert ends_in_time(gated, sp.BUDGET_S)
+
+
+def test_parity_ranks_below_speed_though_it_runs_first(capsys):
+    """Wave 1's second runs come before wave 2 in time, but rank after it: at the default budget they are dropped
+    (4 + 4 final losses) so that the third pair fits, and `plan` says so; 60 s more and they are kept."""
+    planned = {p.item.name: p for p in sp.plan()}
+    assert planned["wave 2 pair 3"].runs and not planned["wave 1 runs 2"].runs
+    assert sp.main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "drops parity: parity 5 + 5" in out and "drops startups" in out and "drops speed" not in out
+    assert sp.main(["has", "parity"]) == 1 and sp.main(["has", "speed"]) == 0
+    wider = {p.item.name: p for p in sp.plan(sp.BUDGET_S + 60)}
+    assert wider["wave 1 runs 2"].runs and wider["wave 2 pair 3"].runs
+    assert sp.main(["has", "parity", "--budget-s", str(sp.BUDGET_S + 60)]) == 0
 
 
 def test_a_short_budget_cuts_a_whole_pair_and_the_plan_says_it_does_not_fit(capsys):
-    """1,400 s: the third wave-2 pair does not fit. It is cut as a pair (the old check ran its record run and cut
-    native's), and `plan` exits 3, which makes device_session.sh refuse to start."""
+    """1,400 s: the third wave-2 pair does not fit even without parity. It is cut as a pair (the old check ran its
+    record run and cut native's), and `plan` exits 3, which makes device_session.sh refuse to start."""
     planned = {p.item.name: p for p in sp.plan(1400)}
     assert planned["wave 2 pair 2"].runs and not planned["wave 2 pair 3"].runs
     assert sp.item_of("pair").parts == ("record", "native")
     assert sp.main(["plan", "--budget-s", "1400"]) == 3
-    assert "wave 2 pair 3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "wave 2 pair 3" in out and "drops speed: speed 3 + 3" in out
 
 
-def test_a_pair_starts_only_when_both_its_runs_can_finish():
-    need = sp.need_s("record") + sp.need_s("native")
-    assert sp.item_of("pair").need_s == pytest.approx(need) and need >= 1.1 * (155.1 + 104.2)
+def test_a_pair_starts_only_when_both_its_runs_and_the_end_can_finish():
+    need = sp.need_s("record") + sp.need_s("native") + sp.need_s("end")
+    assert sp.item_of("pair").need_s + sp.END.need_s == pytest.approx(need) and need >= 1.1 * (155.1 + 104.2 + 10)
     assert sp.fits("pair", need) and not sp.fits("pair", need - 1)
     assert not sp.fits("pair", 60)  # what the per-run check once accepted
     assert sp.main(["fits", "option-artifacts", "--left-s", "100"]) == 1
@@ -85,10 +111,12 @@ def script(tmp_path, **env) -> subprocess.CompletedProcess:
 def test_the_scripts_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
     done = script(tmp_path, DRY_RUN="1")
     assert done.returncode == 0, done.stderr
-    assert "budget 1650 s" in done.stdout and "wave 2 pair 3" in done.stdout and "startup artifacts" in done.stdout
+    assert "budget 1590 s" in done.stdout and "wave 2 pair 3" in done.stdout and "startup artifacts" in done.stdout
+    assert re.search(r"wave 2 pair 3 +speed +\d+s +\d+s +\d+s +runs", done.stdout) and "drops parity" in done.stdout
     assert not (tmp_path / "results").exists()
     warm = script(tmp_path, DRY_RUN="1", ONE_WARM="1")
     assert warm.returncode == 0 and re.search(r"startup artifacts .* runs", warm.stdout)
+    assert "drops nothing" in warm.stdout
 
 
 def test_the_script_refuses_a_plan_that_does_not_fit(tmp_path):
@@ -105,10 +133,80 @@ def test_sidebyside_takes_a_need_per_program(tmp_path, capsys):
 
 @pytest.mark.parametrize("warm", [False, True])
 def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm):
-    """Whatever the budget (a later start, a slower machine), an item starts only when all of its runs, at their
-    slowest measured times, end before the budget does."""
+    """Whatever the budget (a later start, a slower machine), an item starts only when all of its runs and the end
+    after it, at their slowest measured times, end before the budget does; and in a plan the script starts (speed
+    3 + 3 fits), what runs follows the priority: no item of a group runs unless every item of the groups above it
+    does."""
+    ranks = {g: i for i, g in enumerate(["base", *sp.GROUPS])}
     for budget in range(300, 1801, 5):
         for took in (lambda item: item.expected_s, sp.slowest_s):
-            late = [p.item.name for p in sp.plan(budget, warm, took) if p.runs
-                    and p.starts_s + sp.slowest_s(p.item) > budget]
-            assert late == [], budget
+            assert ends_in_time(sp.plan(budget, warm, took), budget), budget
+        planned = sp.plan(budget, warm)
+        if not sp.fits_whole(planned):
+            continue  # refused: `plan` exits 3
+        lowest_whole = min((ranks[p.item.group] for p in planned if not p.runs), default=len(ranks))
+        assert all(ranks[p.item.group] <= lowest_whole for p in planned if p.runs), budget
+
+
+# ---- the script's phase one, its programs replaced by stand-ins that log their arguments -------------------------
+
+STANDIN_SBS = '''import json, os, pathlib, sys
+a = sys.argv[1:]
+with open(os.environ["STANDIN_LOG"], "a") as f:
+    f.write(" ".join(a) + "\\n")
+if "--matmul" in a:
+    print('{"tflops": 0}')
+    sys.exit(0)
+out = pathlib.Path(a[a.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+who = a[a.index("--only") + 1] if "--only" in a else "record"
+(out / "summary.json").write_text(json.dumps({"runs": {"1": {who: [{"startup_s": 1.0, "rc": 0}]}}}))
+(out / f"{who}-ws1").mkdir(exist_ok=True)
+(out / f"{who}-ws1" / "stdout.txt").write_text("step:0/80 val_loss:7\\n")
+'''
+
+
+def run_phase_one(tmp_path, budget: int) -> tuple[str, list[str]]:
+    """device_session.sh one on a tree of its own files with sidebyside.py and xent_check.py as stand-ins and an
+    nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
+    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
+    (tree / "benchmarks").mkdir(parents=True)
+    bin_dir.mkdir()
+    for name in ("device_session.sh", "session_plan.py"):
+        (tree / "benchmarks" / name).write_text((REPO_ROOT / "benchmarks" / name).read_text())
+    (tree / "benchmarks" / "sidebyside.py").write_text(STANDIN_SBS)
+    (tree / "benchmarks" / "xent_check.py").write_text("")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    log = tmp_path / "sbs.log"
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", str(tmp_path / "results"), "one"], cwd=tree,
+                          env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", ONE_SNAP=str(tmp_path / "snap"),
+                                   ONE_BUDGET_S=str(budget), STANDIN_LOG=str(log)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return (tmp_path / "results" / "progress.txt").read_text(), log.read_text().splitlines()
+
+
+def who(call: str) -> str:
+    return re.search(r"--only (\w+)", call)[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [sp.BUDGET_S, sp.BUDGET_S + 60])
+def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp_path, budget):
+    """At the default budget the plan drops parity: wave 1 runs each program once (seed 101) and the parity summary
+    takes the runs that exist; 60 s more and wave 1 runs each twice (seeds 101, 102). Wave 2 runs 3 pairs either
+    way, each after its gate, and every startup option run is handed its own need."""
+    keeps = sp.main(["has", "parity", "--budget-s", str(budget)]) == 0
+    assert keeps == (budget > sp.BUDGET_S)
+    progress, calls = run_phase_one(tmp_path, budget)
+    wave1 = [c for c in calls if "--shared-gpu" in c]
+    assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in wave1) == (
+        ["native101", "native102", "record101", "record102"] if keeps else ["native101", "record101"])
+    assert ("drops: startups" if keeps else "drops: parity startups") in progress
+    assert progress.count("one: pair: needs") == 3 and len([c for c in calls if "one-wave2-" in c
+                                                            and "--summarize" not in c]) == 3
+    options = [c for c in calls if "one-startup-" in c]
+    assert options and all(f"--need-s {who(c)}=" in c for c in options)
+    (parity,) = [c for c in calls if "--out" in c and c.endswith("one-parity")]
+    assert ("one-w1-record-2" in parity) == keeps and "one-w1-record-1" in parity
