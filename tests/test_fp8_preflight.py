@@ -118,3 +118,18 @@ def test_a_cublas_that_refuses_one_element_scales_refuses_the_run():
     check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
     assert check.status == "fail" and "not with one-element scales" in check.reason
     assert "2026-07-17_FP8DownProjection" in check.reason
+
+
+def test_plan_asks_the_node_only_where_a_gpu_driver_is(tmp_path, monkeypatch):
+    """`--plan --python-env system` asks the FP8 probe itself where nvidia-smi is on the path (the node that
+    trains); this CPU's torch answers `skip`, which refuses nothing. Without nvidia-smi nothing is started."""
+    from pipeline.reproduce.program_needs import system_fp8_refusal
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("pipeline.preflight.fp8.check_fp8_matmul", None)  # no driver: never called
+    assert system_fp8_refusal(DOWN_PROJECTION) == "" and system_fp8_refusal(None) == ""
+    monkeypatch.undo()
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert system_fp8_refusal(DOWN_PROJECTION) == ""  # asked: this CPU's torch sees no CUDA GPU (skip)

@@ -257,7 +257,12 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
     plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
     plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
     if record.program.trainer != "native":
-        from pipeline.reproduce.program_needs import program_needs, system_float_args, system_refusal
+        from pipeline.reproduce.program_needs import (
+            program_needs,
+            system_float_args,
+            system_fp8_refusal,
+            system_refusal,
+        )
 
         plan.needs = program_needs(plan.program.get("files", []), text)
         plan.refusals += _world_size_refusal(text, req.nproc)
@@ -265,7 +270,7 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
             floats = system_float_args(text, record.software.torch)
             plan.stand_ins += [{"name": "float arguments", "why": floats}] if floats else []
             why = system_refusal(plan.program.get("files", []), record.software.torch)
-            plan.refusals += [why] if why else []
+            plan.refusals += [r for r in (why, system_fp8_refusal(text)) if r]
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req, plan.data)

@@ -4,6 +4,7 @@
     why = triton_refusal(files, "3.6.0", "2.11.0+cu130")   # an environment that cannot compile them, or None
     why = system_refusal(files, "2.10.0")   # the same for the Python running repro (--python-env system), or ""
     line = system_float_args(program, "2.10.0")   # the float typing that Python's run sets back, or ""
+    why = system_fp8_refusal(program)     # this node's answer to the program's FP8 matmul, asked now, or ""
 
 - FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
   its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
@@ -144,3 +145,18 @@ def system_refusal(files: list[dict], record_torch: str) -> str:
         return ""
     return (f"environment: this Python's {why}; run it in the record's own environment (drop --python-env "
             "system), or on a Python whose torch and Triton compile them")
+
+
+def system_fp8_refusal(program: bytes | None) -> str:
+    """The FP8 preflight (pipeline/preflight/fp8.py) asked by `--plan` itself where it runs on the node that trains
+    (the Python running repro, a GPU driver here: nvidia-smi on the path): its refusal, or "" (no FP8, no GPU, or
+    the node does the matmul). Seconds, and only for a program that does FP8 matmuls."""
+    import shutil
+    import sys
+
+    from pipeline.preflight.fp8 import check_fp8_matmul, fp8_uses
+
+    if program is None or shutil.which("nvidia-smi") is None or not fp8_uses(program):
+        return ""
+    check = check_fp8_matmul(sys.executable, program)
+    return f"preflight {check.name} (asked on this node now): {check.reason}" if check.status == "fail" else ""
