@@ -72,7 +72,9 @@ def test_a_smoke_plan_with_the_program_here_shows_the_cut_and_the_stand_ins(tmp_
         "and change the model; validation needs at least 2,097,152 tokens (val_batch_size = 4 * 64 * 1024 * 8) of "
         "validation data; give a validation shard of that size, or run without --smoke-val-tokens on the record's "
         "data"]
-    assert [s["name"] for s in newest["stand_ins"]] == ["kernels hub", "FA3"]
+    # this Python's torch (2.13 here) types a float kernel argument fp64, the record's 2.10 fp32: typed back
+    assert [s["name"] for s in newest["stand_ins"]] == ["kernels hub", "FA3", "float arguments"]
+    assert "the record's torch 2.10.0+cu128 typed it fp32" in newest["stand_ins"][2]["why"]
     assert newest["data"]["dataset"] == "docs-v1-x4" and newest["cost"]["train_s_per_run"] == pytest.approx(2.3, 0.1)
     whole = _plan(tmp_path, "--record", "2026-07-17_FP8DownProjection", "--smoke", "40", "--dataset", "docs-v1-x4",
                   "--program-source", str(NEWEST_LOG), "--runtime", "host", "--python-env", "system")
