@@ -53,3 +53,24 @@ def test_a_failed_run_ends_with_a_verdict_naming_its_reason(tmp_path, options, n
         verdict = repro(env, "verify", "--record", NAME, str(run))
     assert verdict.returncode == 1 and "Traceback" not in verdict.stderr
     assert f"run status is failed (exit code 1): {reason}" in verdict.stdout
+
+
+# 2025-11-29_BatchSizeSchedule on the H200 beside two 2026 programs (docs/device-runs/2026-12-02-h200-history-3)
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.61 GiB. GPU 0 has a total capacity of 139.80 "
+       "GiB of which 4.11 GiB is free. Including non-PyTorch memory, this process has 29.83 GiB memory in use. "
+       "Process 1304 has 52.77 GiB memory in use. Process 1296 has 53.08 GiB memory in use.")
+
+
+def test_out_of_memory_beside_other_processes_is_named_a_shared_gpu(tmp_path):
+    from pipeline.runs.failure import shared_gpu
+
+    assert shared_gpu(OOM) == ("other processes (2) held 105.85 GiB of the GPU when it ran out, this run 29.83 GiB: "
+                               "the GPU was shared, run it alone")
+    assert shared_gpu("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.61 GiB.") is None  # alone
+    assert shared_gpu(f"RuntimeError: {CUBLAS}") is None and shared_gpu(None) is None
+    with served_record(tmp_path, multifile_program()) as env:  # the worker dies with the message, as on the H200
+        repro(env, "train", "--record", NAME, "--runtime", "host", "--nproc", "1",
+              "--data-dir", str(write_data(tmp_path / "data", **{"raise": OOM})), "--runs-dir", str(tmp_path / "runs"))
+        (run,) = (tmp_path / "runs" / NAME).iterdir()
+        verdict = repro(env, "verify", "--record", NAME, str(run))
+    assert "(other processes (2) held 105.85 GiB of the GPU when it ran out, this run 29.83 GiB" in verdict.stdout

@@ -4,4 +4,5 @@ PUBLIC lists the modules other packages may import (tests/test_layers.py holds e
 the others are this stage's own. Names, not imports: importing the package loads nothing.
 """
 
-PUBLIC = ("train_plan", "train_run", "rundir", "launch", "runtime_docker", "hub_use", "progress", "float_args")
+PUBLIC = ("train_plan", "train_run", "rundir", "launch", "runtime_docker", "hub_use", "progress", "float_args",
+          "failure")

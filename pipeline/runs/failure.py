@@ -1,6 +1,7 @@
 """Why a run failed, in the trainer's own words: the last exception line of its output.
 
     failure_reason(run_dir / "stdout.txt")   -> "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when ..."
+    shared_gpu(reason)                       -> "other processes held 105.85 GiB of the GPU when it ran out ..."
 
 A failed record program ends in a Python traceback printed by its workers (prefixed `[rankN]:` under torchrun),
 then torchrun's own summary, which names only ChildFailedError. The reason is the last exception line that is
@@ -34,3 +35,21 @@ def failure_reason(output: Path) -> str | None:
         if m and not any(w in line for w in _WRAPPERS):
             found = m.group(1)
     return found[:MAX_CHARS] if found else None
+
+
+_OTHER_PROCESS = re.compile(r"Process \d+ has ([\d.]+) GiB memory in use")
+_OWN = re.compile(r"this process has ([\d.]+) GiB memory in use")
+
+
+def shared_gpu(reason: str | None) -> str | None:
+    """For a run stopped by CUDA running out of memory, what torch's message says other processes held of the GPU
+    at that moment: a cause outside the run (several runs, or a leftover process, on one GPU). None otherwise."""
+    if not reason or "OutOfMemoryError" not in reason:
+        return None
+    others = [float(x) for x in _OTHER_PROCESS.findall(reason)]
+    if not others:
+        return None
+    own = _OWN.search(reason)
+    return (f"other processes ({len(others)}) held {sum(others):.2f} GiB of the GPU when it ran out"
+            + (f", this run {float(own.group(1)):.2f} GiB" if own else "")
+            + ": the GPU was shared, run it alone")

@@ -19,6 +19,7 @@ from pipeline.findings import Finding, differences, finite_or_none, of_severity
 from pipeline.records.identity import ProgramIdentity, identify
 from pipeline.records.logparse import ParsedLog, parse_log
 from pipeline.records.model import Record, load_parent
+from pipeline.runs.failure import shared_gpu
 from pipeline.runs.rundir import RunMeta, read_status
 from pipeline.stats import Consistency, TimeRatio, consistency, p_value_below, runs_needed, time_ratio
 from pipeline.verdict.ancestry import inherited_evidence
@@ -220,6 +221,8 @@ def _status_findings(source: str, status: str, meta: RunMeta | None) -> list[Fin
     if status not in ("failed", "aborted", "running"):
         return []
     failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
+    shared = shared_gpu(meta.failure) if meta is not None else None  # out of memory beside other processes
+    failure.update({"shared_gpu": shared} if shared else {})
     return [Finding("run.status", "problem", {"run": source, "status": status,
                                               "exit_code": meta.exit_code if meta else None, **failure})]
 

@@ -81,7 +81,8 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "run.no_log": lambda d: _run(d, f"no log at {d['log']}"),
     "run.status": lambda d: _run(d, f"run status is {d['status']}"
                                  + (f" (exit code {d['exit_code']})" if d.get("exit_code") is not None else "")
-                                 + (f": {d['failure']}" if d.get("failure") else "")),
+                                 + (f": {d['failure']}" if d.get("failure") else "")
+                                 + (f" ({d['shared_gpu']})" if d.get("shared_gpu") else "")),
     "run.log": lambda d: _run(d, d["detail"]),
     "run.duplicate_val": lambda d: _run(d, d["detail"]),
     "run.non_finite": lambda d: _run(d, f"{d['detail']}: a run with non-finite losses or times is not judged"),
