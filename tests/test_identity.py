@@ -34,7 +34,7 @@ def test_identify_statuses():
 
 
 def _iterative_text(tree) -> str:
-    from pipeline.records.identity import _canonical
+    from pipeline.records.canonical import _canonical
 
     parts: list[str] = []
     _canonical(tree, parts)
