@@ -180,15 +180,15 @@ def data_need(program: bytes, args: dict, derive: Callable[[], object], kind: ty
 
 # --- a log's facts -------------------------------------------------------------------------------------------
 
-def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str], tuple[ParsedLog, tuple | None]],
+def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str, str], tuple[ParsedLog, tuple | None]],
               derive: Callable[[bytes, ParsedLog, str], LogFacts], kind: type) -> LogFacts:
     """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, columns) =
-    parse(raw, file) (logparse.parse_text_columns: the steps maybe as columns, which the facts never read), read
-    from the memo when these bytes were read before."""
+    parse(raw, file, their sha256) (logparse.parse_text_columns: the steps maybe as columns, which the facts never
+    read), read from the memo when these bytes were read before."""
     key = sha256_bytes(raw)
     facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file, kind)
     if facts is None:
-        parsed, columns = parse(raw, file)
+        parsed, columns = parse(raw, file, key)
         if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
             _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed, columns)
         facts = derive(raw, parsed, file)
@@ -250,8 +250,9 @@ class _ReaderUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
-    """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before."""
+def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True) -> ParsedLog:
+    """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before; steps=False:
+    a memo's log may come without its steps (for a reader of its program or header only)."""
     folder = _state["folder"]
     if folder is None:
         return parse()
@@ -264,7 +265,7 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
     except OSError:
         return parse()  # parse() says what is wrong with the path
     entry = folder / f"parsed-{reader_key()}" / f"{digest}.pickle"
-    log = _read_parsed(entry, digest)
+    log = _read_parsed(entry, digest, steps=steps)
     if log is not None:
         return dataclasses.replace(log, path=str(path))
     log = parse()
@@ -273,12 +274,12 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
     return log
 
 
-def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
+def _read_parsed(entry: Path, digest: str, *, steps: bool = True) -> ParsedLog | None:
     from pipeline.regular_file import read_bounded
 
     try:
         doc = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
-        log = _unpacked(doc) if isinstance(doc, tuple) else doc
+        log = _unpacked(doc, steps) if isinstance(doc, tuple) else doc
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
     ok = (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
@@ -310,8 +311,8 @@ def _packed(log: ParsedLog, columns: tuple | None) -> tuple | ParsedLog:
     return (_PACKED, dataclasses.replace(log, steps=()), *columns)
 
 
-def _unpacked(doc: tuple) -> ParsedLog:
-    """The ParsedLog _packed() wrote; ValueError when `doc` is not one."""
+def _unpacked(doc: tuple, steps: bool = True) -> ParsedLog:
+    """The ParsedLog _packed() wrote (steps=False: without its steps); ValueError when `doc` is not one."""
     from array import array
 
     if len(doc) != 2 + len(_COLUMNS) or doc[0] != _PACKED or not all(isinstance(c, bytes) for c in doc[2:]) \
@@ -324,6 +325,8 @@ def _unpacked(doc: tuple) -> ParsedLog:
         columns.append(column)
     if len({len(c) for c in columns}) != 1:
         raise ValueError("columns of different lengths")
+    if not steps:
+        return doc[1]
     step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")  # its list
     return dataclasses.replace(doc[1], steps=tuple(map(step_point, *columns)))
 

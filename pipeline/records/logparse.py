@@ -433,15 +433,25 @@ def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
     return parse_stream(io.BytesIO(raw), path)
 
 
-def parse_text_columns(raw: bytes, path: str = "<log>") -> tuple[ParsedLog, tuple | None]:
+def parse_text_columns(raw: bytes, path: str = "<log>", sha256: str | None = None) -> tuple[ParsedLog, tuple | None]:
     """parse_text(raw, path) for a reader that needs the steps only as numbers (the importer keeps them for
     `records check`): (the log, None), or (the log without its steps, their columns) where
     dataclasses.replace(log, steps=steps_of(columns)) is parse_text's log. A million step objects built and
-    dropped were a fifth of a cold import."""
+    dropped were a fifth of a cold import. `sha256`: the hex digest of `raw`, when the caller has it."""
     parser = _Parser(path)
-    if _Scan(parser, raw, columns=True).run():
+    if _Scan(parser, raw, columns=True, sha256=sha256).run():
         return parser.finish(), parser.step_columns
     return parse_stream(io.BytesIO(raw), path), None
+
+
+class _Known:
+    """A digest already computed, where the parser keeps its hash object (only its hexdigest is read)."""
+
+    def __init__(self, hexdigest: str):
+        self.value = hexdigest
+
+    def hexdigest(self) -> str:
+        return self.value
 
 
 def steps_of(columns: tuple) -> tuple[StepPoint, ...]:
@@ -484,8 +494,9 @@ def _has_long_line(raw: bytes) -> bool:
 class _Scan:
     """parse_stream's reading of `raw` into `parser`, by scans (run() is False when this log is not one it reads)."""
 
-    def __init__(self, parser: _Parser, raw: bytes, columns: bool = False):
+    def __init__(self, parser: _Parser, raw: bytes, columns: bool = False, sha256: str | None = None):
         self.parser, self.raw, self.columns = parser, raw, columns
+        self.sha256 = _Known(sha256) if sha256 else None  # the caller hashed these very bytes already
 
     def run(self) -> bool:
         raw, parser = self.raw, self.parser
@@ -494,7 +505,7 @@ class _Scan:
         body = self._first_segment()
         if body is None or raw.startswith(b"s:", body) or raw.find(b"\ns:", body) >= 0:  # llm.c lines: declined
             return False
-        parser.digest, parser.size = hashlib.sha256(raw), len(raw)
+        parser.digest, parser.size = self.sha256 or hashlib.sha256(raw), len(raw)
         parser.nonblank = bool(raw.strip())
         return self._body(body)
 
@@ -569,7 +580,13 @@ class _Scan:
         return True
 
 
-def parse_log(path: Path) -> ParsedLog:
+def log_program(path: Path) -> bytes | None:
+    """parse_log(path).program, without building the log's steps when the memo has them (the importer's data need)."""
+    return parse_log(path, steps=False).program
+
+
+def parse_log(path: Path, *, steps: bool = True) -> ParsedLog:
+    """The log at `path` (steps=False: maybe without its steps, for log_program)."""
     from pipeline.regular_file import open_regular
 
     path = Path(path)
@@ -583,4 +600,4 @@ def parse_log(path: Path) -> ParsedLog:
 
     from pipeline.records.log_cache import parsed_log  # a log read before (same sha256) is not parsed again
 
-    return parsed_log(path, parse)
+    return parsed_log(path, parse, steps=steps)
