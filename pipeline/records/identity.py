@@ -23,24 +23,52 @@ FINGERPRINT_PREFIX = "ast1-"
 
 
 _walked: list = [None, []]  # the last tree walk() listed, and its nodes
+_levels: dict[int, tuple[ast.AST, list[list[ast.AST]]]] = {}  # by id: a statement (kept: no id reused) and its levels
+MAX_LEVELS = 1 << 17  # statements whose levels are kept (the whole history's programs have ~15,000 distinct ones)
 
 
 def walk(tree: ast.AST) -> list[ast.AST]:
     """list(ast.walk(tree)): the same nodes in the same (breadth-first) order, listed a few times faster and kept
-    for the last tree asked for (the data need walks one program's tree four times)."""
+    for the last tree asked for (the data need walks one program's tree four times). A module's nodes at each depth
+    are its statements' nodes at that depth, statement after statement; each statement's are listed once per
+    process, so programs sharing statements (shared_tree's, from pieces) are walked only where they differ."""
     if _walked[0] is tree:
         return _walked[1]
-    nodes, at = [tree], 0
-    while at < len(nodes):
-        node, at = nodes[at], at + 1
-        for name in node._fields:  # ast.iter_child_nodes: each field in order, a list's nodes in order
-            value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                nodes.append(value)
-            elif isinstance(value, list):
-                nodes.extend(v for v in value if isinstance(v, ast.AST))
+    if isinstance(tree, ast.Module) and not tree.type_ignores:
+        per_statement = [_levels_of(stmt) for stmt in tree.body]
+        nodes = [tree]
+        for depth in range(max(map(len, per_statement), default=0)):
+            for levels in per_statement:
+                if depth < len(levels):
+                    nodes.extend(levels[depth])
+    else:
+        nodes = [n for level in _levels_of(tree) for n in level]
     _walked[:] = [tree, nodes]
     return nodes
+
+
+def _levels_of(node: ast.AST) -> list[list[ast.AST]]:
+    """The nodes under `node` (itself first) by depth, each depth in ast.walk's order; kept per statement."""
+    kept = _levels.get(id(node))
+    if kept is not None and kept[0] is node:
+        return kept[1]
+    levels, level = [], [node]
+    while level:
+        levels.append(level)
+        below: list[ast.AST] = []
+        for parent in level:
+            for name in parent._fields:  # ast.iter_child_nodes: each field in order, a list's nodes in order
+                value = getattr(parent, name, None)
+                if isinstance(value, ast.AST):
+                    below.append(value)
+                elif isinstance(value, list):
+                    below.extend(v for v in value if isinstance(v, ast.AST))
+        level = below
+    if isinstance(node, ast.stmt):
+        if len(_levels) >= MAX_LEVELS:
+            _levels.clear()
+        _levels[id(node)] = (node, levels)
+    return levels
 
 
 def _parse(source: str | bytes) -> ast.Module:
