@@ -12,7 +12,10 @@ of what it ran, such as git, from getrusage): the machine may be shared, and CPU
 cost, so the verdict column judges CPU (the ratios for the import, the seconds for the others); wall time is
 printed beside it, with the load average before and after each part. The floor is this process reading and
 hashing every log under records/ (what any import must do at least), one process on one core, timed the same
-way; each command is one process too. Before timing, the tool's modules are compiled to bytecode (as an install
+way; each command is one process too. The issue's own floor, "reading and hashing every log (`cat` +
+`sha256sum`)", is measured beside it as one `sha256sum` process given every log (coreutils, where the machine has
+it); the cold import's ratios to it are printed on the line below the import's, and not judged: the verdicts stay
+on the stricter in-process floor. Before timing, the tool's modules are compiled to bytecode (as an install
 leaves them): a shell with PYTHONDONTWRITEBYTECODE set would otherwise make every command compile its sources.
 """
 
@@ -37,6 +40,8 @@ REPRO = REPO_ROOT / "bin" / "repro"
 SAMPLE = Path("/work/shared/upstream/modded-nanogpt")  # the project's shared sample, when this machine has it
 COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"  # upstream HEAD both copies were taken at
 LOG_SUFFIXES = (".txt", ".log")
+ISSUE_FLOOR = "floor (issue 39's): one sha256sum process, every log"
+OVER_ISSUE_FLOOR = "  the cold import over issue 39's sha256sum floor"
 
 
 def floor(clone: Path) -> tuple[float, float, int, int]:
@@ -51,15 +56,31 @@ def floor(clone: Path) -> tuple[float, float, int, int]:
     return time.perf_counter() - wall, time.process_time() - cpu, len(paths), size
 
 
-def timed(args: list[str], repro: Path = REPRO) -> tuple[float, float, int]:
-    """(wall s, CPU s of the child, exit code) of one `repro ARGS`."""
+def coreutils_floor(clone: Path) -> tuple[float, float] | None:
+    """(wall s, CPU s) of one `sha256sum` process reading and hashing every log under records/ (the issue's own
+    floor); None without sha256sum on this machine."""
+    tool = shutil.which("sha256sum")
+    if tool is None:
+        return None
+    paths = sorted(str(p) for p in (clone / "records").rglob("*") if p.suffix in LOG_SUFFIXES and p.is_file())
+    wall, cpu, _ = timed_command([tool, "--", *paths])
+    return wall, cpu
+
+
+def timed_command(command: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s of the child, exit code) of one command, its output discarded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     with open(os.devnull, "wb") as sink:
-        code = subprocess.run([str(repro), *args], stdout=sink, stderr=subprocess.DEVNULL, check=False).returncode
+        code = subprocess.run(command, stdout=sink, stderr=subprocess.DEVNULL, check=False).returncode
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), code
+
+
+def timed(args: list[str], repro: Path = REPRO) -> tuple[float, float, int]:
+    """(wall s, CPU s of the child, exit code) of one `repro ARGS`."""
+    return timed_command([str(repro), *args])
 
 
 def fresh_registry(folder: Path) -> Path:
@@ -84,11 +105,15 @@ def load() -> str:
 
 def measure(label: str, clone: Path, commit: str, repro: Path = REPRO) -> list[str]:
     f_wall, f_cpu, files, size = floor(clone)
+    issue_floor = coreutils_floor(clone)
     lines = [f"## {label}: {clone} ({files} logs, {size / 1e6:.1f} MB); {load()} at the start", "",
              f"{'command (one process each)':55} {'wall s':>8} {'CPU s':>8} {'wall/floor':>10} {'CPU/floor':>9}  "
              "target (on CPU)",
              f"{'floor: read + sha256 of every log (in-process, 1 core)':55} {f_wall:8.2f} {f_cpu:8.2f} {1:10.2f} "
              f"{1:9.2f}"]
+    if issue_floor is not None:
+        i_wall, i_cpu = issue_floor
+        lines.append(f"{ISSUE_FLOOR:55} {i_wall:8.2f} {i_cpu:8.2f} {i_wall / f_wall:10.2f} {i_cpu / f_cpu:9.2f}")
     with tempfile.TemporaryDirectory(prefix="cli-speed-") as tmp:
         root, reg, site = Path(tmp) / "root", fresh_registry(Path(tmp) / "registry"), Path(tmp) / "site"
         base = ["--root", str(root), "--registry", str(reg)]
@@ -112,6 +137,9 @@ def measure(label: str, clone: Path, commit: str, repro: Path = REPRO) -> list[s
             note = "" if code in (0, 1) else f"  (exit {code})"
             lines.append(f"{name:55} {wall:8.2f} {cpu:8.2f} {wall / f_wall:10.2f} {cpu / f_cpu:9.2f}  {target}"
                          f"{'  ' + verdict(target, cpu, f_cpu) if target else ''}{note}")
+            if name.endswith("cold (empty memo)") and issue_floor is not None:
+                lines.append(f"{OVER_ISSUE_FLOOR:55} {'':8} {'':8} {wall / issue_floor[0]:10.2f} "
+                             f"{cpu / issue_floor[1]:9.2f}  (not judged)")
         records = len(list((reg / "records").glob("*.yaml")))
     lines += [f"({records} record manifests; exit 1 of check/plan is a verdict or a refusal, not a failure; "
               f"{load()} at the end)", ""]

@@ -34,7 +34,7 @@ def test_identify_statuses():
 
 
 def _iterative_text(tree) -> str:
-    from pipeline.records.identity import _canonical
+    from pipeline.records.canonical import _canonical
 
     parts: list[str] = []
     _canonical(tree, parts)
@@ -67,9 +67,12 @@ def test_walk_lists_ast_walks_nodes_in_its_order():
     import ast
     from pathlib import Path
 
-    from pipeline.records.identity import parse_program, walk
+    from pipeline.records.identity import parse_program, shared_tree, walk
 
     for path in sorted((Path(__file__).parent / "fixtures" / "record-program").rglob("*.py")):
         tree = parse_program(path.read_bytes())
         assert [id(n) for n in walk(tree)] == [id(n) for n in ast.walk(tree)]
         assert walk(tree) is walk(tree)  # listed once per tree
+        shared = shared_tree(path.read_bytes() + b"\nclass Extra:\n    x = [1, (2, f'{y}')]\n")  # statements shared
+        assert [id(n) for n in walk(shared)] == [id(n) for n in ast.walk(shared)]
+        assert [id(n) for n in walk(shared.body[-1])] == [id(n) for n in ast.walk(shared.body[-1])]

@@ -68,6 +68,42 @@ def test_check_site_and_manifests_are_the_same_cold_and_warm(cold, tmp_path, mon
     assert json.loads(after["check"])  # the check said something: rows for every record
 
 
+def test_the_loop_without_any_memo_says_what_it_says_with_one(cold, tmp_path, monkeypatch):
+    """Every command reading the bytes itself (no memo folder: no facts kept, no parsed log with its steps packed as
+    columns) writes the same check, site and manifests as the loop whose check and site read the import's memo."""
+    _, before = cold
+    use_folder = log_cache.use_folder
+    monkeypatch.setattr(log_cache, "use_folder", lambda folder: use_folder(None))
+    after = loop(tmp_path / "root", registry(tmp_path / "reg"), tmp_path / "site")
+    assert not (tmp_path / "root" / "cache" / "log-reader").exists()
+    assert after.keys() == before.keys()
+    assert [k for k in before if before[k] != after[k]] == []
+
+
+def test_a_log_the_import_read_comes_back_from_the_memo_as_its_own_reading(tmp_path):
+    """The importer keeps each log's steps as columns (logparse.parse_text_columns); what `records check` and `verify`
+    read back from the memo is, step for step, the log as the line reading parses it."""
+    import io
+
+    logs = sorted(p for p in SAMPLE.rglob("*") if p.suffix in (".txt", ".log") and p.is_file())
+    assert len(logs) > 10
+    log_cache.use_folder(tmp_path / "memo")
+    try:
+        for path in logs:
+            logfacts.read_log_facts(path)
+        parsed = list((tmp_path / "memo").glob("parsed-*/*.pickle"))
+        assert len(parsed) >= len(logs) - 1  # a log whose bytes another log repeats is kept once
+        with_steps = 0
+        for path in logs:
+            kept = log_cache.parsed_log(path, lambda p=path: pytest.fail(f"{p} was parsed again"))
+            fresh = logparse.parse_stream(io.BytesIO(path.read_bytes()), str(path))
+            assert repr(kept) == repr(fresh), path  # repr: a nan step average equals itself
+            with_steps += bool(kept.steps)
+        assert with_steps > len(logs) // 2
+    finally:
+        log_cache.use_folder(None)
+
+
 def test_a_corrupt_memo_is_ignored_and_written_again(cold, tmp_path):
     root, before = cold
     work = tmp_path / "root"

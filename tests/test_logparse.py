@@ -86,12 +86,21 @@ def test_a_2024_program_without_final_newline_ends_at_the_separator_glued_to_its
 # ---- the whole-buffer scan (parse_text) reads every log as the line-by-line reading (parse_stream) does ----
 
 def _both(raw: bytes):
+    """(the scan's reading, the line reading, whether the scan read it); the columns reading (the importer's) must
+    be the scan's once its steps are built."""
+    import dataclasses
     import io
 
-    from pipeline.records.logparse import _Parser, _Scan, parse_stream
+    from pipeline.records.logparse import _Parser, _Scan, parse_stream, parse_text_columns, steps_of
 
     scanned = _Scan(_Parser("<log>"), raw).run()
-    return repr(parse_text(raw)), repr(parse_stream(io.BytesIO(raw))), scanned
+    fast = repr(parse_text(raw))
+    log, columns = parse_text_columns(raw)
+    if columns is not None:
+        assert log.steps == ()
+        log = dataclasses.replace(log, steps=steps_of(columns))
+    assert repr(log) == fast
+    return fast, repr(parse_stream(io.BytesIO(raw))), scanned
 
 
 def _shapes() -> dict[str, bytes]:

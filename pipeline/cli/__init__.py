@@ -6,6 +6,7 @@ so `repro records list` never pays for torch, docker or matplotlib imports.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import signal
 import sys
@@ -132,6 +133,16 @@ def run(argv=None) -> int:
         return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.BAD_INPUT
 
 
+# The cyclic garbage collector's first threshold, in allocations (Python's default: 700). A command that reads the
+# whole history keeps a few hundred thousand objects alive (each distinct program statement's syntax tree, the
+# logs' facts) and allocates millions more; at the default every full collection walked all of them again, a
+# quarter of a cold `records import` (2.5 s of 9). Reference counting still frees all acyclic garbage at once.
+GC_THRESHOLD = (50_000, 20, 20)
+
+
 def main(argv=None):
     signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
-    sys.exit(int(run(argv)))
+    gc.set_threshold(*GC_THRESHOLD)
+    code = int(run(argv))
+    gc.freeze()  # the collections of the interpreter's exit need not walk what is alive now: it is all freed anyway
+    sys.exit(code)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.records.quoted_stats import quoted_statistics
-from pipeline.stats import p_value_below
+from pipeline.stats import p_value_shown
 
 SINGLE_RUN_UNTIL = "2024-12-04"  # the first record whose folder published many runs and a t-test
 EVIDENCE = ("own", "parent", "single-run", "one-run", "retiming", "quoted", "baseline")
@@ -118,7 +118,7 @@ def propose_rule(inp: RuleInput) -> Proposal:
     if inp.date and inp.date < SINGLE_RUN_UNTIL:
         return Proposal("single-run", f"dated before {SINGLE_RUN_UNTIL}, when a record was one run: its own "
                                       f"final loss at or under {inp.target} made it", quoted)
-    p = p_value_below(inp.losses, inp.target) if len(inp.losses) > 1 else None
+    p = p_value_shown(inp.losses, inp.target, below=P_VALUE_MAX, digits=2) if len(inp.losses) > 1 else None
     if p is not None and p < P_VALUE_MAX:
         return Proposal("own", f"its {len(inp.losses)} published runs reach p = {p:.2g} < {P_VALUE_MAX} on their "
                                "own", quoted)

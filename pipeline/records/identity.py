@@ -16,127 +16,59 @@ import warnings
 from dataclasses import dataclass
 
 from pipeline.hashing import sha256_bytes
+from pipeline.records.canonical import canonical_text
+from pipeline.records.statements import canonical_body, statement_body
 
 FINGERPRINT_PREFIX = "ast1-"
 
 
-def _is_bare_string(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
-
-
-def _fields(node: ast.AST) -> list[tuple[str, object]]:
-    """The fields that count, in order: no contexts or type comments, no empty ones, no bare-string statements."""
-    out = []
-    for name in node._fields:
-        if name in ("ctx", "type_comment", "kind"):
-            continue
-        value = getattr(node, name, None)
-        if isinstance(value, list) and node.__class__ is not ast.Constant:
-            value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))] \
-                if name in ("body", "orelse", "finalbody") else value
-        if value is None or (isinstance(value, list) and not value):
-            continue
-        out.append((name, value))
-    return out
-
-
-class _Text(str):
-    """A token already in canonical form (as opposed to a constant string value still to be written)."""
-
-
-def _canonical(tree: ast.AST, out: list[str]) -> None:
-    """Append the canonical text of `tree` to `out`: `Name(field=value,...)`, lists as `[a,b,]`, constants as
-    `type:repr`. Iterative (an explicit stack of pending tokens and values), so a program nested thousands of
-    levels deep is walked without Python's recursion limit; the text is the one the recursive walk wrote."""
-    stack: list[object] = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _Text):
-            out.append(item)
-        elif isinstance(item, ast.AST):
-            todo: list[object] = [_Text(type(item).__name__ + "(")]
-            for name, value in _fields(item):
-                todo += [_Text(name + "="), value, _Text(",")]
-            todo.append(_Text(")"))
-            stack.extend(reversed(todo))
-        elif isinstance(item, list):
-            todo = [_Text("[")]
-            for element in item:
-                todo += [element, _Text(",")]
-            todo.append(_Text("]"))
-            stack.extend(reversed(todo))
-        else:  # constants: type matters (1 vs 1.0 vs True)
-            out.append(f"{type(item).__name__}:{item!r}")
-
-
-def canonical_text(tree: ast.AST) -> str:
-    """The canonical text the fingerprint hashes (positions, docstrings and comments left out), for any node.
-    Written by a recursive walk (a tenth of the iterative one's time, which is most of a cold import); a tree
-    too deep for Python's recursion limit is written again by the iterative walk, which writes the same text."""
-    parts: list[str] = []
-    try:
-        _write(tree, parts)
-    except RecursionError:
-        parts = []
-        _canonical(tree, parts)
-    return "".join(parts)
-
-
-_SKIPPED = frozenset(("ctx", "type_comment", "kind"))
-_BODIES = frozenset(("body", "orelse", "finalbody"))
-_NAMES: dict[type, tuple[str, ...]] = {}  # a node class's fields that count, in order (_fields' first test)
-
-
-def _write(item: object, out: list[str]) -> None:
-    """_canonical's text of `item`, recursively: the same tokens in the same order (see _fields)."""
-    if isinstance(item, ast.AST):
-        cls = type(item)
-        names = _NAMES.get(cls)
-        if names is None:
-            names = _NAMES[cls] = tuple(n for n in cls._fields if n not in _SKIPPED)
-        out.append(cls.__name__ + "(")
-        for name in names:
-            value = getattr(item, name, None)
-            if value is None:
-                continue
-            if isinstance(value, list):
-                if name in _BODIES and cls is not ast.Constant:
-                    value = [v for v in value if not (isinstance(v, ast.stmt) and _is_bare_string(v))]
-                if not value:
-                    continue
-            out.append(name + "=")
-            _write(value, out)
-            out.append(",")
-        out.append(")")
-    elif isinstance(item, list):
-        out.append("[")
-        for element in item:
-            _write(element, out)
-            out.append(",")
-        out.append("]")
-    else:  # constants: type matters (1 vs 1.0 vs True)
-        out.append(f"{type(item).__name__}:{item!r}")
-
-
 _walked: list = [None, []]  # the last tree walk() listed, and its nodes
+_levels: dict[int, tuple[ast.AST, list[list[ast.AST]]]] = {}  # by id: a statement (kept: no id reused) and its levels
+MAX_LEVELS = 1 << 17  # statements whose levels are kept (the whole history's programs have ~15,000 distinct ones)
 
 
 def walk(tree: ast.AST) -> list[ast.AST]:
     """list(ast.walk(tree)): the same nodes in the same (breadth-first) order, listed a few times faster and kept
-    for the last tree asked for (the data need walks one program's tree four times)."""
+    for the last tree asked for (the data need walks one program's tree four times). A module's nodes at each depth
+    are its statements' nodes at that depth, statement after statement; each statement's are listed once per
+    process, so programs sharing statements (shared_tree's, from pieces) are walked only where they differ."""
     if _walked[0] is tree:
         return _walked[1]
-    nodes, at = [tree], 0
-    while at < len(nodes):
-        node, at = nodes[at], at + 1
-        for name in node._fields:  # ast.iter_child_nodes: each field in order, a list's nodes in order
-            value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                nodes.append(value)
-            elif isinstance(value, list):
-                nodes.extend(v for v in value if isinstance(v, ast.AST))
+    if isinstance(tree, ast.Module) and not tree.type_ignores:
+        per_statement = [_levels_of(stmt) for stmt in tree.body]
+        nodes = [tree]
+        for depth in range(max(map(len, per_statement), default=0)):
+            for levels in per_statement:
+                if depth < len(levels):
+                    nodes.extend(levels[depth])
+    else:
+        nodes = [n for level in _levels_of(tree) for n in level]
     _walked[:] = [tree, nodes]
     return nodes
+
+
+def _levels_of(node: ast.AST) -> list[list[ast.AST]]:
+    """The nodes under `node` (itself first) by depth, each depth in ast.walk's order; kept per statement."""
+    kept = _levels.get(id(node))
+    if kept is not None and kept[0] is node:
+        return kept[1]
+    levels, level = [], [node]
+    while level:
+        levels.append(level)
+        below: list[ast.AST] = []
+        for parent in level:
+            for name in parent._fields:  # ast.iter_child_nodes: each field in order, a list's nodes in order
+                value = getattr(parent, name, None)
+                if isinstance(value, ast.AST):
+                    below.append(value)
+                elif isinstance(value, list):
+                    below.extend(v for v in value if isinstance(v, ast.AST))
+        level = below
+    if isinstance(node, ast.stmt):
+        if len(_levels) >= MAX_LEVELS:
+            _levels.clear()
+        _levels[id(node)] = (node, levels)
+    return levels
 
 
 def _parse(source: str | bytes) -> ast.Module:
@@ -169,14 +101,19 @@ def parse_program(source: str | bytes) -> ast.Module:
             raise exc from None
 
 
-SHARED_TREES = 8  # a record's logs mostly carry one program; its data need reads the same main file just after
+SHARED_TREES = 8  # programs the pieces do not read (a 3.12 f-string, a coding cookie): the last few kept
 _shared: dict[tuple[type, bytes], ast.Module] = {}  # oldest first
 
 
 def shared_tree(source: str | bytes) -> ast.Module:
-    """parse_program(source), parsed once while it is among the last few sources asked for: one tree object shared
-    by the readers that never change a tree (the fingerprint, the log reader's program test, the data need), so
-    an import parses each program once rather than once per reader. Errors are raised, never remembered."""
+    """parse_program(source) for the readers that never change a tree nor read a position (the fingerprint, the
+    log reader's program test, the data need): built from the program's top-level statements, each distinct one
+    parsed once per process (pipeline/records/statements.py: the same nodes, positions counted within each
+    statement's piece), so an import parses only what earlier programs did not already have. A program the pieces
+    do not read is parsed whole, once while it is among the last few asked for. Errors are raised, never kept."""
+    body = statement_body(source)
+    if body is not None:
+        return ast.Module(body=body, type_ignores=[])
     raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
     key = (type(source), hashlib.sha256(raw).digest())
     tree = _shared.pop(key, None)
@@ -191,11 +128,14 @@ def shared_tree(source: str | bytes) -> ast.Module:
 def fingerprint(source: str | bytes) -> str:
     """Fingerprint of the program's code; raises SyntaxError when it is not Python, or when it nests too deeply
     for Python's own parser (a hostile program of thousands of nested terms: RecursionError inside ast.parse)."""
-    try:
-        tree = shared_tree(source)
-    except (RecursionError, MemoryError):
-        raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") from None
-    return FINGERPRINT_PREFIX + hashlib.sha256(canonical_text(tree).encode()).hexdigest()
+    text = canonical_body(source)  # from the statements' pieces, each walked once per process
+    if text is None:
+        try:
+            text = canonical_text(shared_tree(source))
+        except (RecursionError, MemoryError):
+            raise SyntaxError("the program nests too deeply for Python's parser (thousands of nested terms)") \
+                from None
+    return FINGERPRINT_PREFIX + hashlib.sha256(text.encode()).hexdigest()
 
 
 def program_fingerprint(program: bytes) -> str:

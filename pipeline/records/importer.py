@@ -480,7 +480,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
     shard size of the record's dataset (`shard_tokens`, its manifest's format.tokens_per_shard); when they cannot
     be worked out, train_shards 0 and the reason."""
     from pipeline.records.data_need import DataNeed, remembered_data_need
-    from pipeline.records.logparse import parse_log  # through the memo: a log the import read is not parsed again
+    from pipeline.records.logparse import log_program  # through the memo: a log the import read is not parsed again
 
     run = next((r for r in selection.runs if r.facts.program_sha256), None)
     gpus = most_common(r.facts.gpu_count for r in selection.runs) or track_gpus
@@ -489,7 +489,7 @@ def derived_data(folder: Path, selection: Selection, track_gpus: int, shard_toke
             raise InputError("none of its runs' logs carries the program", "")
         if not shard_tokens:
             raise InputError(f"the registry's dataset {DEFAULT_DATASET['name']} fixes no tokens_per_shard", "")
-        program = parse_log(folder / run.rel).program
+        program = log_program(folder / run.rel)
         if program is None:
             raise InputError(f"{run.rel} carries no program text", "")
         return remembered_data_need(program, world_size=gpus, tokens_per_shard=shard_tokens).to_dict()

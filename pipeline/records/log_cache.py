@@ -180,16 +180,17 @@ def data_need(program: bytes, args: dict, derive: Callable[[], object], kind: ty
 
 # --- a log's facts -------------------------------------------------------------------------------------------
 
-def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str], ParsedLog],
+def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str, str], tuple[ParsedLog, tuple | None]],
               derive: Callable[[bytes, ParsedLog, str], LogFacts], kind: type) -> LogFacts:
-    """derive(raw, parse(raw, file), file) (logfacts' facts of these bytes, of dataclass `kind`), read from the memo
-    when these bytes were read before."""
+    """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, columns) =
+    parse(raw, file, their sha256) (logparse.parse_text_columns: the steps maybe as columns, which the facts never
+    read), read from the memo when these bytes were read before."""
     key = sha256_bytes(raw)
     facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file, kind)
     if facts is None:
-        parsed = parse(raw, file)
+        parsed, columns = parse(raw, file, key)
         if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
-            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed)
+            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed, columns)
         facts = derive(raw, parsed, file)
         entry = asdict(facts)
         del entry["file"]  # the only field not derived from the bytes
@@ -249,8 +250,9 @@ class _ReaderUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
-    """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before."""
+def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True) -> ParsedLog:
+    """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before; steps=False:
+    a memo's log may come without its steps (for a reader of its program or header only)."""
     folder = _state["folder"]
     if folder is None:
         return parse()
@@ -263,7 +265,7 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
     except OSError:
         return parse()  # parse() says what is wrong with the path
     entry = folder / f"parsed-{reader_key()}" / f"{digest}.pickle"
-    log = _read_parsed(entry, digest)
+    log = _read_parsed(entry, digest, steps=steps)
     if log is not None:
         return dataclasses.replace(log, path=str(path))
     log = parse()
@@ -272,11 +274,12 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog]) -> ParsedLog:
     return log
 
 
-def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
+def _read_parsed(entry: Path, digest: str, *, steps: bool = True) -> ParsedLog | None:
     from pipeline.regular_file import read_bounded
 
     try:
-        log = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
+        doc = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
+        log = _unpacked(doc, steps) if isinstance(doc, tuple) else doc
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
     ok = (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
@@ -285,9 +288,52 @@ def _read_parsed(entry: Path, digest: str) -> ParsedLog | None:
     return log if ok else None
 
 
-def _write_parsed(entry: Path, log: ParsedLog) -> None:
+# A log's steps (a million of them in the whole history) are kept as three columns of machine numbers rather than
+# as a pickled object each: pickling the objects was a tenth of a cold import (and they read back no slower).
+_PACKED = "steps-columns-1"
+_COLUMNS = ("q", "q", "d")  # StepPoint's step, train_time_ms, step_avg_ms: int64, int64, float64
+
+
+def _packed(log: ParsedLog, columns: tuple | None) -> tuple | ParsedLog:
+    """(_PACKED, the log without its steps, each column's bytes) from the reader's columns (the log has no steps
+    then) or from the log's steps; the log itself when one of its numbers does not fit."""
+    from array import array
+
+    if columns is not None:
+        return (_PACKED, log, *(column.tobytes() for column in columns))
+    values = [[getattr(p, name) for p in log.steps] for name in ("step", "train_time_ms", "step_avg_ms")]
+    if any(type(v) is not float for v in values[2]):  # an int would come back as a float
+        return log
+    try:
+        columns = [array(code, column).tobytes() for code, column in zip(_COLUMNS, values)]
+    except (OverflowError, TypeError):  # a number past int64, or not a number
+        return log
+    return (_PACKED, dataclasses.replace(log, steps=()), *columns)
+
+
+def _unpacked(doc: tuple, steps: bool = True) -> ParsedLog:
+    """The ParsedLog _packed() wrote (steps=False: without its steps); ValueError when `doc` is not one."""
+    from array import array
+
+    if len(doc) != 2 + len(_COLUMNS) or doc[0] != _PACKED or not all(isinstance(c, bytes) for c in doc[2:]) \
+            or doc[1].steps != ():
+        raise ValueError("not a packed parsed log")
+    columns = []
+    for code, data in zip(_COLUMNS, doc[2:]):
+        column = array(code)
+        column.frombytes(data)  # ValueError when not a whole number of items
+        columns.append(column)
+    if len({len(c) for c in columns}) != 1:
+        raise ValueError("columns of different lengths")
+    if not steps:
+        return doc[1]
+    step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")  # its list
+    return dataclasses.replace(doc[1], steps=tuple(map(step_point, *columns)))
+
+
+def _write_parsed(entry: Path, log: ParsedLog, columns: tuple | None = None) -> None:
     """Renamed into place, not fsynced (pipeline/atomic.py write_cache_bytes): an entry a crash leaves short or
     empty is refused by _read_parsed (not a pickle, or not these bytes' parse) and parsed again."""
     from pipeline.atomic import write_cache_bytes
 
-    write_cache_bytes(entry, pickle.dumps(log, protocol=pickle.HIGHEST_PROTOCOL))
+    write_cache_bytes(entry, pickle.dumps(_packed(log, columns), protocol=pickle.HIGHEST_PROTOCOL))

@@ -32,8 +32,11 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import operator
 import re
+from array import array
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -143,6 +146,7 @@ class _Parser:
         self.header_bytes = 0
         self.in_steps = False
         self.steps: list[StepPoint] = []
+        self.step_columns: tuple | None = None  # the scan's steps as columns, for parse_text_columns
         self.vals: list[ValPoint] = []
         self.last_point: int = 0
         self.dropped_points = 0
@@ -301,7 +305,7 @@ class _Parser:
     def finish(self) -> ParsedLog:
         if self.phase == "program":  # the whole log was read without a separator line
             self._replay_program()
-        llmc = self.llmc_last is not None and not self.steps
+        llmc = self.llmc_last is not None and not self._has_steps()
         # issues are listed in the order a reader meets them: header, lines, schedule, the run's end
         problems = self._header_issues(llmc)
         text = "\n".join(self.header)
@@ -356,6 +360,9 @@ class _Parser:
                                                            f"{sorted(self.scheduled)}"))
         return max(self.scheduled) if self.scheduled else None
 
+    def _has_steps(self) -> bool:
+        return bool(self.steps) or bool(self.step_columns and len(self.step_columns[0]))
+
     def _keep_latest_points(self) -> None:
         """Past the point cap only the latest step and validation were remembered: they end the series."""
         if self.latest_step and self.steps:
@@ -366,7 +373,7 @@ class _Parser:
     def _ending_issues(self, scheduled_steps: int | None) -> list[LogIssue]:
         """How the run ended: never started, cut before its final validation, or without its peak memory line."""
         problems = []
-        steps, vals = self.steps, self.vals
+        steps, vals = self._has_steps(), self.vals
         finished = scheduled_steps is not None and bool(vals) and vals[-1].step == scheduled_steps
         if self.nonblank and not steps and not vals:
             problems.append(LogIssue("never_started",
@@ -381,7 +388,7 @@ class _Parser:
     def _layout(self, llmc: bool) -> str:
         if llmc:
             return "llmc"
-        if not self.steps and not self.vals:
+        if not self._has_steps() and not self.vals:
             return "unknown"
         return "late-2024" if self.late_2024 else "current"
 
@@ -426,6 +433,43 @@ def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
     return parse_stream(io.BytesIO(raw), path)
 
 
+def parse_text_columns(raw: bytes, path: str = "<log>", sha256: str | None = None) -> tuple[ParsedLog, tuple | None]:
+    """parse_text(raw, path) for a reader that needs the steps only as numbers (the importer keeps them for
+    `records check`): (the log, None), or (the log without its steps, their columns) where
+    dataclasses.replace(log, steps=steps_of(columns)) is parse_text's log. A million step objects built and
+    dropped were a fifth of a cold import. `sha256`: the hex digest of `raw`, when the caller has it."""
+    parser = _Parser(path)
+    if _Scan(parser, raw, columns=True, sha256=sha256).run():
+        return parser.finish(), parser.step_columns
+    return parse_stream(io.BytesIO(raw), path), None
+
+
+class _Known:
+    """A digest already computed, where the parser keeps its hash object (only its hexdigest is read)."""
+
+    def __init__(self, hexdigest: str):
+        self.value = hexdigest
+
+    def hexdigest(self) -> str:
+        return self.value
+
+
+def steps_of(columns: tuple) -> tuple[StepPoint, ...]:
+    """The StepPoints of step columns (step, train_time_ms, step_avg_ms)."""
+    return tuple(map(StepPoint, *columns))
+
+
+_AT_STEP, _AT_TIME, _AT_AVG, _AT_LOSS = (operator.itemgetter(i) for i in (0, 2, 3, 4))  # _POINTS' groups
+
+
+def _step_columns(points: list[tuple]) -> tuple[array, array, array]:
+    """The step lines of _POINTS' matches (validation lines left out) as int64, int64 and float64 columns:
+    each number converted as the line reading converts it, int(...) and float(...)."""
+    train = list(compress(points, map(operator.not_, map(_AT_LOSS, points))))  # a validation line has its loss
+    return (array("q", map(int, map(_AT_STEP, train))), array("q", map(int, map(_AT_TIME, train))),
+            array("d", map(float, map(_AT_AVG, train))))
+
+
 # --- the same reading, by scans of the whole buffer --------------------------------------------------------
 # A log of 200 kB is ~2,000 lines, mostly `step:` lines: feeding them one by one to _Parser was most of an import's
 # time. _Scan finds the program, the header and the step lines with a few searches over the bytes and leaves the
@@ -450,8 +494,9 @@ def _has_long_line(raw: bytes) -> bool:
 class _Scan:
     """parse_stream's reading of `raw` into `parser`, by scans (run() is False when this log is not one it reads)."""
 
-    def __init__(self, parser: _Parser, raw: bytes):
-        self.parser, self.raw = parser, raw
+    def __init__(self, parser: _Parser, raw: bytes, columns: bool = False, sha256: str | None = None):
+        self.parser, self.raw, self.columns = parser, raw, columns
+        self.sha256 = _Known(sha256) if sha256 else None  # the caller hashed these very bytes already
 
     def run(self) -> bool:
         raw, parser = self.raw, self.parser
@@ -460,7 +505,7 @@ class _Scan:
         body = self._first_segment()
         if body is None or raw.startswith(b"s:", body) or raw.find(b"\ns:", body) >= 0:  # llm.c lines: declined
             return False
-        parser.digest, parser.size = hashlib.sha256(raw), len(raw)
+        parser.digest, parser.size = self.sha256 or hashlib.sha256(raw), len(raw)
         parser.nonblank = bool(raw.strip())
         return self._body(body)
 
@@ -520,18 +565,28 @@ class _Scan:
         scheduled = {int(n) for n in {p[1] for p in points}}
         if len(scheduled) > 16:
             return False
-        parser.steps = [StepPoint(int(s), int(ms), float(avg)) for s, _, ms, avg, loss, _ in points if not loss]
+        columns = _step_columns(points)
+        if self.columns:
+            parser.step_columns = columns
+        else:
+            parser.steps = list(steps_of(columns))
         for s, _, _, _, loss, ms in points:
             if loss:
                 parser._val_point(int(s), float(loss), int(ms), True)
         parser.scheduled = scheduled
-        parser.last_point = max([0] + [p.step for p in parser.steps] + [v.step for v in parser.vals])
+        parser.last_point = max([0, max(columns[0], default=0)] + [v.step for v in parser.vals])
         if peaks := _PEAKS.findall(raw, steps_at - 1):
             parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
         return True
 
 
-def parse_log(path: Path) -> ParsedLog:
+def log_program(path: Path) -> bytes | None:
+    """parse_log(path).program, without building the log's steps when the memo has them (the importer's data need)."""
+    return parse_log(path, steps=False).program
+
+
+def parse_log(path: Path, *, steps: bool = True) -> ParsedLog:
+    """The log at `path` (steps=False: maybe without its steps, for log_program)."""
     from pipeline.regular_file import open_regular
 
     path = Path(path)
@@ -545,4 +600,4 @@ def parse_log(path: Path) -> ParsedLog:
 
     from pipeline.records.log_cache import parsed_log  # a log read before (same sha256) is not parsed again
 
-    return parsed_log(path, parse)
+    return parsed_log(path, parse, steps=steps)
