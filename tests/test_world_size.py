@@ -53,3 +53,27 @@ def test_a_run_at_another_world_size_is_refused_before_launch_and_runs_at_its_ow
         assert "Traceback" not in refused.stderr and not runs.exists()  # no run folder, nothing launched
         done = repro(env, *base, "--nproc", "2")
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_plan_made_on_the_node_counts_its_gpus_without_nproc(tmp_path):
+    """`--plan` without --nproc, where nvidia-smi answers (the plan is made on the node): a run would start one
+    process per GPU listed, so the program's assert is checked against that count. The driver's tool is a
+    stand-in script listing one H200, as the device's does; without it, nothing is counted and nothing refused."""
+    import json
+
+    from tests.standin.record import standin_log
+
+    log = tmp_path / "log.txt"
+    log.write_bytes(standin_log(_asserting(2)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n[ "$1" = "-L" ] && echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    with served_record(tmp_path, _asserting(2)) as env:
+        plan = ["reproduce", "--record", NAME, "--plan", "--json", "--runtime", "host", "--program-source", str(log)]
+        on_node = repro({**env, "PATH": f"{bin_dir}:{env['PATH']}"}, *plan)
+        elsewhere = repro({**env, "PATH": "/usr/bin:/bin"}, *plan)
+    refusals = json.loads(on_node.stdout)["refusals"]
+    assert any(r.startswith("world size: the program asserts world_size == 2") and "this node's 1 GPU(s)" in r
+               for r in refusals), refusals
+    assert not any(r.startswith("world size:") for r in json.loads(elsewhere.stdout)["refusals"])

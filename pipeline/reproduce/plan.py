@@ -132,12 +132,34 @@ def _stand_ins(text: bytes | None) -> tuple[list[dict], list[str]]:
 
 
 def _world_size_refusal(text: bytes | None, nproc: int | None) -> list[str]:
-    """A --nproc the program's own `assert world_size == N` would stop at (without --nproc the runs stage checks
-    the node's GPU count before it launches)."""
+    """A process count the program's own `assert world_size == N` would stop at: --nproc, else the GPUs of this
+    node where it has a GPU driver (a run without --nproc starts one process per GPU, and a plan with nvidia-smi
+    here is made on the node; elsewhere the runs stage checks the node's count before it launches)."""
     from pipeline.records.world_size import world_size_refusal
 
-    why = world_size_refusal(text, nproc) if text is not None and nproc is not None else None
-    return [f"world size: {why[0]}; {why[1]}"] if why else []
+    if text is None:
+        return []
+    counted = ""
+    if nproc is None:
+        nproc = _gpus_here()
+        counted = f" (this node's {nproc} GPU(s), by nvidia-smi -L; --nproc plans another count)" if nproc else ""
+    why = world_size_refusal(text, nproc) if nproc is not None else None
+    return [f"world size: {why[0]}{counted}; {why[1]}"] if why else []
+
+
+def _gpus_here() -> int | None:
+    """The GPUs nvidia-smi lists on this machine; None without a driver that answers."""
+    import shutil
+
+    from pipeline.errors import MissingDependency
+    from pipeline.runs.train_plan import count_gpus
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        return count_gpus() or None
+    except MissingDependency:
+        return None
 
 
 def _patch(text: bytes | None, req: ReproduceRequest) -> tuple[dict | None, str]:
