@@ -3,7 +3,7 @@
     torchrun --standalone --nproc_per_node=8 .../float_args_launcher/fp32_floats.py train_gpt.py [ARGS]
 
 torchrun starts this file in the program's place. It sets the one flag, then runs the program as `__main__`
-exactly as `python train_gpt.py` would: its argv (programs log their own source through `open(sys.argv[0])`),
+exactly as `python train_gpt.py` would: its argv (programs log their own source by reading the file sys.argv[0] names),
 its folder first on the path (the 2026 records import `triton_kernels` from beside themselves), its `__file__`.
 This folder holds nothing else, so nothing of repro is importable from here.
 """
