@@ -19,6 +19,7 @@ Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 
@@ -150,13 +151,23 @@ def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300) -> Che
     if not uses:
         return Check(NAME, "skip", "the program does no FP8 matmul", "none")
     shapes = [[], [1]] if one_element_scales(program) else [[]]
-    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), json.dumps(shapes)]
+    answer, failure = _ask(python, json.dumps(shapes), timeout_s)
+    if failure is not None:
+        return Check(NAME, "fail", failure, "unknown")
+    return _verdict(json.loads(answer), uses)
+
+
+@functools.cache
+def _ask(python: str, shapes: str, timeout_s: float) -> tuple[str | None, str | None]:
+    """(the probe's JSON answer, None) or (None, why it gave none): asked once per Python and scale forms in a
+    process, since the answer is the node's, not the program's (`--plan --all` on a node plans dozens of them)."""
+    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), shapes]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check(NAME, "fail", f"{python} did not answer the FP8 probe: {exc}", "unknown")
+        return None, f"{python} did not answer the FP8 probe: {exc}"
     line = next((x for x in done.stdout.splitlines() if x.startswith(MARKER)), None)
     if line is None:
         why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:400]
-        return Check(NAME, "fail", f"{python} did not run the FP8 probe: {why}", "unknown")
-    return _verdict(json.loads(line[len(MARKER):]), uses)
+        return None, f"{python} did not run the FP8 probe: {why}"
+    return line[len(MARKER):], None

@@ -13,6 +13,7 @@ checks each locked file is still served.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
@@ -147,6 +148,7 @@ def _world_size_refusal(text: bytes | None, nproc: int | None) -> list[str]:
     return [f"world size: {why[0]}{counted}; {why[1]}"] if why else []
 
 
+@functools.cache  # asked once per process: `--plan --all` plans every record on the same node
 def _gpus_here() -> int | None:
     """The GPUs nvidia-smi lists on this machine; None without a driver that answers."""
     import shutil

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from pipeline.runs.float_args import float_type_of, fp32_float_args, typings_differ
@@ -107,6 +108,7 @@ def pinned_files(record, pinned=None) -> list[dict]:
                                                   "bytes": pinned.program_bytes}]
 
 
+@functools.cache  # the packages beside this Python do not change while it runs; a plan of many records asks often
 def installed_versions() -> tuple[str, str] | None:
     """(torch, Triton) installed beside the Python running repro, from their metadata (torch is not imported: it
     takes seconds); None when either is absent (a CPU build of torch ships no Triton)."""
