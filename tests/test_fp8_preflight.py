@@ -65,7 +65,8 @@ def test_a_python_that_cannot_do_the_matmul_is_refused(python_without_torch):
 
 
 def test_cublas_refusal_is_named_with_the_layout():
-    data = {"torch": "2.11.0+cu130", "cuda": "13.0", "error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED"}
+    data = {"torch": "2.11.0+cu130", "cuda": "13.0",
+            "forms": {"0-d": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED"}}
     check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
     assert check.status == "fail"
     assert check.reason == ("torch 2.11.0+cu130 (CUDA 13.0) cannot do the program's FP8 matmul (torch._scaled_mm "
@@ -111,13 +112,41 @@ def test_a_one_element_scale_that_may_reach_scaled_mm_is_seen_in_the_tree():
     assert not one_element_scales(DOWN_PROJECTION.replace(b"[i:i+1]", b"[i:i+2]"))
 
 
-def test_a_cublas_that_refuses_one_element_scales_refuses_the_run():
-    """As on the H200 of 2026-12-02 (torch 2.11.0+cu130): 0-d scales ran, one-element scales did not."""
-    data = {"torch": "2.11.0+cu130", "cuda": "13.0", "scales": [1],
-            "error": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul"}
-    check = _verdict(data, ("train_gpt.py:78 torch._scaled_mm",))
-    assert check.status == "fail" and "not with one-element scales" in check.reason
-    assert "2026-07-17_FP8DownProjection" in check.reason
+H200_2026_12_02 = {"torch": "2.11.0+cu130", "cuda": "13.0", "device": "NVIDIA H200",
+                   "forms": {"0-d": "ok", "slice": "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when "
+                             "calling cublasLtMatmul", "slice copied": "ok"}}
+
+
+def test_a_cublas_that_refuses_unaligned_one_element_scales_refuses_a_run_that_hands_them_so():
+    """As on the H200 of 2026-12-02 (torch 2.11.0+cu130): 0-d and aligned one-element scales ran, a one-element
+    slice 12 bytes into its tensor did not. A run that hands the scales as the program does is refused; one that
+    copies them aligned (a host run, pipeline/runs/fp8_scales.py) passes and says why."""
+    check = _verdict(H200_2026_12_02, ("train_gpt.py:78 torch._scaled_mm",))
+    assert check.status == "fail" and "not with a one-element slice 12 bytes into its tensor" in check.reason
+    assert "2026-07-17_FP8DownProjection" in check.reason and "--runtime host" in check.timing_impact
+    check = _verdict(H200_2026_12_02, ("train_gpt.py:78 torch._scaled_mm",), aligned_scales=True)
+    assert check.status == "pass" and "copied to aligned tensors" in check.reason
+    assert "CUBLAS_STATUS_NOT_SUPPORTED" in check.reason
+    both = {**H200_2026_12_02, "forms": {**H200_2026_12_02["forms"], "slice copied": "RuntimeError: no"}}
+    check = _verdict(both, ("train_gpt.py:78 torch._scaled_mm",), aligned_scales=True)
+    assert check.status == "fail" and "cannot do the program's FP8 matmul" in check.reason
+
+
+def test_the_run_hands_scales_aligned_only_where_the_node_needs_it(monkeypatch):
+    """needs_aligned_scales from the node's answer (the H200's, then a node that does the program's own call)."""
+    import json
+
+    from pipeline.preflight import fp8
+
+    answers = {}
+    monkeypatch.setattr(fp8, "_ask", lambda python, forms, timeout: (json.dumps(answers[python]), None))
+    answers["h200"] = H200_2026_12_02
+    answers["cu128"] = {**H200_2026_12_02, "forms": {"0-d": "ok", "slice": "ok", "slice copied": "ok"}}
+    answers["no-gpu"] = {"torch": "2.11.0+cpu", "cuda": None, "skip": "torch 2.11.0+cpu sees no CUDA GPU"}
+    assert fp8.needs_aligned_scales("h200", DOWN_PROJECTION)
+    assert not fp8.needs_aligned_scales("cu128", DOWN_PROJECTION)
+    assert not fp8.needs_aligned_scales("no-gpu", DOWN_PROJECTION)
+    assert not fp8.needs_aligned_scales("h200", UP_PROJECTION)  # its _scaled_mm scales are 0-d: not asked
 
 
 def test_plan_asks_the_node_only_where_a_gpu_driver_is(tmp_path, monkeypatch):

@@ -2,18 +2,21 @@
 
     uses = fp8_uses(program)                    # ("train_gpt.py:78 torch._scaled_mm", ...), () when none
     check = check_fp8_matmul(python, program)   # a preflight Check: skip (no FP8, no GPU), pass, or fail with why
+    copy = needs_aligned_scales(python, program)   # True: the node does it only with the scales copied aligned
 
 2026-07-17_FP8DownProjection failed on an H200 under torch 2.11.0+cu130 at its first FP8 matmul, after the
 build, the download and a 331 s compile: `CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul ... m 768
 n 16384 k 3072`. The program's own torch (2.10.0+cu128) could not be installed there. That is known in
 seconds: the same call (`torch._scaled_mm` of an e4m3 row-major A by an e4m3 column-major B, bf16 out, fp32
-scales of one element, fast accumulation) at the same m, n and k. On the H200 of 2026-12-02 the same call with
-0-d scales ran and with one-element scales (`scales[i:i+1]`, as that program passes them) failed exactly so
-(docs/device-runs/2026-12-02-h200-history-2/fp8_variants.txt), while a fresh one-element tensor ran (the third
-lease: the probe passed, the run failed). So the probe asks with 0-d scales, and also with one-element slices at
-an offset into a longer tensor, as the program's are, when a one-element scale may reach _scaled_mm
-(`one_element_scales`: of the whole history, only 2026-07-17). Either failing refuses the run. It runs in the
-Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a `float8_*` dtype).
+scales, fast accumulation) at the same m, n and k. On the H200 of 2026-12-02 it ran with 0-d scales and with
+one-element scales at a 16-byte aligned address, and failed exactly so with a one-element slice 12 bytes into a
+longer tensor (`scales[3:4]`, as the program's `scales[i:i+1]`; docs/device-runs/2026-12-02-h200-history-3/
+fp8_scales.txt). So the probe asks each form the program may hand it, each on its own: 0-d, and where a
+one-element scale may reach _scaled_mm (`one_element_scales`: of the whole history, only 2026-07-17) that slice,
+and the same slice copied to its own tensor. A node that does only the copy runs the program when the run hands
+its scales so (`aligned_scales`: a host run, pipeline/runs/fp8_scales.py); otherwise any failing form refuses the
+run. It runs in the Python that trains, only when the program's syntax tree uses FP8 (`_scaled_mm`, or a
+`float8_*` dtype).
 """
 
 from __future__ import annotations
@@ -38,22 +41,22 @@ if not torch.cuda.is_available():
     out["skip"] = "torch %s sees no CUDA GPU" % torch.__version__
 else:
     m, k, n = (int(v) for v in sys.argv[1:4])
-    try:
-        x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-        w = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
-        for shape in json.loads(sys.argv[4]):  # the scales' shapes the program passes: [] (0-d), [1]
-            # [1]: a one-element view at an offset into a longer tensor, as `scales[i:i+1]` hands it (a fresh
-            # one-element tensor ran where the program's slice failed, H200 2026-12-02)
-            one = torch.ones(shape, device="cuda") if shape == [] else torch.ones(12, device="cuda")[3:4]
-            out["scales"] = shape
-            out.setdefault("asked", []).append(shape)
-            y = torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
-                                 use_fast_accum=True)
-        torch.cuda.synchronize()
-        out["ok"] = list(y.shape)
-        out["device"] = torch.cuda.get_device_name(0)
-    except Exception as exc:
-        out["error"] = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:400]
+    made = {"0-d": lambda: torch.ones((), device="cuda"),
+            "slice": lambda: torch.ones(12, device="cuda")[3:4],  # 12 bytes in, as `scales[i:i+1]` hands it
+            "slice copied": lambda: torch.ones(12, device="cuda")[3:4].clone()}
+    out["device"] = torch.cuda.get_device_name(0)
+    x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(k, n, device="cuda").to(torch.float8_e4m3fn)
+    out["forms"] = {}
+    for form in json.loads(sys.argv[4]):
+        try:
+            one = made[form]()
+            torch._scaled_mm(x, w.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=one, scale_b=one,
+                             use_fast_accum=True)
+            torch.cuda.synchronize()
+            out["forms"][form] = "ok"
+        except Exception as exc:
+            out["forms"][form] = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:400]
 print("REPRO-FP8 " + json.dumps(out))
 """
 
@@ -124,44 +127,69 @@ def one_element_scales(program: bytes) -> bool:
     return sliced and unshown
 
 
-def _verdict(data: dict, uses: tuple[str, ...]) -> Check:
-    torch = f"torch {data.get('torch')} (CUDA {data.get('cuda')})"
+def _verdict(data: dict, uses: tuple[str, ...], aligned_scales: bool = False) -> Check:
+    torch, call = f"torch {data.get('torch')} (CUDA {data.get('cuda')})", \
+        f"torch._scaled_mm e4m3 x e4m3 -> bf16, {ROWS}x{INNER} by {INNER}x{COLS}"
     if "skip" in data:
         return Check(NAME, "skip", f"the program does FP8 matmuls ({uses[0]}), but {data['skip']}: not asked",
                      "unknown")
-    if "error" in data and data.get("scales") == [1]:  # the 0-d form ran
-        return Check(NAME, "fail", f"{torch} does FP8 matmuls with 0-d scales but not with one-element scales "
-                     f"(torch._scaled_mm e4m3 x e4m3 -> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}; "
-                     "the program cuts a scale to one element and hands _scaled_mm a scale of a shape its code "
-                     "does not fix there, as 2026-07-17_FP8DownProjection does (it failed so at its first FP8 matmul)",
-                     "the run would fail at its first FP8 matmul: use the record's own torch/CUDA build")
-    if "error" in data:
-        return Check(NAME, "fail", f"{torch} cannot do the program's FP8 matmul (torch._scaled_mm e4m3 x e4m3 "
-                     f"-> bf16, {ROWS}x{INNER} by {INNER}x{COLS}): {data['error']}",
-                     "the run would fail at its first FP8 matmul: use the record's own torch/CUDA build "
-                     f"({uses[0]} needs it)")
-    forms = " and ".join("0-d" if shape == [] else "one-element sliced" for shape in data.get("asked", [[]]))
-    return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul ({forms} scales)",
+    forms = data.get("forms", {})
+    failed = {form: error for form, error in forms.items() if error != "ok"}
+    if "0-d" in failed or ("slice" in failed and "slice copied" in failed):
+        return Check(NAME, "fail", f"{torch} cannot do the program's FP8 matmul ({call}): "
+                     f"{failed.get('0-d', failed.get('slice'))}",
+                     f"the run would fail at its first FP8 matmul: use the record's own torch/CUDA build ({uses[0]} "
+                     "needs it)")
+    if "slice" in failed and not aligned_scales:
+        return Check(NAME, "fail", f"{torch} does FP8 matmuls with 0-d and aligned one-element scales but not with a "
+                     f"one-element slice 12 bytes into its tensor ({call}): {failed['slice']}; the program cuts a "
+                     "scale to one element and hands it to _scaled_mm, as 2026-07-17_FP8DownProjection does (it "
+                     "failed so at its first FP8 matmul)",
+                     "the run would fail at its first FP8 matmul: run it on the host (--runtime host), which hands "
+                     "such scales aligned, or in the record's own torch/CUDA build")
+    if "slice" in failed:
+        return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul with its "
+                     "one-element scales copied to aligned tensors, as the run hands them (pipeline/runs/"
+                     f"fp8_scales.py); at 12 bytes into their tensor it refuses them: {failed['slice']}", "none")
+    asked = " and ".join({"0-d": "0-d", "slice": "one-element sliced"}.get(form, form) for form in forms)
+    return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul ({asked} scales)",
                  "none")
 
 
-def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300) -> Check:
-    """The probe, in the Python that trains; skipped without running anything when the program uses no FP8."""
+def _answer(python: str, program: bytes, timeout_s: float) -> tuple[dict | None, str | None]:
+    forms = ["0-d", "slice", "slice copied"] if one_element_scales(program) else ["0-d"]
+    answer, failure = _ask(python, json.dumps(forms), timeout_s)
+    return (json.loads(answer), None) if answer is not None else (None, failure)
+
+
+def check_fp8_matmul(python: str, program: bytes, timeout_s: float = 300, aligned_scales: bool = False) -> Check:
+    """The probe, in the Python that trains; skipped without running anything when the program uses no FP8.
+    `aligned_scales`: the run hands _scaled_mm its one-element scales aligned (pipeline/runs/fp8_scales.py)."""
     uses = fp8_uses(program)
     if not uses:
         return Check(NAME, "skip", "the program does no FP8 matmul", "none")
-    shapes = [[], [1]] if one_element_scales(program) else [[]]
-    answer, failure = _ask(python, json.dumps(shapes), timeout_s)
-    if failure is not None:
+    data, failure = _answer(python, program, timeout_s)
+    if data is None:
         return Check(NAME, "fail", failure, "unknown")
-    return _verdict(json.loads(answer), uses)
+    return _verdict(data, uses, aligned_scales)
+
+
+def needs_aligned_scales(python: str, program: bytes, timeout_s: float = 300) -> bool:
+    """Whether the node does the program's FP8 matmul only with its one-element scales copied to aligned tensors
+    (torch 2.11.0+cu130 on an H200): then a host run hands them so. Asked only of a program that cuts its scales
+    to one element and hands them to _scaled_mm; the answer is cached with the preflight's."""
+    if not fp8_uses(program) or not one_element_scales(program):
+        return False
+    data, _ = _answer(python, program, timeout_s)
+    forms = (data or {}).get("forms", {})
+    return forms.get("0-d") == "ok" and forms.get("slice", "ok") != "ok" and forms.get("slice copied") == "ok"
 
 
 @functools.cache
-def _ask(python: str, shapes: str, timeout_s: float) -> tuple[str | None, str | None]:
+def _ask(python: str, forms: str, timeout_s: float) -> tuple[str | None, str | None]:
     """(the probe's JSON answer, None) or (None, why it gave none): asked once per Python and scale forms in a
     process, since the answer is the node's, not the program's (`--plan --all` on a node plans dozens of them)."""
-    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), shapes]
+    argv = [python, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), forms]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -285,6 +285,7 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
             program_needs,
             system_float_args,
             system_fp8_refusal,
+            system_fp8_scales,
             system_refusal,
         )
 
@@ -293,6 +294,8 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
         if plan.environment.get("name") == "system":  # the Python running repro trains: its torch and Triton
             floats = system_float_args(text, record.software.torch)
             plan.stand_ins += [{"name": "float arguments", "why": floats}] if floats else []
+            scales = system_fp8_scales(text)
+            plan.stand_ins += [{"name": "FP8 scales", "why": scales}] if scales else []
             why = system_refusal(plan.program.get("files", []), record.software.torch)
             plan.refusals += [r for r in (why, system_fp8_refusal(text)) if r]
     plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")

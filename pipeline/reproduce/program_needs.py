@@ -5,6 +5,7 @@
     why = system_refusal(files, "2.10.0")   # the same for the Python running repro (--python-env system), or ""
     line = system_float_args(program, "2.10.0")   # the float typing that Python's run sets back, or ""
     why = system_fp8_refusal(program)     # this node's answer to the program's FP8 matmul, asked now, or ""
+    line = system_fp8_scales(program)     # the FP8 scales that Python's run hands aligned, or ""
 
 - FP8: a program whose syntax tree uses `_scaled_mm` or a `float8_*` dtype needs a torch and cuBLAS that do
   its FP8 matmul; the run asks the node first (preflight fp8_matmul, pipeline/preflight/fp8.py).
@@ -149,16 +150,38 @@ def system_refusal(files: list[dict], record_torch: str) -> str:
             "system), or on a Python whose torch and Triton compile them")
 
 
-def system_fp8_refusal(program: bytes | None) -> str:
-    """The FP8 preflight (pipeline/preflight/fp8.py) asked by `--plan` itself where it runs on the node that trains
-    (the Python running repro, a GPU driver here: nvidia-smi on the path): its refusal, or "" (no FP8, no GPU, or
-    the node does the matmul). Seconds, and only for a program that does FP8 matmuls."""
+def _node_python(program: bytes | None) -> str | None:
+    """The Python running repro, where `--plan` runs on the node that trains (a GPU driver here: nvidia-smi on
+    the path) and the program does FP8 matmuls; else None (nothing to ask)."""
     import shutil
     import sys
 
-    from pipeline.preflight.fp8 import check_fp8_matmul, fp8_uses
+    from pipeline.preflight.fp8 import fp8_uses
 
-    if program is None or shutil.which("nvidia-smi") is None or not fp8_uses(program):
+    return sys.executable if program is not None and shutil.which("nvidia-smi") and fp8_uses(program) else None
+
+
+def system_fp8_refusal(program: bytes | None) -> str:
+    """The FP8 preflight (pipeline/preflight/fp8.py) asked by `--plan` itself on the node that trains, as the
+    host run asks it (which hands one-element scales aligned where the node needs it): its refusal, or "" (no
+    FP8, no GPU, or the node does the matmul). Seconds, and only for a program that does FP8 matmuls."""
+    from pipeline.preflight.fp8 import check_fp8_matmul
+
+    python = _node_python(program)
+    if python is None:
         return ""
-    check = check_fp8_matmul(sys.executable, program)
+    check = check_fp8_matmul(python, program, aligned_scales=True)
     return f"preflight {check.name} (asked on this node now): {check.reason}" if check.status == "fail" else ""
+
+
+def system_fp8_scales(program: bytes | None) -> str:
+    """The deviation a host run in the Python running repro declares when this node's cuBLAS does the program's
+    FP8 matmul only with its one-element scales aligned (pipeline/runs/fp8_scales.py); "" for none."""
+    from pipeline.preflight.fp8 import needs_aligned_scales
+    from pipeline.runs.fp8_scales import why
+
+    python = _node_python(program)
+    if python is None or not needs_aligned_scales(python, program):
+        return ""
+    versions = installed_versions()
+    return why(versions[0] if versions else "(this Python's)")

@@ -5,4 +5,4 @@ the others are this stage's own. Names, not imports: importing the package loads
 """
 
 PUBLIC = ("train_plan", "train_run", "rundir", "launch", "runtime_docker", "hub_use", "progress", "float_args",
-          "failure")
+          "fp8_scales", "failure")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # Started by torchrun in the program's place: sets the flag, then runs the program as __main__ (its own folder).
-LAUNCHER = Path(__file__).resolve().parent / "float_args_launcher" / "fp32_floats.py"
+LAUNCHER = Path(__file__).resolve().parent / "launchers" / "fp32_floats.py"
 FLAG = "torch._inductor.config._use_fp64_for_unbacked_floats"
 
 

@@ -103,6 +103,7 @@ class RunMeta:
     fa3_standin: bool = False  # FA3 absent: the record's program ran on the FlexAttention stand-in
     hub_standin: bool = False  # the program's kernels-hub imports were answered by repro's stand-in
     inductor_fp32_floats: bool = False  # float kernel arguments typed fp32, as the record's torch did (float_args)
+    fp8_aligned_scales: bool = False  # one-element FP8 scales handed to cuBLAS aligned (fp8_scales)
     failure: str | None = None  # a failed run: the last exception line of its output (pipeline/runs/failure.py)
     startup_s: float | None = None  # launch to the first timed step (compile, warm-up), seconds
     schema_version: int = SCHEMA_VERSION
@@ -143,7 +144,8 @@ class RunMeta:
             status=status, host_environment=_host_environment(f.opt("host_environment", dict), path),
             program_patch=f.opt("program_patch", dict), fa3_standin=f.opt("fa3_standin", bool, False),
             hub_standin=f.opt("hub_standin", bool, False),
-            inductor_fp32_floats=f.opt("inductor_fp32_floats", bool, False), failure=f.opt("failure", str),
+            inductor_fp32_floats=f.opt("inductor_fp32_floats", bool, False),
+            fp8_aligned_scales=f.opt("fp8_aligned_scales", bool, False), failure=f.opt("failure", str),
             startup_s=f.opt("startup_s", float))
 
     @classmethod

@@ -30,6 +30,7 @@ from pipeline.records.program_files import split_program
 from pipeline.records.world_size import world_size_refusal
 from pipeline.runs.float_args import LAUNCHER as FLOAT_ARGS_LAUNCHER
 from pipeline.runs.float_args import fp32_float_args
+from pipeline.runs.fp8_scales import LAUNCHER as FP8_SCALES_LAUNCHER
 from pipeline.runs.launch import Launch, Mount
 from pipeline.runs.rundir import HostEnvironment, RunMeta, new_run_id
 from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED, ContainerSpec, cache_volume_name, container_spec
@@ -106,6 +107,7 @@ class TrainPlan:
     fa3_standin: bool = False  # the record's program runs on the FlexAttention stand-in (FA3 not importable)
     hub_standin: bool = False  # the program's `kernels` hub imports are answered by repro's stand-in
     inductor_fp32_floats: bool = False  # Python float kernel arguments typed as the record's torch did (float_args)
+    fp8_aligned_scales: bool = False  # one-element FP8 scales handed to cuBLAS aligned (fp8_scales)
 
     def meta(self) -> RunMeta:
         r = self.request
@@ -117,7 +119,8 @@ class TrainPlan:
             program_fingerprint=self.program.fingerprint, program_source=self.program.source,
             data_dir=str(self.data_dir), data_lock_sha256=self.data_lock_sha256, compile_cache=self.compile_cache,
             started_at=utc_now(), host_environment=self.host_environment, program_patch=self.program.patch,
-            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin, inductor_fp32_floats=self.inductor_fp32_floats)
+            fa3_standin=self.fa3_standin, hub_standin=self.hub_standin, inductor_fp32_floats=self.inductor_fp32_floats,
+            fp8_aligned_scales=self.fp8_aligned_scales)
 
     def to_dict(self) -> dict:
         """What --dry-run shows."""
@@ -128,7 +131,7 @@ class TrainPlan:
                             "files": [f.pin() for f in split_program(self.program.text)] if self.program.text
                             else []},
                 "fa3_standin": self.fa3_standin, "hub_standin": self.hub_standin,
-                "inductor_fp32_floats": self.inductor_fp32_floats,
+                "inductor_fp32_floats": self.inductor_fp32_floats, "fp8_aligned_scales": self.fp8_aligned_scales,
                 "data_dir": str(self.data_dir), "data_lock_sha256": self.data_lock_sha256,
                 "image_id": self.image_id, "environment": self.environment, "compile_cache": self.compile_cache,
                 "command": list(self.launch.argv), "workdir": self.launch.workdir,
@@ -200,13 +203,14 @@ def standin_path(*, fa3: bool, hub: bool) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(path)} if path else {}
 
 
-def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, head: list[str], env: dict[str, str],
-                 fp32_floats: bool = False) -> Launch:
+def _host_launch(req: TrainRequest, run_dir: Path, data_dir: Path, head: list[str], env: dict[str, str], *,
+                 fp32_floats: bool = False, aligned_scales: bool = False) -> Launch:
     """`head`: torchrun and its options; `env`: the caches, and for the record's program its stand-ins' path;
-    `fp32_floats`: the record's program started through the launcher that types its float arguments fp32."""
+    `fp32_floats`, `aligned_scales`: the record's program started through the launchers that type its float
+    arguments fp32 and hand its FP8 scales aligned (each runs the next argument as __main__)."""
     if req.trainer == "record":
-        program = [str(FLOAT_ARGS_LAUNCHER), "train_gpt.py"] if fp32_floats else ["train_gpt.py"]
-        return Launch(tuple(head + program), str(run_dir / WORK), env)
+        launchers = [str(FP8_SCALES_LAUNCHER)] * aligned_scales + [str(FLOAT_ARGS_LAUNCHER)] * fp32_floats
+        return Launch(tuple(head + launchers + ["train_gpt.py"]), str(run_dir / WORK), env)
     return Launch(tuple(head + _native_args(req, str(data_dir), str(run_dir))), str(TRAIN_PARENT),
                   {**env, "PYTHONPATH": str(TRAIN_PARENT)})
 
@@ -346,6 +350,7 @@ def _program(req: TrainRequest) -> Program:
 def _plan_host(req: TrainRequest, program: Program, run_dir: Path, data_dir: Path, data_lock: str | None
                ) -> TrainPlan:
     from pipeline.env.venv import compile_cache_dir
+    from pipeline.preflight.fp8 import needs_aligned_scales
     from pipeline.runs.runtime_host import find_torchrun, probe_environment
 
     venv = req.venv  # as a docker run records its image: the venv's key, lock sha256, python and path
@@ -364,14 +369,15 @@ def _plan_host(req: TrainRequest, program: Program, run_dir: Path, data_dir: Pat
            "TRITON_CACHE_DIR": str(cache / "triton"), **standin_path(fa3=standin, hub=hub)}
     fp32_floats = req.trainer == "record" and fp32_float_args(program.text, record_torch=req.record.software.torch,
                                                               training_torch=host.probe.torch)
-    launch = _host_launch(req, run_dir, data_dir, head, env, fp32_floats)
+    aligned = req.trainer == "record" and needs_aligned_scales(host.probe.executable or "python3", program.text)
+    launch = _host_launch(req, run_dir, data_dir, head, env, fp32_floats=fp32_floats, aligned_scales=aligned)
     return TrainPlan(request=req, record=req.record, run_id=run_dir.name, run_dir=run_dir, program=program,
                      data_dir=data_dir, data_lock_sha256=data_lock, world_size=nproc, launch=launch,
                      container=None,
                      image_id=None, environment=venv.environment if venv else "host",
                      environment_lock_sha256=venv.lock_sha256 if venv else None, host_environment=host,
                      compile_cache=str(cache), fa3_standin=standin, hub_standin=hub,
-                     inductor_fp32_floats=fp32_floats)
+                     inductor_fp32_floats=fp32_floats, fp8_aligned_scales=aligned)
 
 
 def _plan_docker(req: TrainRequest, program: Program, run_dir: Path, data_dir: Path, data_lock: str | None

@@ -93,14 +93,16 @@ def _fp8_preflight(plan: TrainPlan, tee: Tee) -> None:
     """A record program that does FP8 matmuls asks the training Python for one of the same layout first
     (pipeline/preflight/fp8.py), so a torch/cuBLAS that cannot do them stops the run before its compile."""
     if plan.request.trainer == "record" and plan.host_environment is not None and plan.program.text:
-        fp8_gate(plan.host_environment.probe.executable or "python3", plan.program.text, tee)
+        fp8_gate(plan.host_environment.probe.executable or "python3", plan.program.text, tee,
+                 aligned_scales=plan.fp8_aligned_scales)
 
 
-def fp8_gate(python: str, program: bytes, tee: Tee) -> None:
-    """The FP8 check's answer on the run's output; a refusal raised as CheckFailed, naming the cause."""
+def fp8_gate(python: str, program: bytes, tee: Tee, aligned_scales: bool = False) -> None:
+    """The FP8 check's answer on the run's output; a refusal raised as CheckFailed, naming the cause.
+    `aligned_scales`: the run hands _scaled_mm its one-element scales aligned (pipeline/runs/fp8_scales.py)."""
     from pipeline.preflight.fp8 import check_fp8_matmul
 
-    check = check_fp8_matmul(python, program)
+    check = check_fp8_matmul(python, program, aligned_scales=aligned_scales)
     if check.reason != "the program does no FP8 matmul":
         tee.note(f"preflight {check.name}: {check.status}: {check.reason}")
     if check.status == "fail":

@@ -248,6 +248,8 @@ def _standin_findings(meta: RunMeta | None) -> list[Finding]:
         findings.append(Finding("kernels.hub_standin", "deviation"))
     if meta is not None and meta.inductor_fp32_floats:  # the record's torch's float typing (pipeline/runs/float_args)
         findings.append(Finding("inductor.fp32_floats", "deviation"))
+    if meta is not None and meta.fp8_aligned_scales:  # FP8 scales copied aligned for cuBLAS (pipeline/runs/fp8_scales)
+        findings.append(Finding("fp8.aligned_scales", "deviation"))
     return findings
 
 

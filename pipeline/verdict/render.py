@@ -146,6 +146,9 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "inductor.fp32_floats": lambda d: "inductor: the program's Python float kernel arguments were typed fp32, as "
                                       "the record's torch typed them, not fp64 as this torch does (torch._inductor."
                                       "config._use_fp64_for_unbacked_floats = False, pipeline/runs/float_args.py)",
+    "fp8.aligned_scales": lambda d: "FP8 scales: each one-element scale the program handed torch._scaled_mm at an "
+                                    "unaligned address went to cuBLAS as its own tensor (the same value), as this "
+                                    "node's cuBLAS needs (pipeline/runs/fp8_scales.py)",
     "attention.fa3_standin": lambda d: "attention: FA3 could not be imported; the record's program called repro's "
                                        "FlexAttention stand-in (pipeline/runs/fa3_standin) in its place",
     "environment.unpinned": lambda d: f"environment: the host's own Python, not a build of {d['record_environment']}'s "

@@ -1,6 +1,6 @@
 """Run a record's program with inductor typing Python float kernel arguments fp32 (pipeline/runs/float_args.py).
 
-    torchrun --standalone --nproc_per_node=8 .../float_args_launcher/fp32_floats.py train_gpt.py [ARGS]
+    torchrun --standalone --nproc_per_node=8 .../launchers/fp32_floats.py train_gpt.py [ARGS]
 
 torchrun starts this file in the program's place. It sets the one flag, then runs the program as `__main__`
 exactly as `python train_gpt.py` would: its argv (programs log their own source by reading the file sys.argv[0] names),
