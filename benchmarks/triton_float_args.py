@@ -113,13 +113,16 @@ def fp8_case() -> dict:
     sys.path.insert(0, str(ROOT))
     from pipeline.preflight.fp8 import COLS, INNER, MARKER, ROWS, SNIPPET
 
-    shapes = json.dumps([[], [1]])  # 0-d scales and one-element slices at an offset, as the preflight asks 2026-07-17
-    done = subprocess.run([sys.executable, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), shapes],
+    forms = json.dumps(["0-d", "slice", "slice copied"])  # each scale form the preflight asks of 2026-07-17
+    done = subprocess.run([sys.executable, "-c", SNIPPET, str(ROWS), str(INNER), str(COLS), forms],
                           capture_output=True, text=True, timeout=300)
     line = next((x for x in done.stdout.splitlines() if x.startswith(MARKER)), "")
     data = json.loads(line[len(MARKER):]) if line else {"error": done.stderr.strip()[-400:]}
-    print(f"{'7 fp8':<22} {'PASS' if 'ok' in data else 'FAIL'}  {data.get('error', data.get('skip', ''))}", flush=True)
-    return {"case": "7 fp8", "ok": "ok" in data, **data}
+    answers = data.get("forms", {})
+    ok = bool(answers) and all(answers.get(form) == "ok" for form in ("0-d", "slice copied"))
+    said = ", ".join(f"{form}: {answer}" for form, answer in answers.items()) or data.get("error", data.get("skip"))
+    print(f"{'7 fp8':<22} {'PASS' if ok else 'FAIL'}  {said}", flush=True)
+    return {"case": "7 fp8", "ok": ok, **data}
 
 
 def main() -> int:

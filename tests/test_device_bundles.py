@@ -73,3 +73,20 @@ def test_any_record_bundles_verify_and_name_their_outcome(folder, tmp_path):
         shown = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "bundle", "show",
                                 str(bundle)], capture_output=True, text=True, cwd=REPO_ROOT)
         assert shown.returncode == 0 and reason in shown.stdout, shown.stdout[-3000:]
+
+
+NEWEST = REPO_ROOT / "docs" / "device-runs" / "2026-12-02-h200-history-4" / "2026-07-17_FP8DownProjection"
+
+
+def test_the_newest_record_smoke_passed_on_torch_2_11_with_its_fp8_scales_declared(tmp_path):
+    """Issue 35's fourth lease: 2026-07-17 on torch 2.11.0+cu130 verifies against this checkout's registry, and
+    its bundle says both ways the run differed from the program's own torch: FP8 scales handed aligned, floats
+    typed fp32 (pipeline/runs/fp8_scales.py, float_args.py)."""
+    (bundle,) = NEWEST.glob("*.tar.gz")
+    done = subprocess.run([sys.executable, "-c", NO_CRYPTO, str(tmp_path), str(bundle)], capture_output=True,
+                          text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0 and "verdict: smoke-passed" in done.stdout, done.stdout[-2000:] + done.stderr
+    shown = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "bundle", "show", str(bundle)],
+                           capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "deviation: FP8 scales: each one-element scale" in shown.stdout, shown.stdout[-3000:]
+    assert "deviation: inductor: the program's Python float kernel arguments were typed fp32" in shown.stdout
