@@ -86,19 +86,20 @@ def test_a_2024_program_without_final_newline_ends_at_the_separator_glued_to_its
 # ---- the whole-buffer scan (parse_text) reads every log as the line-by-line reading (parse_stream) does ----
 
 def _both(raw: bytes):
-    """(the scan's reading, the line reading, whether the scan read it); the columns reading (the importer's) must
-    be the scan's once its steps are built."""
+    """(the scan's reading, the line reading, whether the scan read it); the reading without the steps (the
+    importer's) must be the scan's once its steps are read where it says they start."""
     import dataclasses
     import io
 
-    from pipeline.records.logparse import _Parser, _Scan, parse_stream, parse_text_columns, steps_of
+    from pipeline.records.logparse import _Parser, _Scan, parse_stream, parse_text_unread, step_columns, steps_of
 
     scanned = _Scan(_Parser("<log>"), raw).run()
     fast = repr(parse_text(raw))
-    log, columns = parse_text_columns(raw)
-    if columns is not None:
-        assert log.steps == ()
-        log = dataclasses.replace(log, steps=steps_of(columns))
+    log, unread = parse_text_unread(raw)
+    if unread is not None:
+        at, count = unread
+        assert log.steps == () and len(step_columns(raw, at)[0]) == count
+        log = dataclasses.replace(log, steps=steps_of(step_columns(raw, at)))
     assert repr(log) == fast
     return fast, repr(parse_stream(io.BytesIO(raw))), scanned
 

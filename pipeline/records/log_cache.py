@@ -182,15 +182,16 @@ def data_need(program: bytes, args: dict, derive: Callable[[], object], kind: ty
 
 def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str, str], tuple[ParsedLog, tuple | None]],
               derive: Callable[[bytes, ParsedLog, str], LogFacts], kind: type) -> LogFacts:
-    """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, columns) =
-    parse(raw, file, their sha256) (logparse.parse_text_columns: the steps maybe as columns, which the facts never
+    """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, unread) =
+    parse(raw, file, their sha256) (logparse.parse_text_unread: the steps maybe left unread, which the facts never
     read), read from the memo when these bytes were read before."""
     key = sha256_bytes(raw)
     facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file, kind)
     if facts is None:
-        parsed, columns = parse(raw, file, key)
+        parsed, unread = parse(raw, file, key)
         if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
-            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed, columns)
+            entry = _state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle"
+            _write_unread(entry, parsed, unread) if unread and unread[1] else _write_parsed(entry, parsed)
         facts = derive(raw, parsed, file)
         entry = asdict(facts)
         del entry["file"]  # the only field not derived from the bytes
@@ -250,9 +251,12 @@ class _ReaderUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True) -> ParsedLog:
+def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True,
+               read_steps: Callable[[bytes, int], tuple] | None = None) -> ParsedLog:
     """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before; steps=False:
-    a memo's log may come without its steps (for a reader of its program or header only)."""
+    a memo's log may come without its steps (for a reader of its program or header only). A memo whose steps the
+    import left unread gets them from read_steps(the file's bytes, where they start) (logparse.step_columns), and
+    is written again with them."""
     folder = _state["folder"]
     if folder is None:
         return parse()
@@ -266,6 +270,8 @@ def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True
         return parse()  # parse() says what is wrong with the path
     entry = folder / f"parsed-{reader_key()}" / f"{digest}.pickle"
     log = _read_parsed(entry, digest, steps=steps)
+    if isinstance(log, _Unread):
+        log = _read_unread(path, entry, log, read_steps) if steps else log.log
     if log is not None:
         return dataclasses.replace(log, path=str(path))
     log = parse()
@@ -279,6 +285,9 @@ def _read_parsed(entry: Path, digest: str, *, steps: bool = True) -> ParsedLog |
 
     try:
         doc = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
+        if isinstance(doc, tuple) and doc[:1] == (_UNREAD,):
+            unread = _Unread(*doc[1:])
+            return unread if unread.ok(digest) else None
         log = _unpacked(doc, steps) if isinstance(doc, tuple) else doc
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
@@ -329,6 +338,55 @@ def _unpacked(doc: tuple, steps: bool = True) -> ParsedLog:
         return doc[1]
     step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")  # its list
     return dataclasses.replace(doc[1], steps=tuple(map(step_point, *columns)))
+
+
+# A log the import read keeps its steps unread (logparse.parse_text_unread): where they start and how many they are.
+_UNREAD = "steps-unread-1"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unread:
+    """A memo entry of a log without its steps: (the log, the offset its steps start at, their count)."""
+
+    log: ParsedLog
+    at: int
+    count: int
+
+    def ok(self, digest: str) -> bool:
+        log = self.log
+        return (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
+            and log.log_sha256 == digest and log.steps == () and isinstance(log.vals, tuple) \
+            and isinstance(log.issues, tuple) and type(self.at) is int and type(self.count) is int \
+            and 0 <= self.at and 0 < self.count
+
+
+def _read_unread(path: Path, entry: Path, unread: _Unread,
+                 read_steps: Callable[[bytes, int], tuple] | None) -> ParsedLog | None:
+    """The log with the steps its memo entry left unread, read from the file's bytes (None: they are not those
+    bytes any more, or their steps are not the entry's); written back whole, so they are read once."""
+    from pipeline.errors import ReproError
+    from pipeline.regular_file import read_bounded
+
+    if read_steps is None:
+        return None
+    try:
+        raw = read_bounded(path, MAX_MEMO_BYTES, "log", "")
+    except ReproError:
+        return None
+    if sha256_bytes(raw) != unread.log.log_sha256:
+        return None  # the file changed since it was hashed: parse() reads it as it is now
+    columns = read_steps(raw, unread.at)
+    if len(columns[0]) != unread.count:
+        return None
+    step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")
+    _write_parsed(entry, unread.log, columns)
+    return dataclasses.replace(unread.log, steps=tuple(map(step_point, *columns)))
+
+
+def _write_unread(entry: Path, log: ParsedLog, unread: tuple[int, int]) -> None:
+    from pipeline.atomic import write_cache_bytes
+
+    write_cache_bytes(entry, pickle.dumps((_UNREAD, log, *unread), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _write_parsed(entry: Path, log: ParsedLog, columns: tuple | None = None) -> None:

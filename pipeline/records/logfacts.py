@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.errors import ReproError
 from pipeline.hashing import sha256_bytes
-from pipeline.records.logparse import MAX_LOG_FILE_BYTES, ParsedLog, parse_text, parse_text_columns
+from pipeline.records.logparse import MAX_LOG_FILE_BYTES, ParsedLog, parse_text, parse_text_unread
 from pipeline.records.program_files import program_file_pins
 from pipeline.regular_file import read_bounded
 
@@ -127,7 +127,7 @@ def read_log_facts(path: Path) -> LogFacts:
         raise LogUnreadable(f"{path.name}: {exc.what.removeprefix(f'{path}: ')}") from None
     from pipeline.records.log_cache import log_facts  # the memo of facts_from_bytes (keyed by the bytes' sha256)
 
-    return log_facts(raw, path.name, parse=parse_text_columns, derive=facts_from_parsed, kind=LogFacts)
+    return log_facts(raw, path.name, parse=parse_text_unread, derive=facts_from_parsed, kind=LogFacts)
 
 
 def logs_in(folder: Path) -> tuple[list[Path], list[str]]:
