@@ -492,6 +492,7 @@ _LINE_END = rb"[ \t\r\f\v]*$"  # `\s*$` of one line, within the whole buffer (re
 _POINTS = re.compile(rb"\n(?-i:step:)(\d{1,12})/(\d{1,12}) (?:(?:train_loss:(?:" + _NUMBER + rb") )?"
                      rb"train_time:(\d{1,15})ms step_avg:(" + _NUMBER + rb")ms|val_loss:(" + _NUMBER + rb") "
                      rb"train_time:(\d{1,15})ms step_avg:(?:" + _NUMBER + rb")ms)" + _LINE_END, re.M | re.I)
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # a line's shape: its digits made 0
 _PEAKS = re.compile(rb"\npeak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB" + _LINE_END, re.M)
 
 
@@ -568,9 +569,22 @@ class _Scan:
         if not steps_at:
             return True
         parser.in_steps = True
-        points = _POINTS.findall(raw, steps_at - 1)
-        if len(points) != raw.count(b"\nstep:", steps_at - 1) or len(points) >= MAX_POINTS:
-            return False  # an unreadable step line, a cap reached: the line reading says which, where
+        lines = raw.count(b"\nstep:", steps_at - 1)
+        if lines >= MAX_POINTS:
+            return False  # a cap reached: the line reading says where
+        if not (self.unread and self._shapes(steps_at - 1, lines)) and not self._points(steps_at - 1, lines):
+            return False
+        if peaks := _PEAKS.findall(raw, steps_at - 1):
+            parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
+        return True
+
+
+    def _points(self, at: int, lines: int) -> bool:
+        """The step lines from `at` (the newline before the first), each matched by _POINTS; False when one is not."""
+        raw, parser = self.raw, self.parser
+        points = _POINTS.findall(raw, at)
+        if len(points) != lines:
+            return False  # an unreadable step line: the line reading says which
         scheduled = {int(n) for n in {p[1] for p in points}}
         if len(scheduled) > 16:
             return False
@@ -584,11 +598,42 @@ class _Scan:
             parser.steps = list(steps_of(columns))
             parser.last_point = max([0, max(columns[0], default=0)] + [v.step for v in vals])
         else:
-            parser.unread = (steps_at - 1, len(points) - len(validations))
+            parser.unread = (at, len(points) - len(validations))
             if not vals or vals[-1].step != max(scheduled):  # read only for a run cut short (_ending_issues)
                 parser.last_point = max(map(int, map(_AT_STEP, points)))
-        if peaks := _PEAKS.findall(raw, steps_at - 1):
-            parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
+        return True
+
+    def _shapes(self, at: int, lines: int) -> bool:
+        """_points' reading of a log whose step numbers stay unread, without matching each of its step lines: _POINTS
+        tells digits by \\d only, so a line matches it exactly when its shape (each digit made 0) does, and a log's
+        ~2,000 step lines have a dozen shapes. The validations are found by their text; a schedule shared by every
+        line by counting it. False (nothing set): a log this cannot tell, read by _points."""
+        raw, parser = self.raw, self.parser
+        shapes = set(raw[at:].translate(_ZEROS).split(b"\n"))
+        for shape in shapes:
+            m = _POINTS.fullmatch(b"\n" + shape) if shape.startswith(b"step:") else True
+            if m is None or (m is not True and m.group(5) and b" val_loss:" not in shape):
+                return False  # an unreadable step line, or a validation in capitals the search below would miss
+        first = _POINTS.match(raw, at)
+        scheduled, width = first.group(2), len(first.group(2))
+        # a valid step line holds one "/", before its schedule: when no other line holds "/<digits> " of that width,
+        # counting "/<schedule> " counts the step lines that have that schedule
+        if any(b"/" + b"0" * width + b" " in shape for shape in shapes if not shape.startswith(b"step:")) \
+                or raw.count(b"/" + scheduled + b" ", at) != lines:
+            return False
+        validations = 0
+        found = raw.find(b" val_loss:", at)
+        while found >= 0:
+            start = raw.rfind(b"\n", at, found)
+            if raw.startswith(b"step:", start + 1):  # a step line: a validation (the shapes matched)
+                s, _, _, _, loss, ms = _POINTS.match(raw, start).groups()
+                parser._val_point(int(s), float(loss), int(ms), True)
+                validations += 1
+            end = raw.find(b"\n", found)
+            found = raw.find(b" val_loss:", end) if end >= 0 else -1
+        parser.scheduled, parser.unread, vals = {int(scheduled)}, (at, lines - validations), parser.vals
+        if not vals or vals[-1].step != int(scheduled):  # read only for a run cut short (_ending_issues)
+            parser.last_point = max(map(int, map(_AT_STEP, _POINTS.findall(raw, at))))
         return True
 
 
