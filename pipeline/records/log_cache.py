@@ -127,9 +127,10 @@ def flush() -> None:
 
 # --- a program's fingerprint --------------------------------------------------------------------------------
 
-def program_fingerprint(program: bytes, walk: Callable[[bytes], str]) -> str:
-    """walk(program) (identity.program_fingerprint), done once per distinct program (errors remembered too)."""
-    key = sha256_bytes(program)
+def program_fingerprint(program: bytes, walk: Callable[[bytes], str], sha256: str | None = None) -> str:
+    """walk(program) (identity.program_fingerprint), done once per distinct program (errors remembered too);
+    `sha256`: the program's hex digest, when the caller has it."""
+    key = sha256 or sha256_bytes(program)
     entry = _table("fingerprints").get(key)
     if not _fingerprint_entry_ok(entry):
         try:
