@@ -94,6 +94,9 @@ def test_a_log_the_import_read_comes_back_from_the_memo_as_its_own_reading(tmp_p
             logfacts.read_log_facts(path)
         parsed = list((tmp_path / "memo").glob("parsed-*/*.pickle"))
         assert len(parsed) >= len(logs) - 1  # a log whose bytes another log repeats is kept once
+        programs = [p for p in map(logparse.parse_text, map(Path.read_bytes, logs)) if p.program]
+        kept = b"".join(p.read_bytes() for p in parsed)
+        assert len(programs) > 10 and not [p.path for p in programs if p.program in kept]  # sliced from the log
         with_steps, read = 0, []
         def read_steps(raw: bytes, at: int):
             read.append(at)
