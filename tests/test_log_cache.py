@@ -81,8 +81,9 @@ def test_the_loop_without_any_memo_says_what_it_says_with_one(cold, tmp_path, mo
 
 
 def test_a_log_the_import_read_comes_back_from_the_memo_as_its_own_reading(tmp_path):
-    """The importer keeps each log's steps as columns (logparse.parse_text_columns); what `records check` and `verify`
-    read back from the memo is, step for step, the log as the line reading parses it."""
+    """The importer keeps each log without its steps (logparse.parse_text_unread: where they start); what `records
+    check` and `verify` read back from the memo is, step for step, the log as the line reading parses it, and the
+    steps are read from the file's bytes once: the memo is written again with them."""
     import io
 
     logs = sorted(p for p in SAMPLE.rglob("*") if p.suffix in (".txt", ".log") and p.is_file())
@@ -93,13 +94,25 @@ def test_a_log_the_import_read_comes_back_from_the_memo_as_its_own_reading(tmp_p
             logfacts.read_log_facts(path)
         parsed = list((tmp_path / "memo").glob("parsed-*/*.pickle"))
         assert len(parsed) >= len(logs) - 1  # a log whose bytes another log repeats is kept once
-        with_steps = 0
+        programs = [p for p in map(logparse.parse_text, map(Path.read_bytes, logs)) if p.program]
+        kept = b"".join(p.read_bytes() for p in parsed)
+        assert len(programs) > 10 and not [p.path for p in programs if p.program in kept]  # sliced from the log
+        with_steps, read = 0, []
+        def read_steps(raw: bytes, at: int):
+            read.append(at)
+            return logparse.step_columns(raw, at)
+
         for path in logs:
-            kept = log_cache.parsed_log(path, lambda p=path: pytest.fail(f"{p} was parsed again"))
+            kept = log_cache.parsed_log(path, lambda p=path: pytest.fail(f"{p} was parsed again"),
+                                        read_steps=read_steps)
             fresh = logparse.parse_stream(io.BytesIO(path.read_bytes()), str(path))
             assert repr(kept) == repr(fresh), path  # repr: a nan step average equals itself
+            assert log_cache.parsed_log(path, pytest.fail, steps=False).program == fresh.program
             with_steps += bool(kept.steps)
-        assert with_steps > len(logs) // 2
+        assert with_steps > len(logs) // 2 and len(read) == with_steps  # the import read no step's numbers
+        for path in logs:  # read again: the steps come from the memo now
+            assert repr(log_cache.parsed_log(path, pytest.fail, read_steps=pytest.fail)) == repr(
+                logparse.parse_stream(io.BytesIO(path.read_bytes()), str(path)))
     finally:
         log_cache.use_folder(None)
 
@@ -158,7 +171,13 @@ def test_a_reimport_where_nothing_changed_stops_after_hashing(tmp_path, monkeypa
     reg = registry(tmp_path / "reg")
     args = ["--root", str(tmp_path / "root"), "--registry", str(reg), "records", "import", str(clone),
             "--commit", COMMIT]
-    first, second = run(*args), run(*args)  # the second writes nothing: remembered
+    from pipeline.records import import_memo
+
+    key = import_memo.import_key
+    monkeypatch.setattr(import_memo, "import_key", lambda *a: pytest.fail("nothing to recall, all to write: no key"))
+    first = run(*args)  # an empty registry and no memo: the clone's logs are not hashed for a key
+    monkeypatch.setattr(import_memo, "import_key", key)
+    second = run(*args)  # writes nothing: remembered
     assert first[0] == second[0] == 0 and "unchanged 0" not in second[1]
     real = importer.import_records
     monkeypatch.setattr(importer, "import_records", lambda *a, **k: pytest.fail("imported again"))

@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from pipeline.records.logparse import parse_log, parse_text
 from tests.logfactory import PROGRAM, make_log
 
@@ -86,19 +88,20 @@ def test_a_2024_program_without_final_newline_ends_at_the_separator_glued_to_its
 # ---- the whole-buffer scan (parse_text) reads every log as the line-by-line reading (parse_stream) does ----
 
 def _both(raw: bytes):
-    """(the scan's reading, the line reading, whether the scan read it); the columns reading (the importer's) must
-    be the scan's once its steps are built."""
+    """(the scan's reading, the line reading, whether the scan read it); the reading without the steps (the
+    importer's) must be the scan's once its steps are read where it says they start."""
     import dataclasses
     import io
 
-    from pipeline.records.logparse import _Parser, _Scan, parse_stream, parse_text_columns, steps_of
+    from pipeline.records.logparse import _Parser, _Scan, parse_stream, parse_text_unread, step_columns, steps_of
 
     scanned = _Scan(_Parser("<log>"), raw).run()
     fast = repr(parse_text(raw))
-    log, columns = parse_text_columns(raw)
-    if columns is not None:
-        assert log.steps == ()
-        log = dataclasses.replace(log, steps=steps_of(columns))
+    log, unread = parse_text_unread(raw)
+    if unread is not None:
+        at, count = unread
+        assert log.steps == () and len(step_columns(raw, at)[0]) == count
+        log = dataclasses.replace(log, steps=steps_of(step_columns(raw, at)))
     assert repr(log) == fast
     return fast, repr(parse_stream(io.BytesIO(raw))), scanned
 
@@ -129,6 +132,12 @@ def _shapes() -> dict[str, bytes]:
         "llm.c": b"s:0 trl:10.9\ns:0 tel:10.8\ns:10 tel:3.9\n",
         "long line": log.replace(b"step:12/1680", b"step:12/1680" + b" " * 70_000),
         "separator in a line": log.replace(b"step:13/1680", b"x" + sep + b"\nstep:13/1680"),
+        # what the importer's reading by shapes (_Scan._shapes) must leave to the line matches
+        "a schedule's text in another line": log.replace(b"step:14/1680", b"loaded 3/1680 files\nstep:14/1680"),
+        "validation text in another line": log.replace(b"step:15/1680", b"final val_loss: 3.2 here\nstep:15/1680"),
+        "validation in capitals": log.replace(b"val_loss:3.2795", b"VAL_LOSS:3.2795"),
+        "schedule with a leading zero": log.replace(b"/1680 train_time:1", b"/01680 train_time:1"),
+        "unreadable late": log.replace(b"step:1600/1680 train_time:", b"step:1600/1680 train_time:x"),
     }
 
 
@@ -141,6 +150,24 @@ def test_the_scan_reads_every_shape_as_the_line_reading_does():
             scanned.append(name)
     assert {"current", "trailing spaces", "late-2024", "late-2024 unterminated", "train_loss", "nan", "twice",
             "two peaks"} <= set(scanned)
+
+
+def test_the_importers_reading_matches_no_step_line_of_a_usual_log(monkeypatch):
+    """parse_text_unread reads a usual log's step lines by their shapes (a dozen matches, not ~2,000), and says what
+    parse_text (the line matches' reading) says once its steps are read."""
+    import dataclasses
+
+    from pipeline.records.logparse import _Scan, parse_text_unread, step_columns, steps_of
+
+    raw = make_log(PROGRAM).encode()
+    logs = (raw, raw[:raw.index(b"\nstep:432/") + 1])  # whole, and cut after a line (truncated)
+    expected = [repr(parse_text(log_bytes)) for log_bytes in logs]
+    assert "truncated: the last step reached is 431 of 1680" in parse_text(logs[1]).problems[-1]
+    monkeypatch.setattr(_Scan, "_points", lambda *a: pytest.fail("every step line was matched"))
+    for log_bytes, whole in zip(logs, expected):
+        log, (at, count) = parse_text_unread(log_bytes)
+        assert log.vals and count == len(step_columns(log_bytes, at)[0]) > 100
+        assert repr(dataclasses.replace(log, steps=steps_of(step_columns(log_bytes, at)))) == whole
 
 
 def test_the_scan_reads_every_fixture_log_as_the_line_reading_does():

@@ -226,7 +226,9 @@ def _import(ws: Workspace, target: Workspace, clone: Path, track: int, commit: s
     from pipeline.records.import_result import DEFAULT_REPOSITORY
 
     memo, key = ws.cache / "import-memo", None
-    if (Path(clone) / "README.md").is_file():  # else import_records says what is wrong
+    # the key hashes every log of the clone (a tenth of a cold import): worth it when a memo may answer, or when the
+    # import may write nothing (and be remembered); into an empty registry with no memo, an import writes each record
+    if (Path(clone) / "README.md").is_file() and (_any(memo, "*.json") or _any(target.records_dir, "*.yaml")):
         try:  # the dataset manifests are in the key as files: their shard size is read only when the import runs
             key = import_key(ImportInputs(clone=Path(clone), records_dir=target.records_dir,
                                           environments_dir=target.environments_dir, track=track, commit=commit,
@@ -246,6 +248,13 @@ def _import(ws: Workspace, target: Workspace, clone: Path, track: int, commit: s
         if key:
             remember(memo, key, result)
     return result
+
+
+def _any(folder: Path, pattern: str) -> bool:
+    try:
+        return next(Path(folder).glob(pattern), None) is not None
+    except OSError:
+        return True  # the key's own reading says what is wrong
 
 
 @records.command("plot")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the readers call this memo and hand it their own functions:
 # forgotten bump still starts a fresh memo.
 READER_VERSION = 1
 
+MAX_LOG_BYTES = 64 << 20  # logparse.MAX_LOG_FILE_BYTES: a log the importer reads whole (a larger one: streamed)
 MAX_MEMO_BYTES = 256 << 20  # ~1 KB a log: the whole history is ~2 MB; a larger file is not ours, and is ignored
 
 TABLES = ("facts", "fingerprints", "needs")
@@ -127,9 +128,10 @@ def flush() -> None:
 
 # --- a program's fingerprint --------------------------------------------------------------------------------
 
-def program_fingerprint(program: bytes, walk: Callable[[bytes], str]) -> str:
-    """walk(program) (identity.program_fingerprint), done once per distinct program (errors remembered too)."""
-    key = sha256_bytes(program)
+def program_fingerprint(program: bytes, walk: Callable[[bytes], str], sha256: str | None = None) -> str:
+    """walk(program) (identity.program_fingerprint), done once per distinct program (errors remembered too);
+    `sha256`: the program's hex digest, when the caller has it."""
+    key = sha256 or sha256_bytes(program)
     entry = _table("fingerprints").get(key)
     if not _fingerprint_entry_ok(entry):
         try:
@@ -182,15 +184,16 @@ def data_need(program: bytes, args: dict, derive: Callable[[], object], kind: ty
 
 def log_facts(raw: bytes, file: str, *, parse: Callable[[bytes, str, str], tuple[ParsedLog, tuple | None]],
               derive: Callable[[bytes, ParsedLog, str], LogFacts], kind: type) -> LogFacts:
-    """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, columns) =
-    parse(raw, file, their sha256) (logparse.parse_text_columns: the steps maybe as columns, which the facts never
+    """derive(raw, log, file) (logfacts' facts of these bytes, of dataclass `kind`) where (log, unread) =
+    parse(raw, file, their sha256) (logparse.parse_text_unread: the steps maybe left unread, which the facts never
     read), read from the memo when these bytes were read before."""
     key = sha256_bytes(raw)
     facts = _facts_from_entry(_table("facts").get(key), key, len(raw), file, kind)
     if facts is None:
-        parsed, columns = parse(raw, file, key)
+        parsed, unread = parse(raw, file, key)
         if _state["folder"] is not None:  # `records check` and `verify` of this log will not parse it again
-            _write_parsed(_state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle", parsed, columns)
+            entry = _state["folder"] / f"parsed-{reader_key()}" / f"{key}.pickle"
+            _write_unread(entry, parsed, unread, raw) if unread and unread[1] else _write_parsed(entry, parsed)
         facts = derive(raw, parsed, file)
         entry = asdict(facts)
         del entry["file"]  # the only field not derived from the bytes
@@ -250,22 +253,31 @@ class _ReaderUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True) -> ParsedLog:
+def parsed_log(path: Path, parse: Callable[[], ParsedLog], *, steps: bool = True,
+               read_steps: Callable[[bytes, int], tuple] | None = None) -> ParsedLog:
     """parse() (logparse's reading of the file at `path`), or the memo of the same bytes read before; steps=False:
-    a memo's log may come without its steps (for a reader of its program or header only)."""
+    a memo's log may come without its steps (for a reader of its program or header only). A memo whose steps the
+    import left unread gets them from read_steps(the file's bytes, where they start) (logparse.step_columns), and
+    is written again with them; its program is a slice of those bytes."""
     folder = _state["folder"]
     if folder is None:
         return parse()
+    from pipeline.errors import ReproError
     from pipeline.hashing import sha256_file
+    from pipeline.regular_file import read_bounded
 
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
             return parse()  # a FIFO or a device is not hashed here (it could block): parse() refuses it
-        digest = sha256_file(path)
-    except OSError:
+        raw = read_bounded(path, MAX_LOG_BYTES, "log", "") if status.st_size <= MAX_LOG_BYTES else None
+        digest = sha256_bytes(raw) if raw is not None else sha256_file(path)
+    except (OSError, ReproError):
         return parse()  # parse() says what is wrong with the path
     entry = folder / f"parsed-{reader_key()}" / f"{digest}.pickle"
     log = _read_parsed(entry, digest, steps=steps)
+    if isinstance(log, _Unread):
+        log = _read_unread(entry, log, raw, read_steps if steps else None)
     if log is not None:
         return dataclasses.replace(log, path=str(path))
     log = parse()
@@ -279,6 +291,9 @@ def _read_parsed(entry: Path, digest: str, *, steps: bool = True) -> ParsedLog |
 
     try:
         doc = _ReaderUnpickler(io.BytesIO(read_bounded(entry, MAX_MEMO_BYTES, "parsed log memo", ""))).load()
+        if isinstance(doc, tuple) and doc[:1] == (_UNREAD,):
+            unread = _Unread(*doc[1:])
+            return unread if unread.ok(digest) else None
         log = _unpacked(doc, steps) if isinstance(doc, tuple) else doc
     except Exception:  # noqa: BLE001  any damage at all (truncated, not a pickle, another class): not a memo
         return None
@@ -329,6 +344,67 @@ def _unpacked(doc: tuple, steps: bool = True) -> ParsedLog:
         return doc[1]
     step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")  # its list
     return dataclasses.replace(doc[1], steps=tuple(map(step_point, *columns)))
+
+
+# A log the import read keeps its steps unread (logparse.parse_text_unread): where they start and how many they are.
+_UNREAD = "steps-unread-2"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unread:
+    """A memo entry of a log without its steps: (the log, the offset its steps start at, their count, and where
+    its program lies in its bytes, the log then holding none; None: the log holds it)."""
+
+    log: ParsedLog
+    at: int
+    count: int
+    program: tuple[int, int] | None
+
+    def ok(self, digest: str) -> bool:
+        log, span = self.log, self.program
+        return (type(log).__module__, type(log).__name__) == ("pipeline.records.logparse", "ParsedLog") \
+            and log.log_sha256 == digest and log.steps == () and isinstance(log.vals, tuple) \
+            and isinstance(log.issues, tuple) and type(self.at) is int and type(self.count) is int \
+            and 0 <= self.at and 0 < self.count and (span is None or (
+                type(span) is tuple and len(span) == 2 and all(type(i) is int for i in span) and log.program is None
+                and 0 <= span[0] <= span[1]))
+
+
+def _read_unread(entry: Path, unread: _Unread, raw: bytes | None,
+                 read_steps: Callable[[bytes, int], tuple] | None) -> ParsedLog | None:
+    """The log of an entry the import wrote, its program sliced from `raw` (the file's bytes, which hash to the
+    entry's name) and, given read_steps, its steps read from them: the entry is then written again whole, so they
+    are read once. None: no bytes, or steps that are not the entry's."""
+    if raw is None:
+        return None  # a file over MAX_LOG_BYTES: not one the import read
+    log = unread.log
+    if unread.program is not None:
+        log = dataclasses.replace(log, program=raw[unread.program[0]:unread.program[1]])
+    if read_steps is None:
+        return log
+    columns = read_steps(raw, unread.at)
+    if len(columns[0]) != unread.count:
+        return None
+    step_point = _ReaderUnpickler(io.BytesIO()).find_class("pipeline.records.logparse", "StepPoint")
+    _write_parsed(entry, log, columns)
+    return dataclasses.replace(log, steps=tuple(map(step_point, *columns)))
+
+
+_LEAD = 101  # a late-2024 log's program follows a separator line of 100 "=" (logparse's layouts)
+
+
+def _write_unread(entry: Path, log: ParsedLog, unread: tuple[int, int], raw: bytes) -> None:
+    """The log without its program where that is a slice of `raw` (it starts the log, or follows its first line):
+    the whole history's programs are 90 MB, which cost 0.15 s of the kernel's time to write on a quiet machine and
+    up to a second on a busy one; whoever reads the entry has the log's bytes at hand."""
+    from pipeline.atomic import write_cache_bytes
+
+    program, span = log.program, None
+    for start in (0, _LEAD):
+        if program is not None and raw.startswith(program, start):
+            log, span = dataclasses.replace(log, program=None), (start, start + len(program))
+            break
+    write_cache_bytes(entry, pickle.dumps((_UNREAD, log, *unread, span), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _write_parsed(entry: Path, log: ParsedLog, columns: tuple | None = None) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.errors import ReproError
 from pipeline.hashing import sha256_bytes
-from pipeline.records.logparse import MAX_LOG_FILE_BYTES, ParsedLog, parse_text, parse_text_columns
+from pipeline.records.logparse import MAX_LOG_FILE_BYTES, ParsedLog, parse_text, parse_text_unread
 from pipeline.records.program_files import program_file_pins
 from pipeline.regular_file import read_bounded
 
@@ -69,11 +69,12 @@ def _gpu_summary(table) -> tuple[str, int | None, str, str]:
     return (names[0] if len(names) == 1 else ", ".join(names)), len(table.gpus), table.driver, table.cuda
 
 
-def memo_fingerprint(program: bytes) -> str:
+def memo_fingerprint(program: bytes, sha256: str | None = None) -> str:
+    """`sha256`: the program's hex digest, when the caller has it (a log's program is ~90 KB: hashed once)."""
     from pipeline.records.identity import program_fingerprint
     from pipeline.records.log_cache import program_fingerprint as remembered  # one walk per distinct program
 
-    return remembered(program, program_fingerprint)
+    return remembered(program, program_fingerprint, sha256)
 
 
 def facts_from_bytes(raw: bytes, file: str) -> LogFacts:
@@ -88,9 +89,10 @@ def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
         warnings.append(f"llm.c-style log: the final validation loss is the last `tel` line (step "
                         f"{parsed.scheduled_steps}); it prints no train time")
     fp = ""
+    program_sha256 = sha256_bytes(program) if program is not None else ""
     if program is not None:
         try:
-            fp = memo_fingerprint(program)
+            fp = memo_fingerprint(program, program_sha256)
         except (SyntaxError, ValueError) as exc:
             warnings.append(f"the program text is not valid Python: {exc}")
     gpu_model, gpu_count, driver, cuda_driver = _gpu_summary(parsed.hardware)
@@ -107,7 +109,7 @@ def facts_from_parsed(raw: bytes, parsed: ParsedLog, file: str) -> LogFacts:
         warnings += [i.detail for i in parsed.issues if i.code != "unreadable_lines"][:3]
     return LogFacts(
         file=file, sha256=parsed.log_sha256, size=len(raw),  # the parse hashed these very bytes
-        program_sha256=sha256_bytes(program) if program is not None else "",
+        program_sha256=program_sha256,
         program_bytes=len(program) if program is not None else 0, fingerprint=fp,
         val_loss=val_loss, train_time_ms=train_ms, scheduled_steps=parsed.scheduled_steps,
         step_avg_ms=round(avg, 2) if avg is not None else None, peak_allocated_mib=parsed.peak_allocated_mib,
@@ -127,7 +129,7 @@ def read_log_facts(path: Path) -> LogFacts:
         raise LogUnreadable(f"{path.name}: {exc.what.removeprefix(f'{path}: ')}") from None
     from pipeline.records.log_cache import log_facts  # the memo of facts_from_bytes (keyed by the bytes' sha256)
 
-    return log_facts(raw, path.name, parse=parse_text_columns, derive=facts_from_parsed, kind=LogFacts)
+    return log_facts(raw, path.name, parse=parse_text_unread, derive=facts_from_parsed, kind=LogFacts)
 
 
 def logs_in(folder: Path) -> tuple[list[Path], list[str]]:

@@ -146,7 +146,7 @@ class _Parser:
         self.header_bytes = 0
         self.in_steps = False
         self.steps: list[StepPoint] = []
-        self.step_columns: tuple | None = None  # the scan's steps as columns, for parse_text_columns
+        self.unread: tuple[int, int] | None = None  # the scan's steps left unread: (from where, how many)
         self.vals: list[ValPoint] = []
         self.last_point: int = 0
         self.dropped_points = 0
@@ -361,7 +361,7 @@ class _Parser:
         return max(self.scheduled) if self.scheduled else None
 
     def _has_steps(self) -> bool:
-        return bool(self.steps) or bool(self.step_columns and len(self.step_columns[0]))
+        return bool(self.steps) or bool(self.unread and self.unread[1])
 
     def _keep_latest_points(self) -> None:
         """Past the point cap only the latest step and validation were remembered: they end the series."""
@@ -433,15 +433,24 @@ def parse_text(raw: bytes, path: str = "<log>") -> ParsedLog:
     return parse_stream(io.BytesIO(raw), path)
 
 
-def parse_text_columns(raw: bytes, path: str = "<log>", sha256: str | None = None) -> tuple[ParsedLog, tuple | None]:
-    """parse_text(raw, path) for a reader that needs the steps only as numbers (the importer keeps them for
-    `records check`): (the log, None), or (the log without its steps, their columns) where
-    dataclasses.replace(log, steps=steps_of(columns)) is parse_text's log. A million step objects built and
-    dropped were a fifth of a cold import. `sha256`: the hex digest of `raw`, when the caller has it."""
+def parse_text_unread(raw: bytes, path: str = "<log>",
+                      sha256: str | None = None) -> tuple[ParsedLog, tuple[int, int] | None]:
+    """parse_text(raw, path) for a reader of everything but the steps (the importer: a log's facts never read them):
+    (the log, None), or (the log without its steps, (at, count)) where dataclasses.replace(log,
+    steps=steps_of(step_columns(raw, at))) is parse_text's log, of `count` steps. Every step line is still matched
+    (an unreadable one, a schedule, a validation are the log's facts); only turning a million of them into numbers
+    is left to the reader that wants them (`records check`, `verify`: log_cache.parsed_log), which was a tenth of a
+    cold import. `sha256`: the hex digest of `raw`, when the caller has it."""
     parser = _Parser(path)
-    if _Scan(parser, raw, columns=True, sha256=sha256).run():
-        return parser.finish(), parser.step_columns
+    if _Scan(parser, raw, unread=True, sha256=sha256).run():
+        return parser.finish(), parser.unread
     return parse_stream(io.BytesIO(raw), path), None
+
+
+def step_columns(raw: bytes, at: int) -> tuple[array, array, array]:
+    """The step columns of the log `raw` from `at`, where parse_text_unread left them unread (a reader that
+    checked that `raw` are that log's bytes: its steps lines were all matched then)."""
+    return _step_columns(_POINTS.findall(raw, at))
 
 
 class _Known:
@@ -483,6 +492,7 @@ _LINE_END = rb"[ \t\r\f\v]*$"  # `\s*$` of one line, within the whole buffer (re
 _POINTS = re.compile(rb"\n(?-i:step:)(\d{1,12})/(\d{1,12}) (?:(?:train_loss:(?:" + _NUMBER + rb") )?"
                      rb"train_time:(\d{1,15})ms step_avg:(" + _NUMBER + rb")ms|val_loss:(" + _NUMBER + rb") "
                      rb"train_time:(\d{1,15})ms step_avg:(?:" + _NUMBER + rb")ms)" + _LINE_END, re.M | re.I)
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # a line's shape: its digits made 0
 _PEAKS = re.compile(rb"\npeak memory allocated: (\d{1,12}) MiB reserved: (\d{1,12}) MiB" + _LINE_END, re.M)
 
 
@@ -494,8 +504,8 @@ def _has_long_line(raw: bytes) -> bool:
 class _Scan:
     """parse_stream's reading of `raw` into `parser`, by scans (run() is False when this log is not one it reads)."""
 
-    def __init__(self, parser: _Parser, raw: bytes, columns: bool = False, sha256: str | None = None):
-        self.parser, self.raw, self.columns = parser, raw, columns
+    def __init__(self, parser: _Parser, raw: bytes, unread: bool = False, sha256: str | None = None):
+        self.parser, self.raw, self.unread = parser, raw, unread
         self.sha256 = _Known(sha256) if sha256 else None  # the caller hashed these very bytes already
 
     def run(self) -> bool:
@@ -559,24 +569,71 @@ class _Scan:
         if not steps_at:
             return True
         parser.in_steps = True
-        points = _POINTS.findall(raw, steps_at - 1)
-        if len(points) != raw.count(b"\nstep:", steps_at - 1) or len(points) >= MAX_POINTS:
-            return False  # an unreadable step line, a cap reached: the line reading says which, where
+        lines = raw.count(b"\nstep:", steps_at - 1)
+        if lines >= MAX_POINTS:
+            return False  # a cap reached: the line reading says where
+        if not (self.unread and self._shapes(steps_at - 1, lines)) and not self._points(steps_at - 1, lines):
+            return False
+        if peaks := _PEAKS.findall(raw, steps_at - 1):
+            parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
+        return True
+
+
+    def _points(self, at: int, lines: int) -> bool:
+        """The step lines from `at` (the newline before the first), each matched by _POINTS; False when one is not."""
+        raw, parser = self.raw, self.parser
+        points = _POINTS.findall(raw, at)
+        if len(points) != lines:
+            return False  # an unreadable step line: the line reading says which
         scheduled = {int(n) for n in {p[1] for p in points}}
         if len(scheduled) > 16:
             return False
-        columns = _step_columns(points)
-        if self.columns:
-            parser.step_columns = columns
-        else:
-            parser.steps = list(steps_of(columns))
-        for s, _, _, _, loss, ms in points:
-            if loss:
-                parser._val_point(int(s), float(loss), int(ms), True)
+        validations = list(compress(points, map(_AT_LOSS, points)))  # a validation line has its loss
+        for s, _, _, _, loss, ms in validations:
+            parser._val_point(int(s), float(loss), int(ms), True)
         parser.scheduled = scheduled
-        parser.last_point = max([0, max(columns[0], default=0)] + [v.step for v in parser.vals])
-        if peaks := _PEAKS.findall(raw, steps_at - 1):
-            parser.peak = (int(peaks[-1][0]), int(peaks[-1][1]))
+        vals = parser.vals
+        if not self.unread:
+            columns = _step_columns(points)
+            parser.steps = list(steps_of(columns))
+            parser.last_point = max([0, max(columns[0], default=0)] + [v.step for v in vals])
+        else:
+            parser.unread = (at, len(points) - len(validations))
+            if not vals or vals[-1].step != max(scheduled):  # read only for a run cut short (_ending_issues)
+                parser.last_point = max(map(int, map(_AT_STEP, points)))
+        return True
+
+    def _shapes(self, at: int, lines: int) -> bool:
+        """_points' reading of a log whose step numbers stay unread, without matching each of its step lines: _POINTS
+        tells digits by \\d only, so a line matches it exactly when its shape (each digit made 0) does, and a log's
+        ~2,000 step lines have a dozen shapes. The validations are found by their text; a schedule shared by every
+        line by counting it. False (nothing set): a log this cannot tell, read by _points."""
+        raw, parser = self.raw, self.parser
+        shapes = set(raw[at:].translate(_ZEROS).split(b"\n"))
+        for shape in shapes:
+            m = _POINTS.fullmatch(b"\n" + shape) if shape.startswith(b"step:") else True
+            if m is None or (m is not True and m.group(5) and b" val_loss:" not in shape):
+                return False  # an unreadable step line, or a validation in capitals the search below would miss
+        first = _POINTS.match(raw, at)
+        scheduled, width = first.group(2), len(first.group(2))
+        # a valid step line holds one "/", before its schedule: when no other line holds "/<digits> " of that width,
+        # counting "/<schedule> " counts the step lines that have that schedule
+        if any(b"/" + b"0" * width + b" " in shape for shape in shapes if not shape.startswith(b"step:")) \
+                or raw.count(b"/" + scheduled + b" ", at) != lines:
+            return False
+        validations = 0
+        found = raw.find(b" val_loss:", at)
+        while found >= 0:
+            start = raw.rfind(b"\n", at, found)
+            if raw.startswith(b"step:", start + 1):  # a step line: a validation (the shapes matched)
+                s, _, _, _, loss, ms = _POINTS.match(raw, start).groups()
+                parser._val_point(int(s), float(loss), int(ms), True)
+                validations += 1
+            end = raw.find(b"\n", found)
+            found = raw.find(b" val_loss:", end) if end >= 0 else -1
+        parser.scheduled, parser.unread, vals = {int(scheduled)}, (at, lines - validations), parser.vals
+        if not vals or vals[-1].step != int(scheduled):  # read only for a run cut short (_ending_issues)
+            parser.last_point = max(map(int, map(_AT_STEP, _POINTS.findall(raw, at))))
         return True
 
 
@@ -600,4 +657,4 @@ def parse_log(path: Path, *, steps: bool = True) -> ParsedLog:
 
     from pipeline.records.log_cache import parsed_log  # a log read before (same sha256) is not parsed again
 
-    return parsed_log(path, parse, steps=steps)
+    return parsed_log(path, parse, steps=steps, read_steps=step_columns)
