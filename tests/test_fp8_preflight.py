@@ -110,6 +110,10 @@ def test_a_one_element_scale_that_may_reach_scaled_mm_is_seen_in_the_tree():
     assert not one_element_scales(UP_PROJECTION)
     assert not one_element_scales(DOWN_PROJECTION.replace(b"[i:i+1]", b"[i]"))  # no one-element cut
     assert not one_element_scales(DOWN_PROJECTION.replace(b"[i:i+1]", b"[i:i+2]"))
+    from pipeline.reproduce.program_needs import program_needs  # --plan says what a host run does with them
+
+    assert "handed aligned by a host run" in program_needs([], DOWN_PROJECTION)[-1]
+    assert "handed aligned" not in program_needs([], UP_PROJECTION)[-1]
 
 
 H200_2026_12_02 = {"torch": "2.11.0+cu130", "cuda": "13.0", "device": "NVIDIA H200",

@@ -66,7 +66,7 @@ def _triton_lines(files: list[dict]) -> list[str]:
 
 def program_needs(files: list[dict], text: bytes | None) -> list[str]:
     """The plan's `needs` lines from the pinned files (always here) and the program text (when it is)."""
-    from pipeline.preflight.fp8 import fp8_uses
+    from pipeline.preflight.fp8 import fp8_uses, one_element_scales
     from pipeline.records.world_size import required_world_size
 
     lines = _triton_lines(files)
@@ -77,7 +77,9 @@ def program_needs(files: list[dict], text: bytes | None) -> list[str]:
     uses = fp8_uses(text) if text is not None else ()
     if uses:
         lines.append(f"FP8 matmuls ({', '.join(uses[:3])}{', ...' if len(uses) > 3 else ''}): the node's torch and "
-                     "cuBLAS must do them; asked on the node before the run (preflight fp8_matmul)")
+                     "cuBLAS must do them; asked on the node before the run (preflight fp8_matmul)"
+                     + ("; its one-element scale slices are handed aligned by a host run where the node's cuBLAS "
+                        "needs it (pipeline/runs/fp8_scales.py)" if one_element_scales(text) else ""))
     return lines
 
 

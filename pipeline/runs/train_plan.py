@@ -369,7 +369,8 @@ def _plan_host(req: TrainRequest, program: Program, run_dir: Path, data_dir: Pat
            "TRITON_CACHE_DIR": str(cache / "triton"), **standin_path(fa3=standin, hub=hub)}
     fp32_floats = req.trainer == "record" and fp32_float_args(program.text, record_torch=req.record.software.torch,
                                                               training_torch=host.probe.torch)
-    aligned = req.trainer == "record" and needs_aligned_scales(host.probe.executable or "python3", program.text)
+    aligned = req.trainer == "record" and program.text is not None \
+        and needs_aligned_scales(host.probe.executable or "python3", program.text)
     launch = _host_launch(req, run_dir, data_dir, head, env, fp32_floats=fp32_floats, aligned_scales=aligned)
     return TrainPlan(request=req, record=req.record, run_id=run_dir.name, run_dir=run_dir, program=program,
                      data_dir=data_dir, data_lock_sha256=data_lock, world_size=nproc, launch=launch,
