@@ -92,7 +92,15 @@ def world1(corpus, tmp_path_factory):
 def world4(corpus, tmp_path_factory):
     """World size 4 through torch.multiprocessing and gloo on 127.0.0.1: one micro-step per rank and step."""
     out = tmp_path_factory.mktemp("world4")
-    mp.spawn(_world_worker, args=(4, free_port(), corpus, str(out)), nprocs=4, join=True)
+    try:
+        mp.spawn(_world_worker, args=(4, free_port(), corpus, str(out)), nprocs=4, join=True)
+    except mp.ProcessExitedException as exc:
+        # A rank killed by a signal, not by a Python error: once in eleven CI runs (2026-12-02) one rank aborted in
+        # gloo's C++ ("terminate called without an active exception", SIGABRT) on the loaded 2-core machine, the
+        # test's own code raising nothing. Started once more on a fresh port; an error, or a second abort, fails.
+        if exc.exit_code is not None and exc.exit_code >= 0:
+            raise
+        mp.spawn(_world_worker, args=(4, free_port(), corpus, str(out)), nprocs=4, join=True)
     return dict(**torch.load(out / "grads.pt"), params=torch.load(out / "model.pt"))
 
 
