@@ -140,14 +140,14 @@ def _verdict(data: dict, uses: tuple[str, ...], aligned_scales: bool = False) ->
                      f"{failed.get('0-d', failed.get('slice'))}",
                      f"the run would fail at its first FP8 matmul: use the record's own torch/CUDA build ({uses[0]} "
                      "needs it)")
-    if "slice" in failed and not aligned_scales:
+    if _copy_only(forms) and not aligned_scales:
         return Check(NAME, "fail", f"{torch} does FP8 matmuls with 0-d and aligned one-element scales but not with a "
                      f"one-element slice 12 bytes into its tensor ({call}): {failed['slice']}; the program cuts a "
                      "scale to one element and hands it to _scaled_mm, as 2026-07-17_FP8DownProjection does (it "
                      "failed so at its first FP8 matmul)",
                      "the run would fail at its first FP8 matmul: run it on the host (--runtime host), which hands "
                      "such scales aligned, or in the record's own torch/CUDA build")
-    if "slice" in failed:
+    if _copy_only(forms):
         return Check(NAME, "pass", f"{torch} on {data.get('device')} does the program's FP8 matmul with its "
                      "one-element scales copied to aligned tensors, as the run hands them (pipeline/runs/"
                      f"fp8_scales.py); at 12 bytes into their tensor it refuses them: {failed['slice']}", "none")
@@ -181,7 +181,12 @@ def needs_aligned_scales(python: str, program: bytes, timeout_s: float = 300) ->
     if not fp8_uses(program) or not one_element_scales(program):
         return False
     data, _ = _answer(python, program, timeout_s)
-    forms = (data or {}).get("forms", {})
+    return _copy_only((data or {}).get("forms", {}))
+
+
+def _copy_only(forms: dict) -> bool:
+    """The probe's answer (form -> "ok" or the error) says: 0-d scales run, the program's one-element slice does
+    not, the same slice copied to its own tensor does."""
     return forms.get("0-d") == "ok" and forms.get("slice", "ok") != "ok" and forms.get("slice copied") == "ok"
 
 
