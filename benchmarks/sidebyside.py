@@ -7,6 +7,8 @@
     ... --variant unfused:fused_loss=false      (a third program: train/ with an override, named native-unfused)
     ... --variant unfused:fused_loss=false --variants-last   (record and native first, variants in the time left)
     ... --only record --shared-gpu   (runs that share the GPU: their losses count, their step times do not)
+    ... --only native,native-off --variant off:KEY=VALUE   (no record: native against one variant, alternating;
+        benchmarks/lever_ab.sh)
     ... --site benchmarks/compile_artifacts   (first on the programs' PYTHONPATH: its sitecustomize.py loads or
         saves torch.compiler's cache artifacts in every rank, as REPRO_COMPILE_ARTIFACTS_LOAD/_SAVE say)
 
@@ -390,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
                          "from a per-process seed, train/'s from a seed it draws and logs)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="also run train/ with these overrides, as program native-NAME (repeatable)")
-    ap.add_argument("--only", help="run one program: record, native or native-NAME")
+    ap.add_argument("--only", help="run only these programs, comma-separated, alternating in this order: record, "
+                                   "native or native-NAME")
     ap.add_argument("--variants-last", action="store_true",
                     help="all record/native pairs first, then the variants' runs: a budget that runs out cuts "
                          "variants, not the pairs a loss comparison needs")
@@ -444,9 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     programs = ["record", "native", *variants]
-    if a.only and a.only not in programs:
-        ap.error(f"--only {a.only}: one of {', '.join(programs)}")
-    programs = [a.only] if a.only else programs
+    only = a.only.split(",") if a.only else programs
+    if not set(only) <= set(programs) or len(set(only)) != len(only):
+        ap.error(f"--only {a.only}: distinct programs among {', '.join(programs)}")
+    programs = only
 
     from train.data import shards_total_tokens
 

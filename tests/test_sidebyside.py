@@ -217,6 +217,22 @@ def test_a_variant_is_a_third_program_alternating_with_the_others(tmp_path, caps
     assert text.count("Welch t =") == 2 and "native-unfused: fused_loss=false" in text
 
 
+def test_only_a_list_runs_those_programs_alternating_in_its_order(tmp_path, capsys):
+    """benchmarks/lever_ab.sh: native against native with one lever off, no record run."""
+    small_shards(tmp_path / "d")
+    assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--repeat", "2", "--seed", "7",
+                            "--variant", "off:fused_loss=false", "--only", "native-off,native", "--dry-run",
+                            "--out", str(tmp_path / "sbs")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == [
+        f"[{who} ws1 run {i}" for i in (1, 2) for who in ("native-off", "native")]
+    assert all("fused_loss=false" in line for line in lines[::2])
+    assert not any("fused_loss" in line for line in lines[1::2])
+    assert "--set seed=8" in lines[2] and "--set seed=8" in lines[3]
+    for bad in ("native,native", "native,record-x"):
+        with pytest.raises(SystemExit):
+            sidebyside.main(["--data", str(tmp_path / "d"), "--only", bad, "--dry-run", "--out", str(tmp_path)])
+
 # ---- benchmarks/device_diff.py's CPU mode (its GPU results are in train/BENCHMARKS.md) ---------------------------
 
 def test_device_diff_judges_each_rank_against_its_own_bound():

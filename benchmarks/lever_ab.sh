@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Speed levers of train/ measured each alone (issue 41): native with every named lever off (arm `base`) and with
+# one lever on and the others off (one arm per lever, named after it), alternating base, lever 1, lever 2, ...,
+# REPEAT runs each, in one detached device session on one H200. A lever is a boolean option of train/config.py;
+# nothing else differs between arms: same shards (docs-v1), same seeds (run i of every arm from seed SEED+i-1),
+# same schedule, FlexAttention. No run of the record's program.
+#
+#   bash benchmarks/lever_ab.sh qk_rope_op                     # one lever against itself off
+#   bash benchmarks/lever_ab.sh qk_rope_op loss_poly_exp       # two levers, each against the same base runs
+#   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab: environment overrides
+#
+# First each lever's own equivalence check on the GPU where it has one (pytest, seconds; e.g. qk_rope_op's
+# compiled-against-eager test on CUDA), then benchmarks/sidebyside.py --only native-base,native-LEVER... --repeat
+# REPEAT (its per-run budget: no run starts with less than NEED_S left), then one line per run (median and mean
+# step time) and each lever's ratio to base (median over runs of each run's median step), overall and by window
+# phase. Everything lands in DEST (summary.json, summary.md, each run's log.txt and stdout.txt).
+#
+# The project's rule: a lever measured no faster (ratio >= 1.000 overall) is DELETED from train/, with the
+# measured figure in train/BENCHMARKS.md; it is never kept switched off. Its option exists only for this
+# measurement and goes with it either way (a kept lever loses its switch and is simply the code).
+#
+# Time (docs/device-runs/2026-12-01-h200-one, native alone on one H200: warm startup 44-52 s; cold startup about
+# 110-150 s alone; 610 ms per step): a warm run of 20 steps is about 44-52 + 12 + 5 s. Each arm whose lever
+# changes the compiled graph pays one cold compile (its first run). Two levers, 3 runs each: 8 s matmul rate +
+# ~30 s checks + 3 x ~150 s cold + 6 x ~70 s warm = about 900 s: longer than one call, so start it detached.
+set -uo pipefail
+[ $# -gt 0 ] || { echo "usage: lever_ab.sh CONFIG_KEY...   (boolean options of train/config.py)" >&2; exit 2; }
+LEVERS=("$@")
+DEST=${DEST:-${OUT:-/tmp}/lever-ab}
+SEED=${SEED:-201} BUDGET_S=${BUDGET_S:-560} REPEAT=${REPEAT:-3} NEED_S=${NEED_S:-95} STEPS=${STEPS:-20}
+export PYTHONUNBUFFERED=1
+START=$(date +%s)
+for LEVER in "${LEVERS[@]}"; do
+  grep -Eq "^    $LEVER: bool = (True|False)" train/config.py \
+    || { echo "lever_ab.sh: $LEVER is not a boolean option of train/config.py" >&2; exit 2; }
+done
+[ -d .devcarry/docs-v1 ] || { echo "lever_ab.sh: carry .devcarry/docs-v1 (the docs-v1 shards)" >&2; exit 2; }
+mkdir -p "$DEST"
+
+# each lever's equivalence check on the GPU, where it has one
+for LEVER in "${LEVERS[@]}"; do
+  case $LEVER in
+    qk_rope_op) CHECK=(tests/test_train_qk_rope.py -k cuda) ;;
+    *) CHECK=() ;;
+  esac
+  if [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
+    echo "check $LEVER: skipped, no pytest on this machine (run ${CHECK[*]} where there is a GPU and pytest)"
+  elif [ ${#CHECK[@]} -gt 0 ]; then
+    if timeout 150 python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check-$LEVER.txt" 2>&1; then
+      echo "check $LEVER: passed ($(tail -n 1 "$DEST/check-$LEVER.txt"))"
+    else
+      echo "check $LEVER: FAILED, the lever changes the numerics on the GPU (the timing follows anyway):"
+      tail -n 20 "$DEST/check-$LEVER.txt"
+    fi
+  fi
+done
+
+# arms: base (every lever off), then each lever on alone
+all_off() { local IFS=,; echo "${LEVERS[*]/%/=false}"; }
+VARIANTS=(--variant "base:$(all_off)") ONLY=native-base NEEDS=(--need-s "native-base=$NEED_S")
+for LEVER in "${LEVERS[@]}"; do
+  sets=$(all_off); sets=${sets/$LEVER=false/$LEVER=true}
+  VARIANTS+=(--variant "$LEVER:$sets") NEEDS+=(--need-s "native-$LEVER=$NEED_S"); ONLY+=",native-$LEVER"
+done
+
+LEFT=$((BUDGET_S - ($(date +%s) - START)))
+python3 benchmarks/sidebyside.py --data .devcarry/docs-v1 --world-sizes 1 --steps "$STEPS" --repeat "$REPEAT" \
+  --seed "$SEED" "${VARIANTS[@]}" --only "$ONLY" --budget-s "$LEFT" "${NEEDS[@]}" --out "$DEST" \
+  > "$DEST/sidebyside.txt" 2>&1
+echo "sidebyside exit $? after $(($(date +%s) - START)) s (its output: $DEST/sidebyside.txt)"
+
+[ -f "$DEST/summary.json" ] || { echo "no summary.json: sidebyside's last lines:"; tail -n 20 "$DEST/sidebyside.txt"; exit 1; }
+python3 - "$DEST/summary.json" "${LEVERS[@]}" <<'EOF'
+import json, statistics, sys
+summary, levers = json.load(open(sys.argv[1])), sys.argv[2:]
+runs = summary["runs"].get("1", {})
+for arm in ("base", *levers):
+    for i, r in enumerate(runs.get(f"native-{arm}", [])):
+        a = r.get("phases", {}).get("all", {})
+        print(f"{arm:>16} run {i + 1}: seed {r.get('seed')}, rc {r.get('rc')}, median {a.get('median_ms')} ms, "
+              f"mean {a.get('mean_ms')} ms per step, startup {r.get('startup_s')} s")
+for lever in levers:
+    for phase in ("3", "7", "11", "all"):
+        med = {arm: [r["phases"][phase]["median_ms"] for r in runs.get(f"native-{arm}", [])
+                     if phase in r.get("phases", {})] for arm in ("base", lever)}
+        if med["base"] and med[lever]:
+            off, on = statistics.median(med["base"]), statistics.median(med[lever])
+            print(f"{lever} phase {phase:>3}: base {off:.1f} ms, with it {on:.1f} ms, ratio {on / off:.4f} "
+                  f"(runs: {len(med[lever])} with, {len(med['base'])} base)")
+EOF
