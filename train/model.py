@@ -21,6 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
+from train.qk_rope import qk_norm_rope, runs_kernels
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -125,7 +126,10 @@ class Attention(nn.Module):
         T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
         q, k, v = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1).chunk(3, dim=1)
-        q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)  # QK-norm
+        if runs_kernels(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
+            q, k, _ = qk_norm_rope(q, k, shared.cos, shared.sin)
+        else:
+            q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)  # QK-norm
         v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v) if ve is not None else sa_lambdas[0] * v
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)

@@ -1,0 +1,131 @@
+"""QK-norm and rotary as one Triton pass each way that Inductor can see (issue 41, lever 2; train/model.py).
+
+    from train.qk_rope import qk_norm_rope
+    q, k, rstd = qk_norm_rope(q, k, cos, sin)   # (T, H, hd) bf16 views of the QKV projection -> contiguous q, k
+
+The record's attention normalises q and k (F.rms_norm over each head's channels) and rotates them (RoPE on
+channel pairs i, i + hd/2; cos, sin (>= T, hd/2)). An earlier form (issue 28, in git history before it) wrapped
+hand kernels in an opaque custom op: the kernels alone were faster than the compiled record (0.394 against 0.556
+ms per layer forward + backward) but the op measured 0.607 and 4 ms per step slower end to end. Here both
+directions are `torch.library.triton_op`s, whose kernels Inductor traces into its own graph (wrap_triton) instead
+of calling around an opaque boundary; measured 4.0 ms per step faster end to end at world size 1 on an H200
+(train/BENCHMARKS.md, 2026-12-03). The arithmetic is the compiled record's: float32 statistics, the normalised
+row rounded to bf16 (F.rms_norm's output dtype), the rotation in float32 rounded once; the backward in float32,
+rounded once. CPU tensors, and anything but bf16, take `reference` / `reference_backward` (torch), which the
+kernels are checked against (tests/test_train_qk_rope.py, on the CPU in Triton's interpreter); the model calls the
+op only where it runs its kernels (`runs_kernels`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.library import triton_op, wrap_triton
+
+from train.xent_triton import AVAILABLE
+
+EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default eps for bf16 input (its float32 opmath)
+BLOCK_R, WARPS = 64, 4  # rows (token, head) per program; the issue-28 form's measured choice
+
+
+def _rotate(x: Tensor, c: Tensor, s: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * c + x2 * s, x1 * (-s) + x2 * c), dim=-1)
+
+
+def reference(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """What the forward kernel computes: q, k (T, H, hd) contiguous in q's dtype, (T, 2H) float32 1/rms."""
+    T, H = q.shape[:2]
+    x = torch.cat((q, k), dim=1).float()  # (T, 2H, hd)
+    rstd = torch.rsqrt(x.square().mean(-1) + EPS)  # (T, 2H)
+    n = (x * rstd[..., None]).to(q.dtype).float()
+    y = _rotate(n, cos[:T, None].float(), sin[:T, None].float()).to(q.dtype)
+    return y[:, :H].contiguous(), y[:, H:].contiguous(), rstd
+
+
+def reference_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor
+                       ) -> tuple[Tensor, Tensor]:
+    """What the backward kernel computes: dL/dq, dL/dk of the inputs, (T, H, hd) contiguous in q's dtype."""
+    T, H = q.shape[:2]
+    x = torch.cat((q, k), dim=1).float()
+    dy1, dy2 = torch.cat((dq, dk), dim=1).float().chunk(2, dim=-1)
+    c, s = cos[:T, None].float(), sin[:T, None].float()
+    dn = torch.cat((dy1 * c - dy2 * s, dy1 * s + dy2 * c), dim=-1)  # the rotation's transpose
+    r = rstd[..., None]
+    xhat = x * r
+    dx = (r * (dn - xhat * (dn * xhat).mean(-1, keepdim=True))).to(q.dtype)  # RMS norm's backward
+    return dx[:, :H].contiguous(), dx[:, H:].contiguous()
+
+
+def runs_kernels(q: Tensor) -> bool:
+    """Whether the op runs its Triton kernels for q (CUDA, bf16, Triton installed); train/model.py uses the op only
+    then, and the record's own expression elsewhere, whose bits the CPU comparisons with the record's program hold."""
+    return q.is_cuda and AVAILABLE and q.dtype == torch.bfloat16
+
+
+def _same_layout(*xs: Tensor) -> tuple[Tensor, ...]:
+    if all(x.stride() == xs[0].stride() for x in xs) and xs[0].stride(2) == 1:
+        return xs
+    return tuple(x.contiguous() for x in xs)
+
+
+def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors)."""
+    from train.qk_rope_kernel import forward_kernel  # imports Triton: at the first launch only
+
+    T, H, hd = q.shape
+    q, k = _same_layout(q, k)
+    q_out, k_out = (q.new_empty(T, H, hd) for _ in range(2))
+    rstd = q.new_empty(T, 2 * H, dtype=torch.float32)
+    wrap_triton(forward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2)](
+        q, k, cos, sin, q_out, k_out, rstd, T, q.stride(0), q.stride(1), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
+        FAST=fast, num_warps=WARPS)
+    return q_out, k_out, rstd
+
+
+def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
+                    fast: bool) -> tuple[Tensor, Tensor]:
+    from train.qk_rope_kernel import backward_kernel
+
+    T, H, hd = q.shape
+    q, k = _same_layout(q, k)
+    dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
+    dq_in, dk_in = (q.new_empty(T, H, hd) for _ in range(2))
+    wrap_triton(backward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2)](
+        dq, dk, dq.stride(0), dq.stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd, dq_in, dk_in, T, H=H,
+        HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, num_warps=WARPS)
+    return dq_in, dk_in
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@triton_op("repro_train::qk_norm_rope", mutates_args={})
+def qk_norm_rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k (T, H, hd) -> normalised and rotated q, k (T, H, hd) contiguous, (T, 2H) float32 1/rms."""
+    if runs_kernels(q):
+        return launch(q, k, cos, sin, fast=True)
+    return reference(q, k, cos, sin)
+
+
+@triton_op("repro_train::qk_norm_rope_backward", mutates_args={})
+def qk_norm_rope_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor
+                          ) -> tuple[Tensor, Tensor]:
+    if runs_kernels(q):
+        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True)
+    return reference_backward(dq, dk, q, k, cos, sin, rstd)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, cos, sin = inputs
+    ctx.save_for_backward(q, k, cos, sin, output[2])
+
+
+def _backward(ctx, dq: Tensor, dk: Tensor, _grad_rstd: Tensor):
+    q, k, cos, sin, rstd = ctx.saved_tensors
+    dq_in, dk_in = qk_norm_rope_backward(dq, dk, q, k, cos, sin, rstd)
+    return dq_in, dk_in, None, None
+
+
+qk_norm_rope.register_autograd(_backward, setup_context=_setup_context)
