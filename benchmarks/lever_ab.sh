@@ -5,12 +5,12 @@
 # nothing else differs between arms: same shards (docs-v1), same seeds (run i of every arm from seed SEED+i-1),
 # same schedule, FlexAttention. No run of the record's program.
 #
-#   bash benchmarks/lever_ab.sh qk_rope_op                     # one lever against itself off
-#   bash benchmarks/lever_ab.sh qk_rope_op loss_poly_exp       # two levers, each against the same base runs
+#   bash benchmarks/lever_ab.sh relu2_grad_epilogue            # one lever against itself off
+#   bash benchmarks/lever_ab.sh LEVER_A LEVER_B                # two levers, each against the same base runs
 #   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab: environment overrides
 #
-# First each lever's own equivalence check on the GPU where it has one (pytest, seconds; e.g. qk_rope_op's
-# compiled-against-eager test on CUDA), then benchmarks/sidebyside.py --only native-base,native-LEVER... --repeat
+# First each lever's own equivalence check on the GPU where it has one (pytest, seconds; e.g. relu2_grad_epilogue's
+# CUDA tests), then benchmarks/sidebyside.py --only native-base,native-LEVER... --repeat
 # REPEAT (its per-run budget: no run starts with less than NEED_S left), then one line per run (median and mean
 # step time) and each lever's ratio to base (median over runs of each run's median step), overall and by window
 # phase. Everything lands in DEST (summary.json, summary.md, each run's log.txt and stdout.txt).
@@ -40,7 +40,7 @@ mkdir -p "$DEST"
 # each lever's equivalence check on the GPU, where it has one
 for LEVER in "${LEVERS[@]}"; do
   case $LEVER in
-    qk_rope_op) CHECK=(tests/test_train_qk_rope.py -k cuda) ;;
+    relu2_grad_epilogue) CHECK=(tests/test_train_relu2_grad.py -k cuda) ;;
     *) CHECK=() ;;
   esac
   if [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
-from train.kernels import Kernels, record_loss, select_kernels
+from train.kernels import Kernels, record_loss, record_mlp, select_kernels
 from train.qk_rope import qk_norm_rope, runs_kernels
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
@@ -139,8 +139,9 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, impl=record_mlp):
         super().__init__()
+        self.impl = impl  # Kernels.mlp: the record's expression or a swap with the same values (train/kernels.py)
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():
@@ -149,17 +150,15 @@ class MLP(nn.Module):
             self.proj.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.linear(x, self.fc.T.type_as(x))  # (T, 4D)
-        h = F.relu(h).square()
-        return F.linear(h, self.proj.type_as(h))
+        return self.impl(x, self.fc.type_as(x), self.proj.type_as(x))  # relu(x·fc)²·projᵀ, (T, D)
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, kernels: Kernels):
         super().__init__()
         self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
-        self.mlp = MLP(dim) if spec.has_mlp else None
+        self.mlp = MLP(dim, kernels.mlp) if spec.has_mlp else None
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
@@ -196,10 +195,10 @@ class GPT(nn.Module):
         self.smear_gate = nn.Linear(GATE_INPUTS, 1, bias=False)
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
+        self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, self.kernels) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
-        self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the
         # smear lambda at 5L; padded with ones to a multiple of the world size for the sharded Adam (never read)
         pad = (-6 * L) % world_size

@@ -1,0 +1,100 @@
+"""train/relu2_grad.py (issue 41, lever 1): the MLP whose ReLU² backward rides the grad_h GEMM's epilogue.
+
+    .venv/bin/python -m pytest -q tests/test_train_relu2_grad.py
+
+1. The kernel in Triton's interpreter (CPU, a subprocess; float16, the interpreter's bf16 dot being broken)
+   against its torch form: equal but for rare one-step flips (float32 sums in another order), tile edges included.
+2. The MLP's forward and gradients against the record's expression (train/kernels.py's record_mlp): the forward
+   bit for bit, gradients within float32 rounding (CPU) or at least as close to float64 as the record's own (CUDA);
+   compiled whole (fullgraph), the eager values.
+3. The option reaches every MLP of the model, and off it the model keeps the record's expression.
+"""
+
+import pytest
+import torch
+
+from tests.conftest import cuda_or_skip
+from tests.helpers_triton import needs_triton, run_interpreted
+from train.config import apply_overrides, preset
+from train.kernels import record_mlp
+from train.model import GPT
+from train.relu2_grad import relu2_mlp
+
+INTERPRETED = """
+import torch
+from train.relu2_grad import launch, reference
+out = {}
+for M, D in ((256, 64), (200, 64)):   # 200: a row tile that the descriptors cut at the edge
+    g = torch.Generator().manual_seed(M)
+    grad_y, proj = torch.randn(M, D, generator=g).half(), (torch.randn(D, 4 * D, generator=g) * 0.1).half()
+    pre = torch.randn(M, 4 * D, generator=g).half()
+    got, want = launch(grad_y, proj, pre, 0), reference(grad_y, proj, pre)
+    far = ((got.float() - want.float()).abs() > want.float().abs() * 2 ** -9).sum().item()
+    out[f"{M}x{D}"] = dict(flips=(got != want).sum().item() / want.numel(), beyond_one_step=far,
+                           zeros_kept=bool((got[pre <= 0] == 0).all()))
+print(out)
+"""
+
+
+@needs_triton
+def test_the_kernel_in_the_interpreter_equals_its_torch_form():
+    for shape, r in run_interpreted("-c", INTERPRETED).items():
+        assert r["flips"] < 0.01 and r["beyond_one_step"] == 0 and r["zeros_kept"], (shape, r)
+
+
+def mlp_inputs(device: str, dtype: torch.dtype, T: int = 96, D: int = 64):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(T, D, generator=g)
+    fc, proj = torch.randn(D, 4 * D, generator=g) * D ** -0.5, torch.randn(D, 4 * D, generator=g) * 0.1
+    grad_y = torch.randn(T, D, generator=g)
+    return [t.to(device, dtype) for t in (x, fc, proj, grad_y)]
+
+
+def run(fn, x, fc, proj, grad_y):
+    leaves = [t.detach().clone().requires_grad_() for t in (x, fc, proj)]
+    y = fn(*leaves)
+    y.backward(grad_y)
+    return y.detach(), [t.grad for t in leaves]
+
+
+def test_the_mlp_gives_the_records_values_on_the_cpu():
+    inputs = mlp_inputs("cpu", torch.float32)
+    y, grads = run(relu2_mlp, *inputs)
+    y_rec, grads_rec = run(record_mlp, *inputs)
+    assert torch.equal(y, y_rec)
+    for name, a, b in zip(("x", "fc", "proj"), grads, grads_rec):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (name, (a - b).abs().max().item())
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_mlp_compiles_whole_with_the_same_values(device):
+    """Dynamo traces the autograd.Function and the custom op (fullgraph); Inductor gives the eager values."""
+    if device == "cuda":
+        cuda_or_skip()
+    inputs = mlp_inputs(device, torch.bfloat16 if device == "cuda" else torch.float32, T=1000, D=128)
+    y, grads = run(torch.compile(relu2_mlp, fullgraph=True), *inputs)
+    y_eager, grads_eager = run(relu2_mlp, *inputs)
+    assert torch.equal(y, y_eager)
+    for name, a, b in zip(("x", "fc", "proj"), grads, grads_eager):
+        assert torch.equal(a, b), (name, (a != b).sum().item())
+
+
+def test_the_mlp_on_cuda_is_as_close_to_float64_as_the_record():
+    """The kernel's grad_pre rounds once where eager bf16 rounds twice: at least as close to the truth."""
+    cuda_or_skip()
+    inputs = mlp_inputs("cuda", torch.bfloat16, T=1000, D=128)
+    y, grads = run(relu2_mlp, *inputs)
+    y_rec, grads_rec = run(record_mlp, *inputs)
+    _, truth = run(record_mlp, *[t.double() for t in inputs])
+    assert torch.equal(y, y_rec)
+    for name, ours, rec, t in zip(("x", "fc", "proj"), grads, grads_rec, truth):
+        err_ours, err_rec = (((g.double() - t).norm() / t.norm()).item() for g in (ours, rec))
+        assert err_ours <= err_rec * 1.05 + 1e-4, (name, err_ours, err_rec)
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_the_option_reaches_every_mlp(on):
+    cfg = apply_overrides(preset("tiny"), [f"relu2_grad_epilogue={str(on).lower()}"])
+    model = GPT(cfg)
+    mlps = [block.mlp for block in model.blocks if block.mlp is not None]
+    assert mlps and all(m.impl is (relu2_mlp if on else record_mlp) for m in mlps)

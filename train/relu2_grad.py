@@ -1,0 +1,88 @@
+"""The MLP with ReLU²'s backward in the epilogue of the GEMM that makes its input (issue 41, lever 1; config
+`relu2_grad_epilogue`, off until measured end to end by benchmarks/lever_ab.sh, then kept without a switch or
+deleted).
+
+    from train.relu2_grad import relu2_mlp
+    y = relu2_mlp(x, fc, proj)   # x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D): train/model.py's MLP
+
+Forward: the model's expression, pre = x·fc, h = relu(pre)², y = h·projᵀ, with pre and h saved. Backward:
+grad_pre = 2·relu(pre)·(grad_y·proj) from one persistent Triton GEMM whose epilogue does the elementwise work
+(train/relu2_grad_kernel.py), where the record's graph writes grad_h, then reads it and pre back in a separate pass;
+then grad_x, grad_fc and grad_proj by torch's matmuls. On one H200, one layer at the record's shape, the fused
+backward gave the unfused bits and took 0.481 against 0.538 ms (benchmarks/relu2_gemm.py, 2026-12-03): about 5 ms per
+step over 11 layers and 8 micro-steps, if it holds inside the step. The kernel runs on CUDA with bf16 and Triton;
+elsewhere `relu2_grad` is `reference`, the same arithmetic in torch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from train.xent_triton import AVAILABLE
+
+TILE = (128, 256, 64)  # BLOCK_M, BLOCK_N, BLOCK_K: the fastest of four shapes (benchmarks/relu2_gemm.py)
+STAGES, WARPS, GROUP_M = 3, 8, 8
+
+
+def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
+    """2·relu(pre)·grad_h, grad_h = grad_y·proj rounded to pre's dtype, the product in float32 rounded once."""
+    grad_h = (grad_y @ proj).float()
+    return (2 * F.relu(pre.float()) * grad_h).to(pre.dtype)
+
+
+def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
+    """The kernel: programs > 0 persistent on that many programs, 0 one program per tile (the interpreter's)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from train.relu2_grad_kernel import relu2_grad_kernel  # imports Triton: at the first launch only
+
+    (M, K), N = grad_y.shape, proj.size(1)
+    bm, bn, bk = TILE
+    grad_y, proj, pre = grad_y.contiguous(), proj.contiguous(), pre.contiguous()
+    out = torch.empty_like(pre)
+    tiles = -(-M // bm) * -(-N // bn)
+    persistent = min(programs, tiles)
+    descs = (TensorDescriptor.from_tensor(grad_y, [bm, bk]), TensorDescriptor.from_tensor(proj, [bk, bn]),
+             TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]))
+    relu2_grad_kernel[(persistent or tiles,)](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                              GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=STAGES,
+                                              num_warps=WARPS)
+    return out
+
+
+def runs_kernel(pre: Tensor) -> bool:
+    return pre.is_cuda and AVAILABLE and pre.dtype == torch.bfloat16
+
+
+@torch.library.custom_op("repro_train::relu2_grad", mutates_args=())
+def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
+    """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring)."""
+    if runs_kernel(pre):
+        return launch(grad_y, proj, pre, torch.cuda.get_device_properties(pre.device).multi_processor_count)
+    return reference(grad_y, proj, pre)
+
+
+@relu2_grad.register_fake
+def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
+    return torch.empty_like(pre, memory_format=torch.contiguous_format)
+
+
+class _Relu2MLP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
+        pre = F.linear(x, fc.T)  # (T, 4D), the model's expression
+        h = F.relu(pre).square()
+        ctx.save_for_backward(x, fc, proj, pre, h)
+        return F.linear(h, proj)  # (T, D)
+
+    @staticmethod
+    def backward(ctx, grad_y: Tensor):
+        x, fc, proj, pre, h = ctx.saved_tensors
+        grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
+        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h
+
+
+def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
+    return _Relu2MLP.apply(x, fc, proj)
