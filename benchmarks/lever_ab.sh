@@ -7,7 +7,9 @@
 #
 #   bash benchmarks/lever_ab.sh relu2_grad_epilogue            # one lever against itself off
 #   bash benchmarks/lever_ab.sh LEVER_A LEVER_B                # two levers, each against the same base runs
-#   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab: environment overrides
+#   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab DATA=.devcarry/docs-v1:
+#   environment overrides; DRY_RUN=1 checks the levers and prints the runs' commands (sidebyside --dry-run), no
+#   GPU and no checks (tests/test_lever_ab.py)
 #
 # First each lever's own equivalence check on the GPU where it has one (pytest, seconds; e.g. relu2_grad_epilogue's
 # CUDA tests), then benchmarks/sidebyside.py --only native-base,native-LEVER... --repeat
@@ -34,7 +36,8 @@ for LEVER in "${LEVERS[@]}"; do
   grep -Eq "^    $LEVER: bool = (True|False)" train/config.py \
     || { echo "lever_ab.sh: $LEVER is not a boolean option of train/config.py" >&2; exit 2; }
 done
-[ -d .devcarry/docs-v1 ] || { echo "lever_ab.sh: carry .devcarry/docs-v1 (the docs-v1 shards)" >&2; exit 2; }
+DATA=${DATA:-.devcarry/docs-v1}
+[ -d "$DATA" ] || { echo "lever_ab.sh: no shards in $DATA: carry .devcarry/docs-v1 (the docs-v1 shards)" >&2; exit 2; }
 mkdir -p "$DEST"
 
 # each lever's equivalence check on the GPU, where it has one
@@ -43,7 +46,9 @@ for LEVER in "${LEVERS[@]}"; do
     relu2_grad_epilogue) CHECK=(tests/test_train_relu2_grad.py -k cuda) ;;
     *) CHECK=() ;;
   esac
-  if [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
+  if [ ${#CHECK[@]} -gt 0 ] && [ -n "${DRY_RUN:-}" ]; then
+    echo "check $LEVER: not run (dry run): ${CHECK[*]}"
+  elif [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
     echo "check $LEVER: skipped, no pytest on this machine (run ${CHECK[*]} where there is a GPU and pytest)"
   elif [ ${#CHECK[@]} -gt 0 ]; then
     if timeout 150 python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check-$LEVER.txt" 2>&1; then
@@ -64,11 +69,13 @@ for LEVER in "${LEVERS[@]}"; do
 done
 
 LEFT=$((BUDGET_S - ($(date +%s) - START)))
-python3 benchmarks/sidebyside.py --data .devcarry/docs-v1 --world-sizes 1 --steps "$STEPS" --repeat "$REPEAT" \
+python3 benchmarks/sidebyside.py --data "$DATA" ${DRY_RUN:+--dry-run} --world-sizes 1 --steps "$STEPS" --repeat "$REPEAT" \
   --seed "$SEED" "${VARIANTS[@]}" --only "$ONLY" --budget-s "$LEFT" "${NEEDS[@]}" --out "$DEST" \
   > "$DEST/sidebyside.txt" 2>&1
-echo "sidebyside exit $? after $(($(date +%s) - START)) s (its output: $DEST/sidebyside.txt)"
+RC=$?
+echo "sidebyside exit $RC after $(($(date +%s) - START)) s (its output: $DEST/sidebyside.txt)"
 
+if [ -n "${DRY_RUN:-}" ]; then cat "$DEST/sidebyside.txt"; exit $RC; fi
 [ -f "$DEST/summary.json" ] || { echo "no summary.json: sidebyside's last lines:"; tail -n 20 "$DEST/sidebyside.txt"; exit 1; }
 python3 - "$DEST/summary.json" "${LEVERS[@]}" <<'EOF'
 import json, statistics, sys
