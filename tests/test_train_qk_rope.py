@@ -91,7 +91,7 @@ def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
     import train.model
 
     calls = []
-    monkeypatch.setattr(train.model, "runs_kernels", lambda q: True)
+    monkeypatch.setattr(train.model, "runs_triton", lambda q: True)
     monkeypatch.setattr(train.model, "qk_norm_rope", lambda *a: calls.append(1) or qk_norm_rope(*a))
     cfg = preset("tiny")
     torch.manual_seed(0)

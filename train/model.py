@@ -20,8 +20,9 @@ from torch import Tensor, nn
 from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
-from train.kernels import Kernels, record_loss, record_mlp, select_kernels
-from train.qk_rope import qk_norm_rope, runs_kernels
+from train.kernels import Kernels, record_loss, select_kernels
+from train.qk_rope import qk_norm_rope, rotary
+from train.xent_triton import runs_triton
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
 
@@ -51,15 +52,6 @@ def layer_plan(num_layers: int) -> tuple[LayerSpec, ...]:
 def uniform_init_bound(dim: int) -> float:
     """The record's init: uniform with std 0.5·dim^-½."""
     return math.sqrt(3) * 0.5 * dim ** -0.5
-
-
-def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x: (T, H, hd); cos, sin: (>= T, hd/2) -> x rotated on channel pairs (i, i + hd/2), in x's dtype."""
-    cos, sin = cos[: x.size(0), None, :], sin[: x.size(0), None, :]  # (T, 1, hd/2)
-    x1, x2 = x.chunk(2, dim=-1)
-    y1 = x1 * cos + x2 * sin
-    y2 = x1 * (-sin) + x2 * cos
-    return torch.cat((y1, y2), dim=-1)
 
 
 class Yarn(nn.Module):
@@ -126,7 +118,7 @@ class Attention(nn.Module):
         T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
         q, k, v = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1).chunk(3, dim=1)
-        if runs_kernels(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
+        if runs_triton(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
             q, k, _ = qk_norm_rope(q, k, shared.cos, shared.sin)
         else:
             q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)  # QK-norm
@@ -139,7 +131,7 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, impl=record_mlp):
+    def __init__(self, dim: int, impl):
         super().__init__()
         self.impl = impl  # Kernels.mlp: the record's expression or a swap with the same values (train/kernels.py)
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc

@@ -13,7 +13,7 @@ of calling around an opaque boundary; measured 4.0 ms per step faster end to end
 row rounded to bf16 (F.rms_norm's output dtype), the rotation in float32 rounded once; the backward in float32,
 rounded once. CPU tensors, and anything but bf16, take `reference` / `reference_backward` (torch), which the
 kernels are checked against (tests/test_train_qk_rope.py, on the CPU in Triton's interpreter); the model calls the
-op only where it runs its kernels (`runs_kernels`).
+op only where the kernels run (train/xent_triton.py's `runs_triton`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,20 @@ import torch
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
-from train.xent_triton import AVAILABLE
+from train.xent_triton import runs_triton
 
 EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default eps for bf16 input (its float32 opmath)
 BLOCK_R, WARPS = 64, 4  # rows (token, head) per program; the issue-28 form's measured choice
 
 
-def _rotate(x: Tensor, c: Tensor, s: Tensor) -> Tensor:
+def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The record's RoPE (train/model.py's attention): x (T, H, hd); cos, sin (>= T, hd/2) -> x rotated on channel
+    pairs (i, i + hd/2), in x's dtype."""
+    cos, sin = cos[: x.size(0), None, :], sin[: x.size(0), None, :]  # (T, 1, hd/2)
     x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * c + x2 * s, x1 * (-s) + x2 * c), dim=-1)
+    y1 = x1 * cos + x2 * sin
+    y2 = x1 * (-sin) + x2 * cos
+    return torch.cat((y1, y2), dim=-1)
 
 
 def reference(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -39,7 +44,7 @@ def reference(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, T
     x = torch.cat((q, k), dim=1).float()  # (T, 2H, hd)
     rstd = torch.rsqrt(x.square().mean(-1) + EPS)  # (T, 2H)
     n = (x * rstd[..., None]).to(q.dtype).float()
-    y = _rotate(n, cos[:T, None].float(), sin[:T, None].float()).to(q.dtype)
+    y = rotary(n, cos.float(), sin.float()).to(q.dtype)
     return y[:, :H].contiguous(), y[:, H:].contiguous(), rstd
 
 
@@ -55,12 +60,6 @@ def reference_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor
     xhat = x * r
     dx = (r * (dn - xhat * (dn * xhat).mean(-1, keepdim=True))).to(q.dtype)  # RMS norm's backward
     return dx[:, :H].contiguous(), dx[:, H:].contiguous()
-
-
-def runs_kernels(q: Tensor) -> bool:
-    """Whether the op runs its Triton kernels for q (CUDA, bf16, Triton installed); train/model.py uses the op only
-    then, and the record's own expression elsewhere, whose bits the CPU comparisons with the record's program hold."""
-    return q.is_cuda and AVAILABLE and q.dtype == torch.bfloat16
 
 
 def _same_layout(*xs: Tensor) -> tuple[Tensor, ...]:
@@ -104,7 +103,7 @@ def triton_cdiv(a: int, b: int) -> int:
 @triton_op("repro_train::qk_norm_rope", mutates_args={})
 def qk_norm_rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """q, k (T, H, hd) -> normalised and rotated q, k (T, H, hd) contiguous, (T, 2H) float32 1/rms."""
-    if runs_kernels(q):
+    if runs_triton(q):
         return launch(q, k, cos, sin, fast=True)
     return reference(q, k, cos, sin)
 
@@ -112,7 +111,7 @@ def qk_norm_rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor
 @triton_op("repro_train::qk_norm_rope_backward", mutates_args={})
 def qk_norm_rope_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor
                           ) -> tuple[Tensor, Tensor]:
-    if runs_kernels(q):
+    if runs_triton(q):
         return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True)
     return reference_backward(dq, dk, q, k, cos, sin, rstd)
 

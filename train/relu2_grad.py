@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from train.xent_triton import AVAILABLE
+from train.xent_triton import runs_triton
 
 TILE = (128, 256, 64)  # BLOCK_M, BLOCK_N, BLOCK_K: the fastest of four shapes (benchmarks/relu2_gemm.py)
 STAGES, WARPS, GROUP_M = 3, 8, 8
@@ -52,14 +52,10 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
     return out
 
 
-def runs_kernel(pre: Tensor) -> bool:
-    return pre.is_cuda and AVAILABLE and pre.dtype == torch.bfloat16
-
-
 @torch.library.custom_op("repro_train::relu2_grad", mutates_args=())
 def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring)."""
-    if runs_kernel(pre):
+    if runs_triton(pre):
         return launch(grad_y, proj, pre, torch.cuda.get_device_properties(pre.device).multi_processor_count)
     return reference(grad_y, proj, pre)
 

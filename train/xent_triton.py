@@ -30,6 +30,12 @@ from torch import Tensor
 # Whether Triton is installed, found without importing it: the kernels (train/xent_kernels.py) are imported at
 # their first launch, so a process that never launches them (CPU runs) does not pay Triton's import (~0.15 s).
 AVAILABLE = importlib.util.find_spec("triton") is not None
+
+
+def runs_triton(t: Tensor) -> bool:
+    """Whether train/'s Triton kernels take t (CUDA, bf16, Triton installed); elsewhere their torch forms run, or the
+    record's own expression (train/model.py, whose bits the CPU comparisons with the record's program hold)."""
+    return t.is_cuda and AVAILABLE and t.dtype == torch.bfloat16
 ROWS_BLOCK_V = 2048  # pass 1: columns per loop iteration
 TILE_T, TILE_V = 128, 64  # pass 2: one tile per program (the fastest of six shapes tried on an H200)
 
