@@ -5,15 +5,16 @@
 # nothing else differs between arms: same shards (docs-v1), same seeds (run i of every arm from seed SEED+i-1),
 # same schedule, FlexAttention. No run of the record's program.
 #
-#   bash benchmarks/lever_ab.sh relu2_grad_epilogue            # one lever against itself off
+#   bash benchmarks/lever_ab.sh LEVER                          # one lever against itself off
+#   CHECK_TESTS="tests/test_train_x.py -k cuda" bash benchmarks/lever_ab.sh LEVER   # its GPU tests first
 #   bash benchmarks/lever_ab.sh LEVER_A LEVER_B                # two levers, each against the same base runs
-#   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab DATA=.devcarry/docs-v1:
-#   environment overrides; DRY_RUN=1 checks the levers and prints the runs' commands (sidebyside --dry-run), no
-#   GPU and no checks (tests/test_lever_ab.py)
+#   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab DATA=.devcarry/docs-v1
+#   CHECK_TESTS= (none): environment overrides; DRY_RUN=1 checks the levers and prints the runs' commands
+#   (sidebyside --dry-run), no GPU and no checks (tests/test_lever_ab.py)
 #
-# First each lever's own equivalence check on the GPU where it has one (pytest, seconds; e.g. relu2_grad_epilogue's
-# CUDA tests), then benchmarks/sidebyside.py --only native-base,native-LEVER... --repeat
-# REPEAT (its per-run budget: no run starts with less than NEED_S left), then one line per run (median and mean
+# First the levers' equivalence check on the GPU where CHECK_TESTS names one (pytest, seconds; e.g. lever 1's
+# tests/test_train_relu2_grad.py -k cuda, 2026-12-03), then benchmarks/sidebyside.py --only
+# native-base,native-LEVER... --repeat REPEAT (its per-run budget: no run starts with less than NEED_S left), then one line per run (median and mean
 # step time) and each lever's ratio to base (median over runs of each run's median step), overall and by window
 # phase. Everything lands in DEST (summary.json, summary.md, each run's log.txt and stdout.txt).
 #
@@ -40,25 +41,20 @@ DATA=${DATA:-.devcarry/docs-v1}
 [ -d "$DATA" ] || { echo "lever_ab.sh: no shards in $DATA: carry .devcarry/docs-v1 (the docs-v1 shards)" >&2; exit 2; }
 mkdir -p "$DEST"
 
-# each lever's equivalence check on the GPU, where it has one
-for LEVER in "${LEVERS[@]}"; do
-  case $LEVER in
-    relu2_grad_epilogue) CHECK=(tests/test_train_relu2_grad.py -k cuda) ;;
-    *) CHECK=() ;;
-  esac
-  if [ ${#CHECK[@]} -gt 0 ] && [ -n "${DRY_RUN:-}" ]; then
-    echo "check $LEVER: not run (dry run): ${CHECK[*]}"
-  elif [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
-    echo "check $LEVER: skipped, no pytest on this machine (run ${CHECK[*]} where there is a GPU and pytest)"
-  elif [ ${#CHECK[@]} -gt 0 ]; then
-    if timeout 150 python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check-$LEVER.txt" 2>&1; then
-      echo "check $LEVER: passed ($(tail -n 1 "$DEST/check-$LEVER.txt"))"
-    else
-      echo "check $LEVER: FAILED, the lever changes the numerics on the GPU (the timing follows anyway):"
-      tail -n 20 "$DEST/check-$LEVER.txt"
-    fi
+# the levers' equivalence check on the GPU, where one is named (CHECK_TESTS: pytest's arguments)
+read -ra CHECK <<< "${CHECK_TESTS:-}"
+if [ ${#CHECK[@]} -gt 0 ] && [ -n "${DRY_RUN:-}" ]; then
+  echo "check: not run (dry run): ${CHECK[*]}"
+elif [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
+  echo "check: skipped, no pytest on this machine (run ${CHECK[*]} where there is a GPU and pytest)"
+elif [ ${#CHECK[@]} -gt 0 ]; then
+  if timeout 150 python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check.txt" 2>&1; then
+    echo "check: passed ($(tail -n 1 "$DEST/check.txt"))"
+  else
+    echo "check: FAILED, a lever changes the numerics on the GPU (the timing follows anyway):"
+    tail -n 20 "$DEST/check.txt"
   fi
-done
+fi
 
 # arms: base (every lever off), then each lever on alone
 all_off() { local IFS=,; echo "${LEVERS[*]/%/=false}"; }

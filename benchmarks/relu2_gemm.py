@@ -7,7 +7,7 @@
 The native MLP (train/model.py) is pre = x·fc, h = relu(pre)², y = h·projᵀ; its backward computes
 grad_h = grad_y·proj (M, 4D), then grad_pre = 2·relu(pre)·grad_h in a memory-bound pass (read grad_h and pre,
 write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
-  a. cuBLAS (torch.mm), then the elementwise pass compiled by Inductor (train/ without `relu2_grad_epilogue`);
+  a. cuBLAS (torch.mm), then the elementwise pass compiled by Inductor (the record's graph; train/ off Triton);
   b. Inductor max-autotune on the whole expression (its Triton GEMM templates with the pointwise epilogue fused,
      or cuBLAS where that wins);
   c. train/relu2_grad.py's persistent Triton GEMM on TMA descriptors with the elementwise work in its epilogue,

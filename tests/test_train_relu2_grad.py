@@ -4,10 +4,11 @@
 
 1. The kernel in Triton's interpreter (CPU, a subprocess; float16, the interpreter's bf16 dot being broken)
    against its torch form: equal but for rare one-step flips (float32 sums in another order), tile edges included.
-2. The MLP's forward and gradients against the record's expression (train/kernels.py's record_mlp): the forward
+2. The MLP's forward and gradients against the record's expression (record_mlp): the forward
    bit for bit, gradients within float32 rounding (CPU) or at least as close to float64 as the record's own (CUDA);
    compiled whole (fullgraph), the eager values.
-3. The option reaches every MLP of the model, and off it the model keeps the record's expression.
+3. The model takes every MLP from it where it runs Triton, and elsewhere keeps the record's expression, with the
+   same loss and gradients.
 """
 
 import pytest
@@ -15,10 +16,9 @@ import torch
 
 from tests.conftest import cuda_or_skip
 from tests.helpers_triton import needs_triton, run_interpreted
-from train.config import apply_overrides, preset
-from train.kernels import record_mlp
+from train.config import preset
 from train.model import GPT
-from train.relu2_grad import relu2_mlp
+from train.relu2_grad import record_mlp, relu2_mlp
 
 INTERPRETED = """
 import torch
@@ -92,9 +92,32 @@ def test_the_mlp_on_cuda_is_as_close_to_float64_as_the_record():
         assert err_ours <= err_rec * 1.05 + 1e-4, (name, err_ours, err_rec)
 
 
-@pytest.mark.parametrize("on", [False, True])
-def test_the_option_reaches_every_mlp(on):
-    cfg = apply_overrides(preset("tiny"), [f"relu2_grad_epilogue={str(on).lower()}"])
+def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch):
+    """Made true here, runs_triton sends the CPU through the autograd.Function (its backward's torch form): every
+    MLP goes through it, and the loss and gradients are the record expression's (float32 rounding apart)."""
+    import train.model
+
+    calls = []
+    cfg = preset("tiny")
+    T = cfg.train_max_seq_len
+    inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
+    args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
+            torch.tensor(0.1))
+
+    def loss_and_grads(model):
+        model.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    torch.manual_seed(0)
     model = GPT(cfg)
-    mlps = [block.mlp for block in model.blocks if block.mlp is not None]
-    assert mlps and all(m.impl is (relu2_mlp if on else record_mlp) for m in mlps)
+    record = loss_and_grads(model)
+    monkeypatch.setattr(train.model, "runs_triton", lambda t: True)
+    monkeypatch.setattr(train.model, "relu2_mlp", lambda *a: calls.append(1) or relu2_mlp(*a))
+    ours = loss_and_grads(model)
+    assert len(calls) == sum(spec.has_mlp for spec in model.plan) > 0
+    assert torch.allclose(ours[0], record[0], rtol=1e-5)
+    assert ours[1].keys() == record[1].keys()
+    for name, g in ours[1].items():
+        assert torch.allclose(g, record[1][name], rtol=1e-4, atol=1e-6), name

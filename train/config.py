@@ -72,9 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 1, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or deleted:
-    # the MLP's ReLU² backward in the epilogue of the GEMM that makes its input (train/relu2_grad.py, CUDA only)
-    relu2_grad_epilogue: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ record's expression) and may differ only in speed and memory. An option starts o
 (benchmarks/lever_ab.sh), then is kept without a switch or deleted; kept only where a GPU measurement showed a
 gain: fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or never being measured
 (issue 28). Choices that depend on the machine, not the config, stay where they are made: the attention
-backend (train/attention.py) and Newton–Schulz's Triton kernels on CUDA (train/newton_schulz.py).
+backend (train/attention.py), Newton–Schulz's Triton kernels on CUDA (train/newton_schulz.py), and where Triton runs,
+QK-norm with rotary (train/qk_rope.py) and ReLU²'s backward (train/relu2_grad.py), both levers of issue 41 that
+paid end to end and lost their switches (train/model.py picks them).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from train.loss import head_loss
-from train.relu2_grad import relu2_mlp
 
 
 def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Tensor:
@@ -32,12 +33,6 @@ def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Ten
     summed (training) or averaged (evaluation)."""
     logits = 30 * torch.sigmoid(head(x).float() / 7.5)  # (T, Vp)
     return F.cross_entropy(logits, targets, reduction=reduction)
-
-
-def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
-    """x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D): h = relu(x·fc)², y = h·projᵀ."""
-    h = F.relu(F.linear(x, fc.T)).square()  # (T, 4D)
-    return F.linear(h, proj)
 
 
 def fused_loss(x: Tensor, head, targets: Tensor) -> Tensor:
@@ -51,18 +46,14 @@ def fused_loss_transposed(x: Tensor, head, targets: Tensor) -> Tensor:
 @dataclass(frozen=True)
 class Kernels:
     train_loss: Callable[[Tensor, object, Tensor], Tensor] = record_loss  # (normed x, head, targets) -> summed
-    mlp: Callable[[Tensor, Tensor, Tensor], Tensor] = record_mlp  # (normed x, fc, proj) -> the MLP's output
 
 
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
 # train/xent_triton.py's two Triton passes. fused_loss_transpose (with fused_loss): the second pass also writes
 # dW's transposed FP8 gradient (ignored off CUDA or without FP8). Their measurements: train/BENCHMARKS.md.
-# relu2_grad_epilogue (issue 41, lever 1, not yet measured end to end): the MLP's ReLU² backward in the epilogue of
-# the GEMM that makes grad_h (train/relu2_grad.py).
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
     "fused_loss": lambda k, cfg: dataclasses.replace(
         k, train_loss=fused_loss_transposed if cfg.fused_loss_transpose else fused_loss),
-    "relu2_grad_epilogue": lambda k, cfg: dataclasses.replace(k, mlp=relu2_mlp),
 }
 
 

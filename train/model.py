@@ -22,6 +22,7 @@ from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
 from train.qk_rope import qk_norm_rope, rotary
+from train.relu2_grad import record_mlp, relu2_mlp
 from train.xent_triton import runs_triton
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
@@ -131,9 +132,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, impl):
+    def __init__(self, dim: int):
         super().__init__()
-        self.impl = impl  # Kernels.mlp: the record's expression or a swap with the same values (train/kernels.py)
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():
@@ -142,15 +142,17 @@ class MLP(nn.Module):
             self.proj.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.impl(x, self.fc.type_as(x), self.proj.type_as(x))  # relu(x·fc)²·projᵀ, (T, D)
+        # relu(x·fc)²·projᵀ, (T, D); where Triton runs, ReLU²'s backward rides the grad GEMM (train/relu2_grad.py)
+        mlp = relu2_mlp if runs_triton(x) else record_mlp
+        return mlp(x, self.fc.type_as(x), self.proj.type_as(x))
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, kernels: Kernels):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
         super().__init__()
         self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
-        self.mlp = MLP(dim, kernels.mlp) if spec.has_mlp else None
+        self.mlp = MLP(dim) if spec.has_mlp else None
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
@@ -188,7 +190,7 @@ class GPT(nn.Module):
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
         self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, self.kernels) for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the

@@ -1,17 +1,17 @@
-"""The MLP with ReLU²'s backward in the epilogue of the GEMM that makes its input (issue 41, lever 1; config
-`relu2_grad_epilogue`, off until measured end to end by benchmarks/lever_ab.sh, then kept without a switch or
-deleted).
+"""The MLP with ReLU²'s backward in the epilogue of the GEMM that makes its input (issue 41, lever 1).
 
-    from train.relu2_grad import relu2_mlp
+    from train.relu2_grad import record_mlp, relu2_mlp
     y = relu2_mlp(x, fc, proj)   # x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D): train/model.py's MLP
+    y = record_mlp(x, fc, proj)  # the record's expression: the same forward; the model's choice off Triton
 
 Forward: the model's expression, pre = x·fc, h = relu(pre)², y = h·projᵀ, with pre and h saved. Backward:
 grad_pre = 2·relu(pre)·(grad_y·proj) from one persistent Triton GEMM whose epilogue does the elementwise work
 (train/relu2_grad_kernel.py), where the record's graph writes grad_h, then reads it and pre back in a separate pass;
 then grad_x, grad_fc and grad_proj by torch's matmuls. On one H200, one layer at the record's shape, the fused
-backward gave the unfused bits and took 0.481 against 0.538 ms (benchmarks/relu2_gemm.py, 2026-12-03): about 5 ms per
-step over 11 layers and 8 micro-steps, if it holds inside the step. The kernel runs on CUDA with bf16 and Triton;
-elsewhere `relu2_grad` is `reference`, the same arithmetic in torch.
+backward gave the unfused bits and took 0.481 against 0.538 ms (benchmarks/relu2_gemm.py); end to end at world
+size 1, 606.0 against 613.8 ms per step, ratio 0.987 (4 + 4 runs, benchmarks/lever_ab.sh, 2026-12-03; see
+train/BENCHMARKS.md), so the model uses it wherever it runs Triton (CUDA, bf16), with no switch. The kernel runs
+on CUDA with bf16 and Triton; elsewhere `relu2_grad` is `reference`, the same arithmetic in torch.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
 @relu2_grad.register_fake
 def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return torch.empty_like(pre, memory_format=torch.contiguous_format)
+
+
+def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
+    """The record's expression: x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D), h = relu(x·fc)², y = h·projᵀ."""
+    h = F.relu(F.linear(x, fc.T)).square()  # (T, 4D)
+    return F.linear(h, proj)
 
 
 class _Relu2MLP(torch.autograd.Function):
