@@ -45,6 +45,8 @@ def test_profile_covers_steps_6_to_8_and_warmup_marks_its_first_step(tiny_run):
     assert summary["steps"] == [6, 7, 8] and summary["wall_ms"] > 0
     assert summary["kernels"] == 0 and summary["gpu_busy_ms"] == 0  # CPU: no device kernels to count
     assert "Self CPU" in (run / "profile" / "kernels.txt").read_text()
+    ops = (run / "profile" / "ops.txt").read_text()  # grouped by input shapes: the model's (T, D) activations
+    assert "Input Shapes" in ops and "aten::mm" in ops and "[[" in ops
     events = [json.loads(line)["event"] for line in (run / "m.jsonl").read_text().splitlines()]
     assert events.index("warmup_first_step") < events.index("warmup")
 

@@ -2,7 +2,8 @@
 
     python -m train --preset record ... --profile runs/x/profile      (steps 6..8 of the timed loop, rank 0)
 
-Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time) and <dir>/profile.json:
+Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time), <dir>/ops.txt (the same grouped by
+operator and input shapes: which tensors a copy or an add_ moves) and <dir>/profile.json:
 wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all streams), busy_fraction, and the
 device time per family (matmul, attention, collectives, fused elementwise, copies, other). The profiled steps
 run slower than the others (the profiler's own overhead), so their times stay in the log but are not a
@@ -58,7 +59,7 @@ class StepProfiler:
     def before_step(self, step: int) -> None:
         if self.on and step == self.first:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-            self._prof = profile(activities=activities)
+            self._prof = profile(activities=activities, record_shapes=True)  # shapes: ops.txt
             self._prof.__enter__()
             self._started = time.perf_counter()
 
@@ -88,3 +89,6 @@ class StepProfiler:
         (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
         sort = "self_device_time_total" if kernels else "self_cpu_time_total"
         (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
+        by_shape = prof.key_averages(group_by_input_shape=True)
+        (self.out_dir / "ops.txt").write_text(by_shape.table(sort_by=sort, row_limit=40, max_shapes_column_width=120)
+                                              + "\n")
