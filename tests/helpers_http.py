@@ -81,7 +81,9 @@ class FileServer:
         self.files: dict[str, bytes] = dict(files or {})
         self.range_support = range_support
         self.faults: dict[str, list[Fault]] = {}
-        self._requests: list[Request] = []
+        # One slot per request in the order requests arrived, filled when its handler logs it: a handler that
+        # logs late (a client that hung up mid-body and retried at once) cannot reorder what the client did.
+        self._arrivals: list[list[Request]] = []
         self._served: dict[str, int] = {}
         self.headers: dict[str, dict] = {}  # extra response headers per path (an ETag, a Digest)
         # path -> "wrong" (206 whose Content-Range starts at 0, whatever was asked) or "missing" (206 without one)
@@ -91,7 +93,7 @@ class FileServer:
         # request that has arrived is logged, so a test never reads them one request short.
         self._logged = threading.Condition(self._guard)
         self._unlogged = 0
-        self._current = threading.local()  # whether this handler thread's request is still unlogged
+        self._current = threading.local()  # this handler thread's slot, and whether its request is unlogged
         self._closing = threading.Event()  # ends stalls when the server stops
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
@@ -124,9 +126,10 @@ class FileServer:
 
     @property
     def requests(self) -> list[Request]:
+        """Every logged request, in the order the requests arrived."""
         with self._guard:
             self._logged.wait_for(lambda: self._unlogged == 0, timeout=5)
-            return self._requests
+            return [slot[0] for slot in self._arrivals if slot]
 
     @property
     def served(self) -> dict[str, int]:
@@ -140,8 +143,9 @@ class FileServer:
 
     def reset_counts(self) -> None:
         with self._guard:
+            self._logged.wait_for(lambda: self._unlogged == 0, timeout=5)
             self._served.clear()
-            self._requests.clear()
+            self._arrivals.clear()
 
     def _take_fault(self, path: str) -> Fault | None:
         with self._guard:
@@ -157,8 +161,8 @@ class FileServer:
 
     def _log(self, handler, status: int, body_bytes: int, path: str) -> None:
         with self._guard:
-            self._requests.append(Request(handler.command, path, handler.headers.get("Range"), status, body_bytes,
-                                          {k.lower(): v for k, v in handler.headers.items()}))
+            self._current.slot.append(Request(handler.command, path, handler.headers.get("Range"), status,
+                                              body_bytes, {k.lower(): v for k, v in handler.headers.items()}))
             self._served[path] = self._served.get(path, 0) + body_bytes
             self._settle()
 
@@ -174,6 +178,8 @@ class FileServer:
         with self._guard:
             self._unlogged += 1
             self._current.pending = True
+            self._current.slot = []
+            self._arrivals.append(self._current.slot)
         try:
             path = unquote(urlsplit(handler.path).path)
             if not self.route(handler, path, head):
