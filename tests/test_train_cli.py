@@ -47,6 +47,9 @@ def test_profile_covers_steps_6_to_8_and_warmup_marks_its_first_step(tiny_run):
     assert "Self CPU" in (run / "profile" / "kernels.txt").read_text()
     ops = (run / "profile" / "ops.txt").read_text()  # grouped by input shapes: the model's (T, D) activations
     assert "Input Shapes" in ops and "aten::mm" in ops and "[[" in ops
+    # every operator that took time, not a top 40: the small copies are where a profile's questions are
+    rows = [line for line in ops.splitlines() if line.strip().startswith(("aten::", "repro_train::"))]
+    assert len(rows) > 100 and sum("aten::copy_" in row for row in rows) > 1
     events = [json.loads(line)["event"] for line in (run / "m.jsonl").read_text().splitlines()]
     assert events.index("warmup_first_step") < events.index("warmup")
 
