@@ -3,6 +3,7 @@
     TRITON_INTERPRET=1 python benchmarks/xent_check.py   # the self-check, on the CPU (Triton's interpreter)
     python benchmarks/xent_check.py                      # on a GPU (FP8 casts checked too); exit 1 on a failure
     python benchmarks/xent_check.py --time               # then ms per micro-step at the record's shape
+    python benchmarks/xent_check.py --tanh [--time]      # config `loss_tanh`'s pass 1 against float64 instead
 
 benchmarks/device_session.sh runs the check before native runs with fused_loss; tests/test_xent_triton.py runs
 it on the CPU. Each check raises AssertionError naming the tensor and the distance when it fails.
@@ -86,6 +87,42 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
     return report
 
 
+# loss_tanh: tanh.approx's relative error 2^-11 moves each z = 15 + 15·tanh(x / 15) by at most 15·2^-11
+TANH_Z_ERR = 15 * 2.0**-11
+
+
+def selfcheck_tanh(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096)), grad_s: float = 1 / 448
+                   ) -> dict:
+    """Config `loss_tanh` against a float64 reference, where its arithmetic is not the record's (pass 1's z by tanh).
+
+    Pass 2 subtracts pass 1's log sum from each z: every logp of a row moves by the same d, a weighted mean of
+    pass 1's z errors, |d| <= TANH_Z_ERR. So each row's loss may be off by d (plus float32 rounding), and each
+    gradient element by d times its softmax term (plus one bf16 step: the record's own rounding). Raises
+    AssertionError where an element is further off; reports the worst row's d and the worst element's share of
+    its bound."""
+    gen = torch.Generator(device=device).manual_seed(1)
+    report = {}
+    for T, V in shapes:
+        logits = (torch.randn(T, V, device=device, generator=gen) * 12).bfloat16()
+        targets = torch.randint(0, V, (T,), device=device, generator=gen)
+        s = torch.sigmoid(logits.double() / 7.5)
+        logp = torch.log_softmax(30 * s, dim=-1)  # (T, V) float64
+        rows_ref = -logp.gather(1, targets[:, None])[:, 0]
+        soft = torch.exp(logp) * 4 * s * (1 - s)  # the softmax term of dL/dlogits = (p - onehot)·30·s(1 - s)/7.5
+        onehot = torch.zeros_like(soft).scatter_(1, targets[:, None], 1.0)
+        grad_ref = soft - onehot * 4 * s * (1 - s)
+        rows, got, _ = _launch(logits, targets, grad_s, torch.float32, transposed=True, tanh=True)
+        d = (rows.double() - rows_ref).abs()
+        assert d.max().item() <= TANH_Z_ERR + 1e-5 * rows_ref.abs().max().item(), \
+            f"a row's loss is {d.max().item():.3g} off, more than tanh's {TANH_Z_ERR:.3g} ({T}x{V})"
+        err = (got.double() * grad_s - grad_ref).abs()
+        bound = TANH_Z_ERR * 1.01 * soft + 2.0**-7 * grad_ref.abs() + 1e-30
+        worst = (err / bound).max().item()
+        assert worst <= 1.0, f"dL/dlogits off by {worst:.2f} of its bound ({T}x{V})"
+        report[f"{T}x{V}"] = dict(row_loss_err=d.max().item(), grad_err_of_bound=worst)
+    return report
+
+
 def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, device: str = "cuda",
                       reps: int = 10) -> dict:
     """ms for one micro-step's loss, gradient and FP8 casts at the record's shape: the record's expression,
@@ -146,11 +183,23 @@ def time_record_shape(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, d
                 triton_transposed_ms=time_ms(triton_transposed_path), **parts, pass2_tiles_ms=tiles)
 
 
+def time_pass1_tanh(T: int = 49152, V: int = 50304, device: str = "cuda", reps: int = 10) -> dict:
+    """ms of pass 1 at the record's shape with and without config `loss_tanh`, beside one read of the logits."""
+    x = (torch.randn(T, V, device=device) * 12).bfloat16()
+    targets = torch.randint(0, V, (T,), device=device)
+    return dict(pass1_ms=timing.time_ms(lambda: _row_stats(x, targets), reps, device),
+                pass1_tanh_ms=timing.time_ms(lambda: _row_stats(x, targets, tanh=True), reps, device),
+                read_logits_ms=timing.time_ms(lambda: x.sum(), reps, device))
+
+
 def main() -> None:
-    """The self-check on the GPU (the CPU without one), then with --time the timing report."""
-    print(selfcheck("cuda" if torch.cuda.is_available() else "cpu"))
-    if "--time" in sys.argv[1:]:
-        print(time_record_shape())
+    """The self-check on the GPU (the CPU without one), then with --time the timing report; --tanh: config
+    `loss_tanh`'s check and pass 1's timing instead."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tanh, timed = "--tanh" in sys.argv[1:], "--time" in sys.argv[1:]
+    print(selfcheck_tanh(device) if tanh else selfcheck(device))
+    if timed:
+        print(time_pass1_tanh() if tanh else time_record_shape())
 
 
 if __name__ == "__main__":

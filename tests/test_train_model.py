@@ -184,13 +184,17 @@ def test_optional_kernels_are_swapped_in_from_one_registry():
     the fused loss (its CPU path here) gives the record expression's loss and gradients."""
     import dataclasses
 
-    from train.kernels import OPTIONS, fused_loss, fused_loss_transposed, record_loss, select_kernels
+    from train.kernels import OPTIONS, fused_loss, fused_loss_tanh, fused_loss_transposed, record_loss, select_kernels
 
     assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
     record = preset("record")
     assert select_kernels(record).train_loss is fused_loss_transposed
     assert select_kernels(dataclasses.replace(record, fused_loss_transpose=False)).train_loss is fused_loss
     assert select_kernels(TINY).train_loss is record_loss
+    # loss_tanh (issue 41, lever 5) only changes the fused loss, keeping its transposed store; nothing without it
+    tanh = select_kernels(dataclasses.replace(record, loss_tanh=True)).train_loss
+    assert tanh.func is fused_loss_tanh and tanh.keywords == {"transposed": True}
+    assert select_kernels(dataclasses.replace(TINY, loss_tanh=True)).train_loss is record_loss
     inputs, targets, bounds = tiny_batch()
     losses, grads = [], []
     for on in (False, True):

@@ -6,7 +6,8 @@
 
 Each part defaults to the record's own expression; OPTIONS lists every config flag that swaps one, with what it
 was measured to buy (train/BENCHMARKS.md). A swap computes the same values (its tests compare it with the
-record's expression) and may differ only in speed and memory. An option starts off until measured end to end
+record's expression) and may differ only in speed and memory; the one exception, loss_tanh, is checked against a
+float64 reference instead and stays within tanh.approx's error. An option starts off until measured end to end
 (benchmarks/lever_ab.sh), then is kept without a switch or deleted; kept only where a GPU measurement showed a
 gain: fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or never being measured
 (issue 28). Choices that depend on the machine, not the config, stay where they are made: the attention
@@ -18,6 +19,7 @@ paid end to end and lost their switches (train/model.py picks them).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +45,10 @@ def fused_loss_transposed(x: Tensor, head, targets: Tensor) -> Tensor:
     return head_loss(x, head, targets, transposed=True)
 
 
+def fused_loss_tanh(x: Tensor, head, targets: Tensor, transposed: bool) -> Tensor:
+    return head_loss(x, head, targets, transposed=transposed, tanh=True)
+
+
 @dataclass(frozen=True)
 class Kernels:
     train_loss: Callable[[Tensor, object, Tensor], Tensor] = record_loss  # (normed x, head, targets) -> summed
@@ -51,9 +57,13 @@ class Kernels:
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
 # train/xent_triton.py's two Triton passes. fused_loss_transpose (with fused_loss): the second pass also writes
 # dW's transposed FP8 gradient (ignored off CUDA or without FP8). Their measurements: train/BENCHMARKS.md.
+# loss_tanh (with fused_loss; issue 41, lever 5, not yet measured end to end): the first pass softcaps by tanh.
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
     "fused_loss": lambda k, cfg: dataclasses.replace(
         k, train_loss=fused_loss_transposed if cfg.fused_loss_transpose else fused_loss),
+    "loss_tanh": lambda k, cfg: dataclasses.replace(
+        k, train_loss=functools.partial(fused_loss_tanh, transposed=cfg.fused_loss_transpose))
+    if cfg.fused_loss else k,
 }
 
 
