@@ -90,6 +90,48 @@ def test_fp8_products_from_a_given_transpose_equal_those_that_transpose_themselv
     assert torch.equal(bad_dx, want_dx) and not torch.equal(bad_dw, want_dw)
 
 
+def test_fp8_products_with_dw_rowmajor_give_dw_in_the_weights_layout():
+    """Config head_dw_rowmajor (issue 41, lever 6): dW as g8ᵀ·x8, (V, D) row-major like the weight, instead of
+    (x8ᵀ·g8)ᵀ: the same products (equal here; on a GPU cuBLAS may sum them in another order), dX untouched."""
+    from train.fp8 import fp8_products, fp8_products_t
+
+    gen = torch.Generator().manual_seed(3)
+    g8 = (torch.randn(64, 96, generator=gen) * 100).to(torch.float8_e5m2)  # (T, V)
+    x8 = torch.randn(64, 32, generator=gen).to(torch.float8_e4m3fn)  # (T, D)
+    w8 = torch.randn(96, 32, generator=gen).to(torch.float8_e4m3fn)  # (V, D)
+    scales = (32**0.5 / 448, 2**-9, 1 / 448)
+    try:
+        want_dx, want_dw = fp8_products(g8, x8, w8, *scales)
+    except (RuntimeError, NotImplementedError) as exc:
+        pytest.skip(f"torch._scaled_mm with float8 does not run on this CPU build: {exc}")
+    assert not want_dw.is_contiguous() and want_dw.T.is_contiguous()  # the record's layout
+    for dx, dw in (fp8_products(g8, x8, w8, *scales, True),
+                   fp8_products_t(g8, g8.T.contiguous(), x8, w8, *scales, True)):
+        assert dw.shape == w8.shape and dw.is_contiguous()
+        assert torch.equal(dx, want_dx) and torch.allclose(dw, want_dw, rtol=1e-6, atol=0)
+    assert want_dw.abs().sum() > 0
+
+
+def test_head_dw_rowmajor_accumulates_the_same_gradient_in_the_weights_layout():
+    """On a GPU, through head_loss and two accumulating backward passes: weight.grad equal with and without
+    head_dw_rowmajor to bf16 rounding, and in the weight's layout with it."""
+    from tests.conftest import cuda_or_skip
+
+    cuda_or_skip()
+    head = fp8_head().cuda()
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    xs = [F.rms_norm(torch.randn(256, 64, device="cuda", generator=gen), (64,)).bfloat16() for _ in range(2)]
+    targets = torch.randint(0, 512, (256,), device="cuda", generator=gen)
+    grads = []
+    for rowmajor in (False, True):
+        head.weight.grad = None
+        for x in xs:
+            head_loss(x, head, targets, transposed=True, dw_rowmajor=rowmajor).backward()
+        grads.append(head.weight.grad)
+    assert grads[1].is_contiguous() and grads[1].stride() == head.weight.stride()
+    assert torch.allclose(grads[1].float(), grads[0].float(), rtol=2**-7, atol=0)
+
+
 def test_a_loss_gradient_other_than_one_scales_both_gradients():
     head = fp8_head()
     head.fp8 = False

@@ -184,22 +184,27 @@ def test_optional_kernels_are_swapped_in_from_one_registry():
     the fused loss (its CPU path here) gives the record expression's loss and gradients."""
     import dataclasses
 
-    from train.kernels import OPTIONS, fused_loss, fused_loss_tanh, fused_loss_transposed, record_loss, select_kernels
+    from train.kernels import OPTIONS, record_loss, select_kernels
+    from train.loss import head_loss
+
+    def fused(**changes):
+        loss = select_kernels(dataclasses.replace(preset("record"), **changes)).train_loss
+        assert loss.func is head_loss
+        return loss.keywords
 
     assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
-    record = preset("record")
-    assert select_kernels(record).train_loss is fused_loss_transposed
-    assert select_kernels(dataclasses.replace(record, fused_loss_transpose=False)).train_loss is fused_loss
+    assert fused() == dict(transposed=True, tanh=False, dw_rowmajor=False)
+    assert fused(fused_loss_transpose=False) == dict(transposed=False, tanh=False, dw_rowmajor=False)
+    # issue 41's levers 5 and 6 change only the fused loss, each alone
+    assert fused(loss_tanh=True) == dict(transposed=True, tanh=True, dw_rowmajor=False)
+    assert fused(head_dw_rowmajor=True) == dict(transposed=True, tanh=False, dw_rowmajor=True)
     assert select_kernels(TINY).train_loss is record_loss
-    # loss_tanh (issue 41, lever 5) only changes the fused loss, keeping its transposed store; nothing without it
-    tanh = select_kernels(dataclasses.replace(record, loss_tanh=True)).train_loss
-    assert tanh.func is fused_loss_tanh and tanh.keywords == {"transposed": True}
-    assert select_kernels(dataclasses.replace(TINY, loss_tanh=True)).train_loss is record_loss
+    assert select_kernels(dataclasses.replace(TINY, loss_tanh=True, head_dw_rowmajor=True)).train_loss is record_loss
     inputs, targets, bounds = tiny_batch()
     losses, grads = [], []
     for on in (False, True):
         model = tiny_model(fused_loss=on)
-        assert model.kernels.train_loss is (fused_loss_transposed if on else record_loss)  # CPU: no FP8 to transpose
+        assert (model.kernels.train_loss.func is head_loss) if on else (model.kernels.train_loss is record_loss)
         loss = model(inputs, targets, bounds, 16, 32, 0.1)
         loss.backward()
         losses.append(loss.item())

@@ -77,6 +77,10 @@ class TrainConfig:
     # bound by the special-function unit: 3 ops per element become 2). Not the record's arithmetic: the row's log
     # sum moves by at most 0.0073 (train/xent_kernels.py), checked against float64 by benchmarks/xent_check.py
     loss_tanh: bool = False
+    # issue 41, lever 6, off until measured end to end, as lever 5: with fused_loss and fp8 on CUDA, the head's dW
+    # leaves its FP8 matmul row-major, the weight's layout, so that autograd's 7 accumulating adds per step are plain
+    # ones, not strided (train/fp8.py); the same products
+    head_dw_rowmajor: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -28,8 +28,12 @@ def _backward_body(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, gr
 
 
 def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
-                   g8_t: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """dX and dW from the FP8 gradient g8 = g / grad_s (T, V); g8_t: g8 already transposed, (V, T) row-major."""
+                   g8_t: Tensor | None = None, dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
+    """dX and dW from the FP8 gradient g8 = g / grad_s (T, V); g8_t: g8 already transposed, (V, T) row-major.
+    dW comes out column-major, as the record's program computes it (x8ᵀ·g8, transposed), or with dw_rowmajor
+    (config `head_dw_rowmajor`) row-major as g8ᵀ·x8: the same products, in the weight's own layout, so that
+    autograd accumulates it with a plain add instead of a strided one (about 289 against 54 µs a micro-step on an
+    H200, docs/device-runs/2026-12-03-h200-ops-6layer)."""
     scale_x = x8.new_tensor(x_s, dtype=torch.float32)
     scale_w = x8.new_tensor(w_s, dtype=torch.float32)
     scale_g = x8.new_tensor(grad_s, dtype=torch.float32)
@@ -37,8 +41,12 @@ def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, g
     grad_x = torch._scaled_mm(g8, w8.T.contiguous().T, out_dtype=torch.bfloat16, scale_a=scale_g, scale_b=scale_w,
                               use_fast_accum=False)  # (T, D)
     g8_t = g8.T.contiguous() if g8_t is None else g8_t
-    grad_w = torch._scaled_mm(x8.T.contiguous(), g8_t.T, out_dtype=torch.float32, scale_a=scale_x,
-                              scale_b=scale_g, use_fast_accum=False).T  # (V, D), column-major
+    if dw_rowmajor:
+        grad_w = torch._scaled_mm(g8_t, x8.T.contiguous().T, out_dtype=torch.float32, scale_a=scale_g,
+                                  scale_b=scale_x, use_fast_accum=False)  # (V, D), row-major
+    else:
+        grad_w = torch._scaled_mm(x8.T.contiguous(), g8_t.T, out_dtype=torch.float32, scale_a=scale_x,
+                                  scale_b=scale_g, use_fast_accum=False).T  # (V, D), column-major
     return grad_x, grad_w
 
 
@@ -72,10 +80,12 @@ def fp8_mm_backward(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, g
     return _body("backward", _backward_body, g.device)(g.contiguous(), x8, w8, x_s, w_s, grad_s)
 
 
-def _products_fake(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-                   ) -> tuple[Tensor, Tensor]:
-    """Shapes of (dX, dW) for fp8_mm_backward and fp8_products alike."""
+def _products_fake(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
+                   dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
+    """Shapes and layouts of (dX, dW) for fp8_mm_backward and fp8_products alike."""
     grad_x = torch.empty_like(x8, dtype=torch.bfloat16)
+    if dw_rowmajor:
+        return grad_x, w8.new_empty(w8.shape, dtype=torch.float32)
     grad_w = w8.new_empty(w8.size(1), w8.size(0), dtype=torch.float32).T  # column-major, like the real op
     return grad_x, grad_w
 
@@ -84,26 +94,26 @@ fp8_mm_backward.register_fake(_products_fake)
 
 
 @torch.library.custom_op("repro_train::fp8_products", mutates_args=())
-def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-                 ) -> tuple[Tensor, Tensor]:
+def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
+                 dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
     """fp8_mm_backward from a gradient already divided by grad_s and cast to float8_e5m2 (T, V)."""
-    return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s)
+    return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, None, dw_rowmajor)
 
 
 fp8_products.register_fake(_products_fake)
 
 
 @torch.library.custom_op("repro_train::fp8_products_t", mutates_args=())
-def fp8_products_t(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-                   ) -> tuple[Tensor, Tensor]:
+def fp8_products_t(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
+                   dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
     """fp8_products with dW's operand g8_t = g8 transposed (V, T) row-major, written by the loss's own pass."""
-    return _body("products_t", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, g8_t)
+    return _body("products_t", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, g8_t, dw_rowmajor)
 
 
 @fp8_products_t.register_fake
-def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
-      ) -> tuple[Tensor, Tensor]:
-    return _products_fake(g8, x8, w8, x_s, w_s, grad_s)
+def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
+      dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
+    return _products_fake(g8, x8, w8, x_s, w_s, grad_s, dw_rowmajor)
 
 
 def _setup_context(ctx, inputs, output) -> None:

@@ -37,16 +37,10 @@ def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Ten
     return F.cross_entropy(logits, targets, reduction=reduction)
 
 
-def fused_loss(x: Tensor, head, targets: Tensor) -> Tensor:
-    return head_loss(x, head, targets, transposed=False)
-
-
-def fused_loss_transposed(x: Tensor, head, targets: Tensor) -> Tensor:
-    return head_loss(x, head, targets, transposed=True)
-
-
-def fused_loss_tanh(x: Tensor, head, targets: Tensor, transposed: bool) -> Tensor:
-    return head_loss(x, head, targets, transposed=transposed, tanh=True)
+def fused_loss(cfg) -> Callable[[Tensor, object, Tensor], Tensor]:
+    """train/loss.py's head_loss with the config's choices for it (ignored off CUDA or without FP8)."""
+    return functools.partial(head_loss, transposed=cfg.fused_loss_transpose, tanh=cfg.loss_tanh,
+                             dw_rowmajor=cfg.head_dw_rowmajor)
 
 
 @dataclass(frozen=True)
@@ -55,15 +49,10 @@ class Kernels:
 
 
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
-# train/xent_triton.py's two Triton passes. fused_loss_transpose (with fused_loss): the second pass also writes
-# dW's transposed FP8 gradient (ignored off CUDA or without FP8). Their measurements: train/BENCHMARKS.md.
-# loss_tanh (with fused_loss; issue 41, lever 5, not yet measured end to end): the first pass softcaps by tanh.
+# train/xent_triton.py's two Triton passes; with it (config.py says each): fused_loss_transpose, and issue 41's
+# levers 5 and 6, loss_tanh and head_dw_rowmajor, not yet measured end to end. Measurements: train/BENCHMARKS.md.
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
-    "fused_loss": lambda k, cfg: dataclasses.replace(
-        k, train_loss=fused_loss_transposed if cfg.fused_loss_transpose else fused_loss),
-    "loss_tanh": lambda k, cfg: dataclasses.replace(
-        k, train_loss=functools.partial(fused_loss_tanh, transposed=cfg.fused_loss_transpose))
-    if cfg.fused_loss else k,
+    "fused_loss": lambda k, cfg: dataclasses.replace(k, train_loss=fused_loss(cfg)),
 }
 
 
