@@ -1,4 +1,5 @@
-"""benchmarks/lever_ab.sh on the CPU: the levers it refuses, and the runs it plans (DRY_RUN=1, sidebyside --dry-run).
+"""benchmarks/lever_ab.sh on the CPU: the levers it refuses, and the runs it plans (DRY_RUN=1, sidebyside --dry-run);
+benchmarks/lever_lease.sh around it: a detached session from a copy of the tree, collected into one archive.
 
     .venv/bin/python -m pytest -q tests/test_lever_ab.py
 """
@@ -6,6 +7,7 @@
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from tests.test_sidebyside import small_shards
@@ -13,15 +15,18 @@ from tests.test_sidebyside import small_shards
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def lever_ab(tmp_path: Path, *levers: str, data: Path | None = None, check: str = "") -> subprocess.CompletedProcess:
+def dry_env(tmp_path: Path, **extra: str) -> dict:
     bin_dir = tmp_path / "bin"  # `python3` in the script is this interpreter, as on the device machine
     bin_dir.mkdir(exist_ok=True)
     wrapper = bin_dir / "python3"  # a script, not a link: a link out of the venv's folder leaves the venv
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", DRY_RUN="1", DEST=str(tmp_path / "ab"),
-               DATA=str(data or tmp_path / "none"), REPEAT="2", SEED="11", PYTHONPATH=str(REPO_ROOT),
-               CHECK_TESTS=check)
+    return dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", DRY_RUN="1", REPEAT="2", SEED="11",
+                PYTHONPATH=str(REPO_ROOT), **extra)
+
+
+def lever_ab(tmp_path: Path, *levers: str, data: Path | None = None, check: str = "") -> subprocess.CompletedProcess:
+    env = dry_env(tmp_path, DEST=str(tmp_path / "ab"), DATA=str(data or tmp_path / "none"), CHECK_TESTS=check)
     return subprocess.run(["bash", "benchmarks/lever_ab.sh", *levers], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -62,3 +67,21 @@ def test_no_check_named_runs_none(tmp_path):
     done = lever_ab(tmp_path, "fused_loss", data=tmp_path / "d")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not [line for line in done.stdout.splitlines() if line.startswith("check")], done.stdout
+
+
+def test_the_lease_runs_its_session_detached_from_a_copy_and_collects_it(tmp_path):
+    small_shards(tmp_path / "d")
+    env = dry_env(tmp_path, DATA=str(tmp_path / "d"), PRE="echo pre-ok; pwd", OUT=str(tmp_path / "out"),
+                  LEASE_TREE=str(tmp_path / "tree"), LEASE_DIR=str(tmp_path / "lease"))
+    (tmp_path / "out").mkdir()
+    done = subprocess.run(["bash", "benchmarks/lever_lease.sh", "start", "120", "fused_loss"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "all-done" in done.stdout  # the wait ended with the session, not at its 120 s
+    with tarfile.open(tmp_path / "out" / "lever-lease.tgz") as archive:
+        files = {m.name: archive.extractfile(m).read().decode() for m in archive.getmembers() if m.isfile()}
+    progress = files["lease/progress.txt"]
+    assert "pre rc 0" in progress and "lever-ab rc 0" in progress and progress.rstrip().endswith("all-done")
+    assert files["lease/pre.txt"].split() == ["pre-ok", str(tmp_path / "tree")]  # ran in the copy, not the checkout
+    assert "native-fused_loss" in files["lease/lever-ab.txt"] and "--set fused_loss=true" in files["lease/lever-ab.txt"]
+    assert (tmp_path / "tree" / "benchmarks" / "lever_ab.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
