@@ -36,10 +36,28 @@ def round_to_bf16(x, FAST: tl.constexpr):
 
 
 @triton.jit
+def _ex2(v, FAST: tl.constexpr):
+    """2^v: the hardware's approximation on a GPU, the interpreter's exp2 elsewhere."""
+    if FAST:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [v], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+    else:
+        return tl.exp2(v)
+
+
+@triton.jit
+def _rcp(v, FAST: tl.constexpr):
+    if FAST:
+        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [v], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+    else:
+        return 1.0 / v
+
+
+@triton.jit
 def _exp(v, FAST: tl.constexpr):
     if FAST:
-        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [v * LOG2E], dtype=tl.float32,
-                                         is_pure=True, pack=1)
+        return _ex2(v * LOG2E, FAST)
     else:
         return tl.exp(v)
 
@@ -48,11 +66,7 @@ def _exp(v, FAST: tl.constexpr):
 def _sigmoid_of_scaled(x, FAST: tl.constexpr):
     """sigmoid(x / 7.5) as the record's compiled code evaluates it: 1 / (1 + exp(-(x / 7.5)))."""
     e = _exp(-(x / 7.5), FAST)  # the compiler folds / 7.5 into a product, as in the record's
-    if FAST:
-        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [1.0 + e], dtype=tl.float32,
-                                         is_pure=True, pack=1)
-    else:
-        return 1.0 / (1.0 + e)
+    return _rcp(1.0 + e, FAST)
 
 
 @triton.jit
@@ -70,13 +84,7 @@ def _softcap_by_tanh(x, FAST: tl.constexpr):
 @triton.jit
 def _sigmoid_folded(x, FAST: tl.constexpr):
     """sigmoid(x / 7.5) with the scale and log2(e) folded into one product: 1 / (1 + 2^(x·(-log2 e / 7.5)))."""
-    if FAST:
-        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x * (-LOG2E / 7.5)], dtype=tl.float32,
-                                      is_pure=True, pack=1)
-        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [1.0 + e], dtype=tl.float32,
-                                         is_pure=True, pack=1)
-    else:
-        return 1.0 / (1.0 + tl.exp2(x * (-LOG2E / 7.5)))
+    return _rcp(1.0 + _ex2(x * (-LOG2E / 7.5), FAST), FAST)
 
 
 @triton.jit
@@ -161,11 +169,7 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         # exp(30·s - top - logsum) as ex2 of one FMA (the row's part folded once), and dz/dlogit = 4·s·(1 - s)
         s = _sigmoid_folded(x, FAST)
         shift = (top + logsum) * LOG2E  # (BLOCK_T,)
-        if FAST:
-            e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [s * (30.0 * LOG2E) - shift[:, None]],
-                                          dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            e = tl.exp2(s * (30.0 * LOG2E) - shift[:, None])
+        e = _ex2(s * (30.0 * LOG2E) - shift[:, None], FAST)
         grad_z = e - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
         grad = (grad_z * 4.0) * ((1.0 - s) * s)
     else:
