@@ -79,11 +79,12 @@ def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False, tanh: 
               dw_rowmajor: bool = False) -> Tensor:
     """Training only: the summed loss of head(x) against targets, gradients computed in the forward pass.
     transposed (config `fused_loss_transpose`, CUDA and FP8 only): dW's transposed FP8 gradient comes from the
-    loss's own second pass instead of a copy; the same values. tanh (config `loss_tanh`, the same places): the
-    loss's first pass softcaps by tanh.approx (train/xent_kernels.py), not the record's arithmetic. fold (config
-    `loss_pass2_fold`, the same places): the second pass with its constants folded, the same values up to bf16
-    rounding flips (train/xent_kernels.py's FOLD). dw_rowmajor
-    (config `head_dw_rowmajor`, the same places): dW leaves the FP8 products in the weight's own layout
-    (train/fp8.py); the same values."""
+    loss's own second pass instead of a copy; the same values. In the same places, issue 41's levers:
+    - tanh (config `loss_tanh`): the first pass softcaps by tanh.approx (train/xent_kernels.py), not the record's
+      arithmetic;
+    - fold (config `loss_pass2_fold`): the second pass with its constants folded, the same values up to bf16
+      rounding flips (train/xent_kernels.py's FOLD);
+    - dw_rowmajor (config `head_dw_rowmajor`): dW leaves the FP8 products in the weight's own layout
+      (train/fp8.py); the same values."""
     scales = (head.scales["x_s"], head.scales["w_s"], head.scales["grad_s"]) if head.fp8 else None
     return _HeadLoss.apply(x, head.weight, targets, scales, transposed, tanh, fold, dw_rowmajor)
