@@ -8,10 +8,14 @@ On the CPU in float32 (the tiny preset), where the two differ only in the order 
 
 import dataclasses
 
+import pytest
 import torch
 
 from tests.test_train_model import tiny_batch, tiny_model
 from train.embed_accum import lookup
+
+# torch.compile on the CPU calls torch.jit.script_method inside torch, which warns: not this project's code
+pytestmark = pytest.mark.filterwarnings("ignore:.*script_method.*:DeprecationWarning")
 
 
 def model(seed: int, **overrides):
