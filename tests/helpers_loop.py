@@ -120,9 +120,6 @@ class ModelSpy:
     def zero_grad(self, set_to_none: bool = True) -> None:
         pass
 
-    def take_embedding_grads(self) -> None:  # train/ hands summed embedding gradients over (config embed_grad_accum)
-        pass
-
     def parameters(self):
         return [self._param]
 

@@ -85,10 +85,6 @@ class TrainConfig:
     # (bound by instruction issue) with its constants folded: 28.6 instructions per element against 32.6, the same
     # values up to bf16 rounding flips (train/xent_kernels.py's FOLD)
     loss_pass2_fold: bool = False
-    # issue 41, lever 8, off until measured end to end, as lever 5: each embedding table's gradient summed in float32
-    # over a step's micro-steps by its backward pass, handed to .grad once per step (train/embed_accum.py), instead
-    # of a dense table-sized gradient built and added into .grad on every micro-step
-    embed_grad_accum: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -139,7 +139,6 @@ def accumulate_gradients(forward, model: GPT, loader: TrainLoader, grad_accum: i
     for _ in range(grad_accum):
         b = loader.next_batch().to(device)
         forward(b.inputs, b.targets, b.doc_bounds, *attn_args).backward()
-    model.take_embedding_grads()  # config embed_grad_accum: the step's summed embedding gradients
     if grad_accum > 1:
         torch._foreach_div_([p.grad for p in model.parameters() if p.grad is not None], grad_accum)
 
@@ -241,7 +240,6 @@ def warm_up(run: Run) -> None:
         b = loader.next_batch().to(run.env.device)
         args = run.attn_args(ws_long // 2, ws_long, model.yarn.attn_scale)
         run.forward(b.inputs, b.targets, b.doc_bounds, *args).backward()
-        model.take_embedding_grads()
         run.adam.step()
         run.muon.step()
         model.zero_grad(set_to_none=True)

@@ -19,7 +19,6 @@ from torch import Tensor, nn
 
 from train.attention import attention
 from train.config import TrainConfig
-from train.embed_accum import lookup
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
 from train.qk_rope import qk_norm_rope, rotary
@@ -203,32 +202,6 @@ class GPT(nn.Module):
         for module in self.modules():
             if cfg.bf16 and isinstance(module, (nn.Embedding, nn.Linear)):
                 module.bfloat16()
-        # config embed_grad_accum (issue 41, lever 8): one float32 gradient sum per embedding table, [embed, value
-        # embeds...], summed over a step's micro-steps (train/embed_accum.py); not in the state dict
-        self.embed_grad_accum = cfg.embed_grad_accum
-        if cfg.embed_grad_accum:
-            for i, table in enumerate(self._tables()):
-                self.register_buffer(f"embed_grad_sum_{i}", torch.zeros(table.weight.shape), persistent=False)
-
-    def _tables(self) -> list[nn.Embedding]:
-        return [self.embed, *self.value_embeds]
-
-    def _lookup(self, i: int, inputs: Tensor) -> Tensor:
-        """Embedding table i of _tables() at inputs, (T, D); with embed_grad_accum its gradient goes to a sum."""
-        table = self._tables()[i]
-        if self.embed_grad_accum:
-            return lookup(table.weight, inputs, getattr(self, f"embed_grad_sum_{i}"))
-        return table(inputs)
-
-    def take_embedding_grads(self) -> None:
-        """After a step's last backward pass, with embed_grad_accum: each table's summed gradient becomes its .grad
-        (in the table's dtype), and the sums restart from zero. Without it: nothing (autograd filled .grad)."""
-        if not self.embed_grad_accum:
-            return
-        for i, table in enumerate(self._tables()):
-            grad_sum = getattr(self, f"embed_grad_sum_{i}")
-            table.weight.grad = grad_sum.to(table.weight.dtype, copy=True)  # a float32 table: not the sum itself
-            grad_sum.zero_()
 
     # ---- parameter sets for the optimizers ------------------------------------------------------------
     def muon_params(self) -> tuple[list[nn.Parameter], list[str]]:
@@ -253,8 +226,8 @@ class GPT(nn.Module):
         """inputs (T,) int32, targets (T,) int64, doc_bounds (n,) int32; windows in tokens and attn_scale as
         Python numbers (FA3) or 0-dim tensors (flex, dense). Returns the summed CE in training, the mean in eval."""
         L = len(self.blocks)
-        ve = [self._lookup(1 + i, inputs) for i in range(len(self.value_embeds))]  # 3 x (T, D)
-        x = self._lookup(0, inputs)  # (T, D) bf16
+        ve = [emb(inputs) for emb in self.value_embeds]  # 3 x (T, D)
+        x = self.embed(inputs)  # (T, D) bf16
 
         # smear: each token takes a gated share of the previous token's embedding
         smear_lambda = self.scalars[5 * L]
