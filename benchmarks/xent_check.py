@@ -4,7 +4,6 @@
     python benchmarks/xent_check.py                      # on a GPU (FP8 casts checked too); exit 1 on a failure
     python benchmarks/xent_check.py --time               # then ms per micro-step at the record's shape
     python benchmarks/xent_check.py --tanh [--time]      # config `loss_tanh`'s pass 1 against float64 instead
-    python benchmarks/xent_check.py --fold [--time]      # config `loss_pass2_fold`'s pass 2, the same check
 
 benchmarks/device_session.sh runs the check before native runs with fused_loss; tests/test_xent_triton.py runs
 it on the CPU. Each check raises AssertionError naming the tensor and the distance when it fails.
@@ -47,10 +46,8 @@ def steps_apart(got: Tensor, want: Tensor, mantissa_bits: int, min_exponent: int
     return frac
 
 
-def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096)), grad_s: float = 1 / 448,
-              fold: bool = False) -> dict:
-    """The kernels against the record's expression in torch (train/loss.py) on random logits; fold: pass 2 in
-    config `loss_pass2_fold`'s form, whose other rounding may flip a few more bf16 values, within the same bound.
+def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096)), grad_s: float = 1 / 448) -> dict:
+    """The kernels against the record's expression in torch (train/loss.py) on random logits.
 
     Raises AssertionError where they disagree. Tolerances, and why they hold:
     - the loss to 1e-5 relative: float32 sums in another order, shifted by 30 instead of the row's max;
@@ -71,7 +68,7 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         targets = torch.randint(0, V, (T,), device=device, generator=gen)
         loss_ref, grad_ref = loss_and_grad(logits, targets)  # grad in bf16, as the record's autograd hands it on
         want = grad_ref.float() / grad_s  # what the record's compiled backward casts to e5m2
-        rows, got, got_t = _launch(logits, targets, grad_s, torch.float32, transposed=True, fold=fold)
+        rows, got, got_t = _launch(logits, targets, grad_s, torch.float32, transposed=True)
         assert torch.equal(got_t, got.T), f"the transposed gradient is not the gradient transposed ({T}x{V})"
         loss_err = abs(rows.sum().item() - loss_ref.item()) / abs(loss_ref.item())
         assert loss_err < 1e-5, f"loss {rows.sum().item()} vs {loss_ref.item()} ({T}x{V})"
@@ -80,8 +77,8 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
                             what=f"dL/dlogits ({T}x{V})")
         entry = dict(loss_rel_err=loss_err, bf16_flips=flips)
         if device == "cuda":
-            _, g8 = softcap_xent_fp8(logits, targets, grad_s, fold=fold)
-            _, g8_again, g8_t = softcap_xent_fp8_t(logits, targets, grad_s, fold=fold)
+            _, g8 = softcap_xent_fp8(logits, targets, grad_s)
+            _, g8_again, g8_t = softcap_xent_fp8_t(logits, targets, grad_s)
             assert torch.equal(g8_again.view(torch.uint8), g8.view(torch.uint8)), f"g8 with g8_t ({T}x{V})"
             assert torch.equal(g8_t.view(torch.uint8), g8.view(torch.uint8).T), f"g8_t is not g8.T ({T}x{V})"
             entry["fp8_flips"] = steps_apart(g8.float(), want.to(torch.float8_e5m2).float(), mantissa_bits=2,
@@ -195,30 +192,14 @@ def time_pass1_tanh(T: int = 49152, V: int = 50304, device: str = "cuda", reps: 
                 read_logits_ms=timing.time_ms(lambda: x.sum(), reps, device))
 
 
-def time_pass2_fold(T: int = 49152, V: int = 50304, grad_s: float = 1 / 448, device: str = "cuda",
-                    reps: int = 10) -> dict:
-    """ms of pass 2 with the transposed store (the default) at the record's shape, with and without config
-    `loss_pass2_fold`."""
-    x = (torch.randn(T, V, device=device) * 12).bfloat16()
-    targets = torch.randint(0, V, (T,), device=device)
-    stats = _row_stats(x, targets)
-
-    def pass2(fold: bool):
-        return lambda: _grad(x, targets, stats[0], stats[1], grad_s, torch.float8_e5m2, transposed=True, fold=fold)
-
-    return dict(pass2_transposed_ms=timing.time_ms(pass2(False), reps, device),
-                pass2_transposed_fold_ms=timing.time_ms(pass2(True), reps, device))
-
-
 def main() -> None:
-    """The self-check on the GPU (the CPU without one), then with --time the timing report; --tanh and --fold:
-    config `loss_tanh`'s or `loss_pass2_fold`'s check and its pass's timing instead."""
+    """The self-check on the GPU (the CPU without one), then with --time the timing report; --tanh: config
+    `loss_tanh`'s check and pass 1's timing instead."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    args = sys.argv[1:]
-    tanh, fold, timed = "--tanh" in args, "--fold" in args, "--time" in args
-    print(selfcheck_tanh(device) if tanh else selfcheck(device, fold=fold))
+    tanh, timed = "--tanh" in sys.argv[1:], "--time" in sys.argv[1:]
+    print(selfcheck_tanh(device) if tanh else selfcheck(device))
     if timed:
-        print(time_pass1_tanh() if tanh else time_pass2_fold() if fold else time_record_shape())
+        print(time_pass1_tanh() if tanh else time_record_shape())
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def _per_element(ops: Counter, elements: int) -> dict:
                 scalar_loads=sum(n for op, n in ops.items() if op in ("LDG.E.U16", "LDG.E.U8")))
 
 
-def profile(fast: bool = True, tanh: bool = False, fold: bool = False) -> dict:
+def profile(fast: bool = True, tanh: bool = False) -> dict:
     """Per element of each pass, for one thread: pass 2 straight-line over its tile (pass2_t: writing the
     transposed copy too, shared-memory traffic included), pass 1 its loop's body."""
     from train import xent_kernels as k
@@ -85,11 +85,10 @@ def profile(fast: bool = True, tanh: bool = False, fold: bool = False) -> dict:
                  [*ptr, "row_loss", "stride"], num_warps=8)
     out["pass1"] = _per_element(_opcodes(c.asm["cubin"], loop_only=True), ROWS_BLOCK_V // (8 * 32))
     sig = dict(ptr, out="*fp8e5", out_t="*fp8e5", T="i32", V="i32", stride="i32", grad_s="fp32",
-               BLOCK_T="constexpr", BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr", TRANSPOSED="constexpr",
-               FOLD="constexpr")
+               BLOCK_T="constexpr", BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr", TRANSPOSED="constexpr")
     for name, transposed in (("pass2", False), ("pass2_t", True)):
         c = _compile(k.grad_kernel, sig, dict(BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast, FAST=fast,
-                                              TRANSPOSED=transposed, FOLD=fold),
+                                              TRANSPOSED=transposed),
                      [*ptr, "out", "out_t", "T", "V", "stride"], num_warps=4)
         ops = _opcodes(c.asm["cubin"])
         out[name] = dict(_per_element(ops, TILE_T * TILE_V // (4 * 32)), stores=dict(
@@ -98,5 +97,4 @@ def profile(fast: bool = True, tanh: bool = False, fold: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(dict(fast=profile(True), portable=profile(False), fast_tanh=profile(True, tanh=True)["pass1"],
-               fast_fold=profile(True, fold=True)["pass2_t"]))
+    print(dict(fast=profile(True), portable=profile(False), fast_tanh=profile(True, tanh=True)["pass1"]))

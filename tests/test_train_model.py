@@ -193,12 +193,11 @@ def test_optional_kernels_are_swapped_in_from_one_registry():
         return loss.keywords
 
     assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
-    assert fused() == dict(transposed=True, tanh=False, fold=False, dw_rowmajor=False)
-    assert fused(fused_loss_transpose=False) == dict(transposed=False, tanh=False, fold=False, dw_rowmajor=False)
-    # issue 41's levers 5 to 7 change only the fused loss, each alone
-    assert fused(loss_tanh=True) == dict(transposed=True, tanh=True, fold=False, dw_rowmajor=False)
-    assert fused(head_dw_rowmajor=True) == dict(transposed=True, tanh=False, fold=False, dw_rowmajor=True)
-    assert fused(loss_pass2_fold=True) == dict(transposed=True, tanh=False, fold=True, dw_rowmajor=False)
+    assert fused() == dict(transposed=True, tanh=False, dw_rowmajor=False)
+    assert fused(fused_loss_transpose=False) == dict(transposed=False, tanh=False, dw_rowmajor=False)
+    # issue 41's levers 5 and 6 change only the fused loss, each alone
+    assert fused(loss_tanh=True) == dict(transposed=True, tanh=True, dw_rowmajor=False)
+    assert fused(head_dw_rowmajor=True) == dict(transposed=True, tanh=False, dw_rowmajor=True)
     assert select_kernels(TINY).train_loss is record_loss
     assert select_kernels(dataclasses.replace(TINY, loss_tanh=True, head_dw_rowmajor=True)).train_loss is record_loss
     inputs, targets, bounds = tiny_batch()

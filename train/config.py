@@ -81,10 +81,6 @@ class TrainConfig:
     # leaves its FP8 matmul row-major, the weight's layout, so that autograd's 7 accumulating adds per step are plain
     # ones, not strided (train/fp8.py); the same products
     head_dw_rowmajor: bool = False
-    # issue 41, lever 7, off until measured end to end, as lever 5: with fused_loss on CUDA, the loss's second pass
-    # (bound by instruction issue) with its constants folded: 28.6 instructions per element against 32.6, the same
-    # values up to bf16 rounding flips (train/xent_kernels.py's FOLD)
-    loss_pass2_fold: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -11,10 +11,7 @@ forms give a sigmoid that the FP8 gradient rounds to 0). The arithmetic is the r
 (train/loss.py's order), so the results equal the default lowering's. FAST=False is the portable form for
 Triton's CPU interpreter, which cannot run inline assembly. The one exception is pass 1 with TANH (config
 `loss_tanh`, issue 41's lever 5, not yet measured end to end): one tanh.approx per element in place of ex2 and rcp,
-within tanh's error of the record (benchmarks/xent_check.py --tanh checks it against float64). Pass 2 with FOLD
-(config `loss_pass2_fold`, lever 7, not yet measured) keeps the record's operations but not their order: the
-constants are folded (x·(-log2 e / 7.5); 30·s, the row's max and log sum in one FMA before ex2; 30 / 7.5 = 4), 4
-fewer instructions per element for a pass bound by their issue, and a few more bf16 rounding flips.
+within tanh's error of the record (benchmarks/xent_check.py --tanh checks it against float64).
 """
 
 import triton
@@ -82,12 +79,6 @@ def _softcap_by_tanh(x, FAST: tl.constexpr):
 
 
 @triton.jit
-def _sigmoid_folded(x, FAST: tl.constexpr):
-    """sigmoid(x / 7.5) with the scale and log2(e) folded into one product: 1 / (1 + 2^(x·(-log2 e / 7.5)))."""
-    return _rcp(1.0 + _ex2(x * (-LOG2E / 7.5), FAST), FAST)
-
-
-@triton.jit
 def _row_block(base, cols, valid, top_lanes, d, MASKED: tl.constexpr, FAST: tl.constexpr, TANH: tl.constexpr):
     if MASKED:
         x = tl.load(base + cols, mask=valid, other=0.0).to(tl.float32)
@@ -138,7 +129,7 @@ def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
 @triton.jit
 def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, grad_s,
                 BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr,
-                TRANSPOSED: tl.constexpr, FOLD: tl.constexpr = False):
+                TRANSPOSED: tl.constexpr):
     """out (T, V): float8_e5m2 in training; float32 in the self-check, which sees the value before the cast.
     EVEN: T and V are multiples of the tile (the record's 49,152 x 50,304 are), so no element needs a mask.
     TRANSPOSED: also write out_t (V, T), the same values transposed, which dW's FP8 matmul takes (K = T
@@ -165,19 +156,11 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         top = tl.load(row_max + rows, mask=rvalid, other=0.0)
         logsum = tl.load(row_logsum + rows, mask=rvalid, other=0.0)
         target = tl.load(targets + rows, mask=rvalid, other=-1).to(tl.int32)
-    if FOLD:
-        # exp(30·s - top - logsum) as ex2 of one FMA (the row's part folded once), and dz/dlogit = 4·s·(1 - s)
-        s = _sigmoid_folded(x, FAST)
-        shift = (top + logsum) * LOG2E  # (BLOCK_T,)
-        e = _ex2(s * (30.0 * LOG2E) - shift[:, None], FAST)
-        grad_z = e - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        grad = (grad_z * 4.0) * ((1.0 - s) * s)
-    else:
-        s = _sigmoid_of_scaled(x, FAST)
-        z = 30.0 * s
-        logp = (z - top[:, None]) - logsum[:, None]
-        grad_z = _exp(logp, FAST) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
+    s = _sigmoid_of_scaled(x, FAST)
+    z = 30.0 * s
+    logp = (z - top[:, None]) - logsum[:, None]
+    grad_z = _exp(logp, FAST) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
+    grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
     # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
     scaled = (round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
     if EVEN:

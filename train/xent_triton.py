@@ -56,10 +56,9 @@ def _row_stats(logits: Tensor, targets: Tensor, fast: bool | None = None, tanh: 
 
 def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, grad_s: float,
           out_dtype: torch.dtype, fast: bool | None = None, transposed: bool = False,
-          tile: tuple[int, int, int] = (TILE_T, TILE_V, 4), fold: bool = False) -> tuple[Tensor, Tensor | None]:
+          tile: tuple[int, int, int] = (TILE_T, TILE_V, 4)) -> tuple[Tensor, Tensor | None]:
     """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major, and with transposed the same (V, T) row-major.
-    fast=False: portable, every element masked. tile: rows, columns and warps per program (--time tries others).
-    fold: config `loss_pass2_fold` (train/xent_kernels.py's FOLD)."""
+    fast=False: portable, every element masked. tile: rows, columns and warps per program (--time tries others)."""
     from train.xent_kernels import grad_kernel
 
     T, V = logits.shape
@@ -70,47 +69,44 @@ def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, 
     grad_kernel[grid](logits, targets, row_max, row_logsum, out, out if out_t is None else out_t, T, V,
                       logits.stride(0), grad_s, BLOCK_T=tile_t, BLOCK_V=tile_v,
                       EVEN=fast is not False and T % tile_t == 0 and V % tile_v == 0,
-                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, FOLD=fold,
-                      num_warps=warps)
+                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, num_warps=warps)
     return out, out_t
 
 
 def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype, transposed: bool = False,
-            tanh: bool = False, fold: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+            tanh: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
     if logits.stride(1) != 1 or not targets.is_contiguous():
         raise ValueError("softcap_xent_fp8 needs row-major logits and contiguous targets")
     row_max, row_logsum, row_loss = _row_stats(logits, targets, tanh=tanh)
-    return row_loss, *_grad(logits, targets, row_max, row_logsum, grad_s, out_dtype, transposed=transposed, fold=fold)
+    return row_loss, *_grad(logits, targets, row_max, row_logsum, grad_s, out_dtype, transposed=transposed)
 
 
 @torch.library.custom_op("repro_train::softcap_xent_fp8", mutates_args=())
-def softcap_xent_fp8(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False, fold: bool = False
-                     ) -> tuple[Tensor, Tensor]:
+def softcap_xent_fp8(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False) -> tuple[Tensor, Tensor]:
     """(T, V) bf16 logits, (T,) int64 targets -> per-row loss (T,) float32, g8 = dL/dlogits / grad_s (T, V) e5m2.
-    tanh, fold: configs `loss_tanh` (pass 1 softcaps by tanh.approx) and `loss_pass2_fold` (pass 2's constants)."""
+    tanh: config `loss_tanh` (pass 1 softcaps by tanh.approx)."""
     if not AVAILABLE:
         raise RuntimeError("softcap_xent_fp8 needs Triton")
-    return _launch(logits, targets, grad_s, torch.float8_e5m2, tanh=tanh, fold=fold)[:2]
+    return _launch(logits, targets, grad_s, torch.float8_e5m2, tanh=tanh)[:2]
 
 
 @softcap_xent_fp8.register_fake
-def _(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False, fold: bool = False) -> tuple[Tensor, Tensor]:
+def _(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False) -> tuple[Tensor, Tensor]:
     T, V = logits.shape
     return logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=torch.float8_e5m2)
 
 
 @torch.library.custom_op("repro_train::softcap_xent_fp8_t", mutates_args=())
-def softcap_xent_fp8_t(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False, fold: bool = False
+def softcap_xent_fp8_t(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False
                        ) -> tuple[Tensor, Tensor, Tensor]:
     """softcap_xent_fp8, and g8 transposed (V, T) row-major from the same pass (config `fused_loss_transpose`)."""
     if not AVAILABLE:
         raise RuntimeError("softcap_xent_fp8_t needs Triton")
-    return _launch(logits, targets, grad_s, torch.float8_e5m2, transposed=True, tanh=tanh, fold=fold)
+    return _launch(logits, targets, grad_s, torch.float8_e5m2, transposed=True, tanh=tanh)
 
 
 @softcap_xent_fp8_t.register_fake
-def _(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False, fold: bool = False
-      ) -> tuple[Tensor, Tensor, Tensor]:
+def _(logits: Tensor, targets: Tensor, grad_s: float, tanh: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     T, V = logits.shape
     e5m2 = torch.float8_e5m2
     return (logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=e5m2),
