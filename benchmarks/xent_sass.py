@@ -71,7 +71,7 @@ def _per_element(ops: Counter, elements: int) -> dict:
                 scalar_loads=sum(n for op, n in ops.items() if op in ("LDG.E.U16", "LDG.E.U8")))
 
 
-def profile(fast: bool = True, tanh: bool = False) -> dict:
+def profile(fast: bool = True) -> dict:
     """Per element of each pass, for one thread: pass 2 straight-line over its tile (pass2_t: writing the
     transposed copy too, shared-memory traffic included), pass 1 its loop's body."""
     from train import xent_kernels as k
@@ -79,9 +79,8 @@ def profile(fast: bool = True, tanh: bool = False) -> dict:
 
     ptr = {"logits": "*bf16", "targets": "*i64", "row_max": "*fp32", "row_logsum": "*fp32"}
     out = {}
-    sig = dict(ptr, row_loss="*fp32", stride="i32", V="constexpr", BLOCK_V="constexpr", FAST="constexpr",
-               TANH="constexpr")
-    c = _compile(k.row_stats_kernel, sig, dict(V=V, BLOCK_V=ROWS_BLOCK_V, FAST=fast, TANH=tanh),
+    sig = dict(ptr, row_loss="*fp32", stride="i32", V="constexpr", BLOCK_V="constexpr", FAST="constexpr")
+    c = _compile(k.row_stats_kernel, sig, dict(V=V, BLOCK_V=ROWS_BLOCK_V, FAST=fast),
                  [*ptr, "row_loss", "stride"], num_warps=8)
     out["pass1"] = _per_element(_opcodes(c.asm["cubin"], loop_only=True), ROWS_BLOCK_V // (8 * 32))
     sig = dict(ptr, out="*fp8e5", out_t="*fp8e5", T="i32", V="i32", stride="i32", grad_s="fp32",
@@ -97,4 +96,4 @@ def profile(fast: bool = True, tanh: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(dict(fast=profile(True), portable=profile(False), fast_tanh=profile(True, tanh=True)["pass1"]))
+    print(dict(fast=profile(True), portable=profile(False)))

@@ -72,14 +72,9 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 5, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or deleted:
-    # with fused_loss on CUDA, the loss's first pass softcaps by one tanh.approx instead of ex2 and rcp (pass 1 is
-    # bound by the special-function unit: 3 ops per element become 2). Not the record's arithmetic: the row's log
-    # sum moves by at most 0.0073 (train/xent_kernels.py), checked against float64 by benchmarks/xent_check.py
-    loss_tanh: bool = False
-    # issue 41, lever 6, off until measured end to end, as lever 5: with fused_loss and fp8 on CUDA, the head's dW
-    # leaves its FP8 matmul row-major, the weight's layout, so that autograd's 7 accumulating adds per step are plain
-    # ones, not strided (train/fp8.py); the same products
+    # issue 41, lever 6, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
+    # deleted: with fused_loss and fp8 on CUDA, the head's dW leaves its FP8 matmul row-major, the weight's layout,
+    # so that autograd's 7 accumulating adds per step are plain ones, not strided (train/fp8.py); the same products
     head_dw_rowmajor: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 

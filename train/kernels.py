@@ -6,8 +6,8 @@
 
 Each part defaults to the record's own expression; OPTIONS lists every config flag that swaps one, with what it
 was measured to buy (train/BENCHMARKS.md). A swap computes the same values (its tests compare it with the
-record's expression) and may differ only in speed and memory; the one exception, loss_tanh, is checked against a
-float64 reference instead and stays within tanh.approx's error. An option starts off until measured end to end
+record's expression) and may differ only in speed and memory; the one exception, fused_loss's first pass on a GPU
+(tanh.approx, issue 41's lever 5), is checked against a float64 reference instead. An option starts off until measured end to end
 (benchmarks/lever_ab.sh), then is kept without a switch or deleted; kept only where a GPU measurement showed a
 gain: fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or never being measured
 (issue 28). Choices that depend on the machine, not the config, stay where they are made: the attention
@@ -39,7 +39,7 @@ def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Ten
 
 def fused_loss(cfg) -> Callable[[Tensor, object, Tensor], Tensor]:
     """train/loss.py's head_loss with the config's choices for it (ignored off CUDA or without FP8)."""
-    return functools.partial(head_loss, transposed=cfg.fused_loss_transpose, tanh=cfg.loss_tanh,
+    return functools.partial(head_loss, transposed=cfg.fused_loss_transpose,
                              dw_rowmajor=cfg.head_dw_rowmajor)
 
 
@@ -50,7 +50,7 @@ class Kernels:
 
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
 # train/xent_triton.py's two Triton passes; with it (config.py says each): fused_loss_transpose, and issue 41's
-# levers 5 and 6, loss_tanh and head_dw_rowmajor, not yet measured end to end. Measurements: train/BENCHMARKS.md.
+# lever 6, head_dw_rowmajor, not yet measured end to end. Measurements: train/BENCHMARKS.md.
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
     "fused_loss": lambda k, cfg: dataclasses.replace(k, train_loss=fused_loss(cfg)),
 }

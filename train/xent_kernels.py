@@ -9,9 +9,11 @@ around exp and division by default: same results for every normal number, and no
 (exp(z - 30) >= exp(-30); exp(logp) >= exp(-41); 1 / (1 + exp(-u)) only for a logit below -654, where both
 forms give a sigmoid that the FP8 gradient rounds to 0). The arithmetic is the record's, operation for operation
 (train/loss.py's order), so the results equal the default lowering's. FAST=False is the portable form for
-Triton's CPU interpreter, which cannot run inline assembly. The one exception is pass 1 with TANH (config
-`loss_tanh`, issue 41's lever 5, not yet measured end to end): one tanh.approx per element in place of ex2 and rcp,
-within tanh's error of the record (benchmarks/xent_check.py --tanh checks it against float64).
+Triton's CPU interpreter, which cannot run inline assembly. The one exception is pass 1's sum (issue 41's lever 5,
+2.9 ms per step faster end to end on an H200, 2026-12-03): each z = 30·sigmoid(x / 7.5) is taken as
+15 + 15·tanh(x / 15), on a GPU one tanh.approx per element in place of ex2 and rcp, which moves each row's log sum
+by at most 15·2^-11 = 0.0073 (benchmarks/xent_check.py checks it against float64). The target's z and pass 2 stay
+the record's arithmetic.
 """
 
 import triton
@@ -69,7 +71,7 @@ def _sigmoid_of_scaled(x, FAST: tl.constexpr):
 @triton.jit
 def _softcap_by_tanh(x, FAST: tl.constexpr):
     """30·sigmoid(x / 7.5) as 15 + 15·tanh(x / 15): one special-function op where the sigmoid takes two. On a GPU
-    tanh.approx, whose relative error (2^-11) puts z up to 0.0073 off; pass 1 only (config `loss_tanh`)."""
+    tanh.approx, whose relative error (2^-11) puts z up to 0.0073 off; pass 1's sum only."""
     u = x * (1.0 / 15.0)
     if FAST:
         t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [u], dtype=tl.float32, is_pure=True, pack=1)
@@ -79,15 +81,12 @@ def _softcap_by_tanh(x, FAST: tl.constexpr):
 
 
 @triton.jit
-def _row_block(base, cols, valid, top_lanes, d, MASKED: tl.constexpr, FAST: tl.constexpr, TANH: tl.constexpr):
+def _row_block(base, cols, valid, top_lanes, d, MASKED: tl.constexpr, FAST: tl.constexpr):
     if MASKED:
         x = tl.load(base + cols, mask=valid, other=0.0).to(tl.float32)
     else:
         x = tl.load(base + cols).to(tl.float32)
-    if TANH:
-        z = _softcap_by_tanh(x, FAST)
-    else:
-        z = 30.0 * _sigmoid_of_scaled(x, FAST)
+    z = _softcap_by_tanh(x, FAST)
     p = _exp(z - 30.0, FAST)
     if MASKED:
         z = tl.where(valid, z, 0.0)
@@ -97,10 +96,10 @@ def _row_block(base, cols, valid, top_lanes, d, MASKED: tl.constexpr, FAST: tl.c
 
 @triton.jit
 def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
-                     V: tl.constexpr, BLOCK_V: tl.constexpr, FAST: tl.constexpr, TANH: tl.constexpr = False):
-    # V: one vocabulary per run. TANH (config `loss_tanh`): the row's sum from _softcap_by_tanh; the target's z,
-    # one element per row, stays the record's sigmoid, so the loss and pass 2's logp are off only by the sum's
-    # log, a weighted mean of the z errors (at most 0.0073)
+                     V: tl.constexpr, BLOCK_V: tl.constexpr, FAST: tl.constexpr):
+    # V: one vocabulary per run. The row's sum from _softcap_by_tanh; the target's z, one element per row, stays the
+    # record's sigmoid, so the loss and pass 2's logp are off only by the sum's log, a weighted mean of the z errors
+    # (at most 0.0073)
     row = tl.program_id(0).to(tl.int64)
     base = logits + row * stride
     # 0 <= z <= 30 (a sigmoid scaled by 30): exp(z - 30) can neither overflow nor vanish in float32, so the
@@ -111,9 +110,9 @@ def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
     lanes = tl.arange(0, BLOCK_V)
     FULL: tl.constexpr = V - V % BLOCK_V
     for start in range(0, FULL, BLOCK_V):  # whole blocks: no masks
-        top_lanes, d = _row_block(base, start + lanes, lanes < BLOCK_V, top_lanes, d, False, FAST, TANH)
+        top_lanes, d = _row_block(base, start + lanes, lanes < BLOCK_V, top_lanes, d, False, FAST)
     if FULL < V:
-        top_lanes, d = _row_block(base, FULL + lanes, FULL + lanes < V, top_lanes, d, True, FAST, TANH)
+        top_lanes, d = _row_block(base, FULL + lanes, FULL + lanes < V, top_lanes, d, True, FAST)
     top = tl.max(top_lanes, axis=0)
     logsum = tl.log(tl.sum(d, axis=0)) + (30.0 - top)  # log sum exp(z - top)
     target = tl.load(targets + row)
