@@ -4,16 +4,16 @@
     kernels = select_kernels(cfg)                  # Kernels: each part the record's expression, or its swap
     loss = kernels.train_loss(rms_norm(x), head, targets)
 
-Each part defaults to the record's own expression; OPTIONS lists every config flag that swaps one, with what it
-was measured to buy (train/BENCHMARKS.md). A swap computes the same values (its tests compare it with the
-record's expression) and may differ only in speed and memory; the one exception, fused_loss's first pass on a GPU
-(tanh.approx, issue 41's lever 5), is checked against a float64 reference instead. An option starts off until measured end to end
-(benchmarks/lever_ab.sh), then is kept without a switch or deleted; kept only where a GPU measurement showed a
-gain: fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or never being measured
-(issue 28). Choices that depend on the machine, not the config, stay where they are made: the attention
-backend (train/attention.py), Newton–Schulz's Triton kernels on CUDA (train/newton_schulz.py), and where Triton runs,
-QK-norm with rotary (train/qk_rope.py) and ReLU²'s backward (train/relu2_grad.py), both levers of issue 41 that
-paid end to end and lost their switches (train/model.py picks them).
+Each part defaults to the record's own expression; OPTIONS lists every config flag that swaps one, with what it was
+measured to buy (train/BENCHMARKS.md). A swap computes the same values (its tests compare it with the record's
+expression) and may differ only in speed and memory; the one exception, fused_loss's first pass on a GPU
+(tanh.approx, issue 41's lever 5), is checked against a float64 reference instead. An option starts off until
+measured end to end (benchmarks/lever_ab.sh), then is kept without a switch or deleted; kept only where a GPU
+measurement showed a gain: fused_qk_rope, fused_mlp and gemm_autotune were removed after measuring no faster or
+never being measured (issue 28). Choices that depend on the machine, not the config, stay where they are made: the
+attention backend (train/attention.py), Newton–Schulz's Triton kernels on CUDA (train/newton_schulz.py), and where
+Triton runs, QK-norm with rotary (train/qk_rope.py) and ReLU²'s backward (train/relu2_grad.py), both levers of issue
+41 that paid end to end and lost their switches (train/model.py picks them).
 """
 
 from __future__ import annotations

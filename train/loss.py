@@ -3,16 +3,17 @@
     from train.loss import head_loss
     loss = head_loss(rms_norm(x), model.head, targets)      # x: (T, D); scalar: cross entropy summed over T
 
-The record's loss: logits = head(x) (bf16, FP8 matmul in training) -> float32 -> z = 30·sigmoid(logits / 7.5)
--> cross entropy, summed. Autograd keeps float32 tensors of the logits' shape for its backward pass (at the
-record's micro-batch, 49,152 × 50,304 × 4 bytes = 9.9 GB each), which then writes dL/dlogits in bf16 for the
-head's backward to cast to FP8: three passes over (T, V) tensors, 11.9 ms per micro-step on an H200
-(train/BENCHMARKS.md, profile). Here the forward pass computes the loss, dL/dlogits in the record's arithmetic
-order (below), and the head's two backward products at once; nothing of shape (T, V) outlives it. On CUDA with
-the FP8 head the loss and the FP8 gradient come from two Triton passes over the logits (train/xent_triton.py,
-where the first pass softcaps by tanh.approx: each row's log sum within 0.0073 of the record's); elsewhere from
-`loss_and_grad` below, which is also what that module's self-check compares with. The backward pass scales the saved input and weight gradients by the loss's gradient, which is 1 in training (the loop calls
-backward on the summed loss), so the result is what autograd computes, up to the summation order of the loss.
+The record's loss: logits = head(x) (bf16, FP8 matmul in training) -> float32 -> z = 30·sigmoid(logits / 7.5) ->
+cross entropy, summed. Autograd keeps float32 tensors of the logits' shape for its backward pass (at the record's
+micro-batch, 49,152 × 50,304 × 4 bytes = 9.9 GB each), which then writes dL/dlogits in bf16 for the head's backward
+to cast to FP8: three passes over (T, V) tensors, 11.9 ms per micro-step on an H200 (train/BENCHMARKS.md, profile).
+Here the forward pass computes the loss, dL/dlogits in the record's arithmetic order (below), and the head's two
+backward products at once; nothing of shape (T, V) outlives it. On CUDA with the FP8 head the loss and the FP8
+gradient come from two Triton passes over the logits (train/xent_triton.py, where the first pass softcaps by
+tanh.approx: each row's log sum within 0.0073 of the record's); elsewhere from `loss_and_grad` below, which is also
+what that module's self-check compares with. The backward pass scales the saved input and weight gradients by the
+loss's gradient, which is 1 in training (the loop calls backward on the summed loss), so the result is what autograd
+computes, up to the summation order of the loss.
 
 Arithmetic order, as eager autograd and Inductor evaluate the record's expression:
   logp = (z - max z) - log(sum exp(z - max z))            log_softmax
