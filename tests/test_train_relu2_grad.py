@@ -121,3 +121,72 @@ def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch):
     assert ours[1].keys() == record[1].keys()
     for name, g in ours[1].items():
         assert torch.allclose(g, record[1][name], rtol=1e-4, atol=1e-6), name
+
+
+H100_SHARED_BYTES = 232448  # the most shared memory one program may take on an H100 or H200 (sm_90)
+
+
+def shared_bytes_on_sm90a(M: int, N: int, K: int) -> int:
+    """The kernel compiled as launch() compiles it, for sm_90a, by Triton's own ptxas (no GPU needed): its shared
+    memory in bytes, which Triton checks against the GPU's limit at the first launch."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from train.relu2_grad import GROUP_M, STAGES, TILE, WARPS
+    from train.relu2_grad_kernel import relu2_grad_kernel
+
+    bm, bn, bk = TILE
+    tiles = -(-M // bm) * -(-N // bn)
+    signature = {"a_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bk},{bn}]>",
+                 "pre_desc": f"tensordesc<bf16[{bm},{bn}]>", "out_desc": f"tensordesc<bf16[{bm},{bn}]>",
+                 **dict.fromkeys(("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS"),
+                                 "constexpr")}
+    constants = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
+                     NUM_PROGRAMS=min(132, tiles))
+    src = triton.compiler.ASTSource(fn=relu2_grad_kernel, signature=signature, constexprs=constants)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=WARPS, num_stages=STAGES)).metadata.shared
+
+
+@needs_triton
+def test_the_kernel_fits_an_h100_at_the_records_shape_and_not_with_one_k_block():
+    """Why relu2_grad keeps a fallback: at model_dim 64 (one K block, the tiny preset) the compiled kernel needs more
+    shared memory than an H100 or H200 has per program (measured 278,568 bytes, 2026-12-03, Triton 3.6.0), which
+    the lease of that day hit on a GPU; from two K blocks on it fits (213,016), the record's 768 included."""
+    assert shared_bytes_on_sm90a(49152, 3072, 768) <= H100_SHARED_BYTES
+    assert shared_bytes_on_sm90a(1000, 512, 128) <= H100_SHARED_BYTES
+    assert shared_bytes_on_sm90a(512, 256, 64) > H100_SHARED_BYTES
+
+
+def test_a_shape_the_gpu_refuses_takes_the_torch_form_once_asked(monkeypatch):
+    """Triton's refusal at the first launch (OutOfResources, raised before anything runs) sends that shape to the
+    torch form, the same arithmetic, and it is not asked again in this process. The refusal is injected here;
+    test_the_tiny_shape_on_cuda_gives_the_torch_forms_bits meets the real one."""
+    triton_errors = pytest.importorskip("triton.runtime.errors")
+    import train.relu2_grad as mod
+
+    launches = []
+
+    def refuse(*args):
+        launches.append(args)
+        raise triton_errors.OutOfResources(278568, 232448, "shared memory")
+
+    monkeypatch.setattr(mod, "runs_triton", lambda t: True)
+    monkeypatch.setattr(mod, "launch", refuse)
+    monkeypatch.setattr(mod, "NO_FIT", set())
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), {"multi_processor_count": 1}))
+    _, _, proj, grad_y = mlp_inputs("cpu", torch.float32)
+    pre = torch.randn(grad_y.size(0), proj.size(1))
+    for _ in range(2):
+        assert torch.equal(mod.relu2_grad(grad_y, proj, pre), mod.reference(grad_y, proj, pre))
+    assert len(launches) == 1 and mod.NO_FIT == {(96, 256, 64)}
+
+
+def test_the_tiny_shape_on_cuda_gives_the_torch_forms_bits():
+    """model_dim 64 on a GPU: the backward runs (the torch form, where the kernel does not fit) with its bits."""
+    cuda_or_skip()
+    from train.relu2_grad import reference, relu2_grad
+
+    _, _, proj, grad_y = mlp_inputs("cuda", torch.bfloat16, T=512, D=64)
+    pre = torch.randn(512, 256, device="cuda").bfloat16()
+    assert torch.equal(relu2_grad(grad_y, proj, pre), reference(grad_y, proj, pre))

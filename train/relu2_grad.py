@@ -11,7 +11,10 @@ then grad_x, grad_fc and grad_proj by torch's matmuls. On one H200, one layer at
 backward gave the unfused bits and took 0.481 against 0.538 ms (benchmarks/relu2_gemm.py); end to end at world
 size 1, 606.0 against 613.8 ms per step, ratio 0.987 (4 + 4 runs, benchmarks/lever_ab.sh, 2026-12-03; see
 train/BENCHMARKS.md), so the model uses it wherever it runs Triton (CUDA, bf16), with no switch. The kernel runs
-on CUDA with bf16 and Triton; elsewhere `relu2_grad` is `reference`, the same arithmetic in torch.
+on CUDA with bf16 and Triton; elsewhere `relu2_grad` is `reference`, the same arithmetic in torch. So is it for a
+shape whose kernel does not fit the GPU's shared memory: with a single K block (model_dim 64) the compiled kernel
+needs 278,568 bytes where an H100 or H200 gives a program 232,448, at 128 or more it needs 213,016 (compiled for
+sm_90a on any machine: tests/test_train_relu2_grad.py), and smaller GPUs give less.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from train.xent_triton import runs_triton
 
 TILE = (128, 256, 64)  # BLOCK_M, BLOCK_N, BLOCK_K: the fastest of four shapes (benchmarks/relu2_gemm.py)
 STAGES, WARPS, GROUP_M = 3, 8, 8
+# (M, N, K) for which Triton refused the kernel at its first launch (OutOfResources: before anything ran); each
+# is asked once per process, then goes straight to `reference`
+NO_FIT: set[tuple[int, int, int]] = set()
 
 
 def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
@@ -55,8 +61,14 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
 @torch.library.custom_op("repro_train::relu2_grad", mutates_args=())
 def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring)."""
-    if runs_triton(pre):
-        return launch(grad_y, proj, pre, torch.cuda.get_device_properties(pre.device).multi_processor_count)
+    shape = (grad_y.size(0), proj.size(1), grad_y.size(1))
+    if runs_triton(pre) and shape not in NO_FIT:
+        from triton.runtime.errors import OutOfResources
+
+        try:
+            return launch(grad_y, proj, pre, torch.cuda.get_device_properties(pre.device).multi_processor_count)
+        except OutOfResources:
+            NO_FIT.add(shape)
     return reference(grad_y, proj, pre)
 
 
