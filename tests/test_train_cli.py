@@ -73,6 +73,23 @@ def test_profile_families_and_busy_time():
     assert busy_us([(5, 12), (0, 10), (20, 21), (6, 7)]) == 13
 
 
+def test_kernel_table_lists_every_kernel_per_step_by_full_name():
+    from types import SimpleNamespace
+
+    from train.profile import kernel_table
+
+    def kernel(name, us):
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(elapsed_us=lambda: us))
+
+    long_name = "triton_poi_fused_add_mul_rms_norm_select_sigmoid_view_" + "x" * 40  # past the table's 55 characters
+    events = [kernel("Memcpy DtoD (Device -> Device)", 20.0)] * 6 + [kernel(long_name, 300.0)] * 2
+    lines = kernel_table(events, steps=2).splitlines()
+    assert lines[0].startswith("# 2 steps")
+    first, second = lines[1].split(), lines[2].split()
+    assert first[:4] == ["1.0", "0.300", "300.0", "fused"] and first[-1] == long_name
+    assert second[:4] == ["3.0", "0.060", "20.0", "copies"] and lines[2].endswith("Memcpy DtoD (Device -> Device)")
+
+
 def test_log_has_the_record_layout(tiny_run):
     run, done = tiny_run
     text = (run / "log.txt").read_text()

@@ -2,7 +2,8 @@
 
     python -m train --preset record ... --profile runs/x/profile      (steps 6..8 of the timed loop, rank 0)
 
-Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time), <dir>/ops.txt (every operator that
+Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time), <dir>/kernels_all.txt (every kernel
+by full name, per step), <dir>/ops.txt (every operator that
 took time, grouped by operator and input shapes: which tensors a copy or an add_ moves) and <dir>/profile.json:
 wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all streams), busy_fraction, and the
 device time per family (matmul, attention, collectives, fused elementwise, copies, other). The profiled steps
@@ -48,6 +49,20 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def kernel_table(kernels: list, steps: int) -> str:
+    """Every kernel by full name (the profiler's table cuts names at 55 characters and keeps 40 rows): calls and
+    device ms per step, largest first, with its family; the many small kernels are where a fusion shows."""
+    total: dict[str, list[float]] = {}
+    for e in kernels:
+        row = total.setdefault(e.name, [0, 0.0])
+        row[0] += 1
+        row[1] += e.time_range.elapsed_us() / 1000
+    lines = [f"# {steps} steps; per step: calls, device ms, mean us per call, family, kernel"]
+    for name, (calls, ms) in sorted(total.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"{calls / steps:8.1f} {ms / steps:9.3f} {1000 * ms / calls:9.1f}  {family(name):17s} {name}")
+    return "\n".join(lines) + "\n"
+
+
 class StepProfiler:
     """Profiles steps first..first+count-1 of the timed loop; a no-op when out_dir is None or not rank 0."""
 
@@ -88,6 +103,7 @@ class StepProfiler:
                        kernels=len(kernels), device_ms_by_family={k: round(v, 2) for k, v in sorted(
                            by_family.items(), key=lambda kv: -kv[1])})
         (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (self.out_dir / "kernels_all.txt").write_text(kernel_table(kernels, self.count))
         sort = "self_device_time_total" if kernels else "self_cpu_time_total"
         (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
         # Every operator that took time, not a top 40: the copies and add_ that matter are many small rows (a
