@@ -8,7 +8,7 @@
 #
 # Environment (read by start): CHECK_TESTS (the levers' GPU tests, lever_ab.sh's), PRE (a command run first, its
 # output in pre.txt: a kernel's own timing, seconds), BUDGET_S (lever_ab.sh's, default 1200), PROFILE_SET (--set
-# options for a profile of native after the A/B, e.g. "head_dw_rowmajor=true"; none: no profile), PROFILE_NEED_S (150),
+# options for a profile of native after the A/B, e.g. "fused_loss_transpose=false"; none: no profile), PROFILE_NEED_S (150),
 # DRY_RUN (lever_ab.sh's: plans the runs, no GPU; tests/test_lever_ab.py), LEASE_TREE and LEASE_DIR (the copy and
 # the results, /tmp/lever-tree and /tmp/lever-lease). Every call leaves $OUT/lever-lease.tgz
 # (all so far but compile caches) and prints progress. A call's wait ends early once the session is done.

@@ -71,6 +71,10 @@ def test_profile_families_and_busy_time():
     assert {name: family(name) for name in kernels} == kernels
     # [0, 10) and [5, 12) overlap on two streams; [20, 21) alone: 12 + 1
     assert busy_us([(5, 12), (0, 10), (20, 21), (6, 7)]) == 13
+    # a compiled graph's span (torch 2.11 lists it beside the kernels it covers) and a runtime stall are not kernels
+    from train.profile import is_kernel
+    assert not is_kernel("## Call CompiledFxGraph fuejrs5cvsl6oehnys5z56jylracrygqb4uaeqem7wn4v7j6kvu6 ##")
+    assert not is_kernel("Command Buffer Full") and is_kernel("Memcpy DtoD (Device -> Device)")
 
 
 def test_kernel_table_lists_every_kernel_per_step_by_full_name():

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.test_train_model import tiny_batch, tiny_model
+from train.kernels import record_loss
 from train.loss import head_loss, loss_and_grad
 from train.model import Head
 
@@ -90,10 +91,11 @@ def test_fp8_products_from_a_given_transpose_equal_those_that_transpose_themselv
     assert torch.equal(bad_dx, want_dx) and not torch.equal(bad_dw, want_dw)
 
 
-def test_fp8_products_with_dw_rowmajor_give_dw_in_the_weights_layout():
-    """Config head_dw_rowmajor (issue 41, lever 6): dW as g8ᵀ·x8, (V, D) row-major like the weight, instead of
-    (x8ᵀ·g8)ᵀ: the same products (equal here; on a GPU cuBLAS may sum them in another order), dX untouched."""
-    from train.fp8 import fp8_products, fp8_products_t
+def test_fp8_products_give_dw_in_the_weights_layout():
+    """Issue 41's lever 6, kept: the loss path's dW is g8ᵀ·x8, (V, D) row-major like the weight, where the record's
+    program (and fp8_mm_backward) takes (x8ᵀ·g8)ᵀ: the same products (equal here; on a GPU cuBLAS may sum them in
+    another order), dX untouched."""
+    from train.fp8 import _products_body, fp8_products, fp8_products_t
 
     gen = torch.Generator().manual_seed(3)
     g8 = (torch.randn(64, 96, generator=gen) * 100).to(torch.float8_e5m2)  # (T, V)
@@ -101,20 +103,20 @@ def test_fp8_products_with_dw_rowmajor_give_dw_in_the_weights_layout():
     w8 = torch.randn(96, 32, generator=gen).to(torch.float8_e4m3fn)  # (V, D)
     scales = (32**0.5 / 448, 2**-9, 1 / 448)
     try:
-        want_dx, want_dw = fp8_products(g8, x8, w8, *scales)
+        want_dx, want_dw = _products_body(g8, x8, w8, *scales)  # the record's layout
     except (RuntimeError, NotImplementedError) as exc:
         pytest.skip(f"torch._scaled_mm with float8 does not run on this CPU build: {exc}")
-    assert not want_dw.is_contiguous() and want_dw.T.is_contiguous()  # the record's layout
-    for dx, dw in (fp8_products(g8, x8, w8, *scales, True),
-                   fp8_products_t(g8, g8.T.contiguous(), x8, w8, *scales, True)):
+    assert not want_dw.is_contiguous() and want_dw.T.is_contiguous()
+    for dx, dw in (fp8_products(g8, x8, w8, *scales), fp8_products_t(g8, g8.T.contiguous(), x8, w8, *scales)):
         assert dw.shape == w8.shape and dw.is_contiguous()
         assert torch.equal(dx, want_dx) and torch.allclose(dw, want_dw, rtol=1e-6, atol=0)
     assert want_dw.abs().sum() > 0
 
 
-def test_head_dw_rowmajor_accumulates_the_same_gradient_in_the_weights_layout():
-    """On a GPU, through head_loss and two accumulating backward passes: weight.grad equal with and without
-    head_dw_rowmajor to bf16 rounding, and in the weight's layout with it."""
+def test_the_loss_path_accumulates_the_heads_gradient_in_the_weights_layout():
+    """On a GPU, through head_loss and two accumulating backward passes: weight.grad from the Triton path (dW
+    row-major) equals the unfused path's (the record's layout, column-major) up to the FP8 casts' rounding flips
+    (pass 1's tanh.approx moves a row's log sum by at most 0.0073), in the weight's layout."""
     from tests.conftest import cuda_or_skip
 
     cuda_or_skip()
@@ -123,13 +125,16 @@ def test_head_dw_rowmajor_accumulates_the_same_gradient_in_the_weights_layout():
     xs = [F.rms_norm(torch.randn(256, 64, device="cuda", generator=gen), (64,)).bfloat16() for _ in range(2)]
     targets = torch.randint(0, 512, (256,), device="cuda", generator=gen)
     grads = []
-    for rowmajor in (False, True):
+    for fused in (False, True):
         head.weight.grad = None
         for x in xs:
-            head_loss(x, head, targets, transposed=True, dw_rowmajor=rowmajor).backward()
+            if fused:
+                head_loss(x, head, targets, transposed=True).backward()
+            else:
+                record_loss(x, head, targets).backward()
         grads.append(head.weight.grad)
     assert grads[1].is_contiguous() and grads[1].stride() == head.weight.stride()
-    assert torch.allclose(grads[1].float(), grads[0].float(), rtol=2**-7, atol=0)
+    assert ((grads[1].float() - grads[0].float()).norm() / grads[0].float().norm()).item() < 1e-2
 
 
 def test_a_loss_gradient_other_than_one_scales_both_gradients():

@@ -193,12 +193,9 @@ def test_optional_kernels_are_swapped_in_from_one_registry():
         return loss.keywords
 
     assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
-    assert fused() == dict(transposed=True, dw_rowmajor=False)
-    assert fused(fused_loss_transpose=False) == dict(transposed=False, dw_rowmajor=False)
-    # issue 41's lever 6 changes only the fused loss
-    assert fused(head_dw_rowmajor=True) == dict(transposed=True, dw_rowmajor=True)
+    assert fused() == dict(transposed=True)
+    assert fused(fused_loss_transpose=False) == dict(transposed=False)
     assert select_kernels(TINY).train_loss is record_loss
-    assert select_kernels(dataclasses.replace(TINY, head_dw_rowmajor=True)).train_loss is record_loss
     inputs, targets, bounds = tiny_batch()
     losses, grads = [], []
     for on in (False, True):

@@ -72,10 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 6, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
-    # deleted: with fused_loss and fp8 on CUDA, the head's dW leaves its FP8 matmul row-major, the weight's layout,
-    # so that autograd's 7 accumulating adds per step are plain ones, not strided (train/fp8.py); the same products
-    head_dw_rowmajor: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -31,9 +31,11 @@ def _products_body(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, g
                    g8_t: Tensor | None = None, dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
     """dX and dW from the FP8 gradient g8 = g / grad_s (T, V); g8_t: g8 already transposed, (V, T) row-major.
     dW comes out column-major, as the record's program computes it (x8ᵀ·g8, transposed), or with dw_rowmajor
-    (config `head_dw_rowmajor`) row-major as g8ᵀ·x8: the same products, in the weight's own layout, so that
-    autograd accumulates it with a plain add instead of a strided one (about 289 against 54 µs a micro-step on an
-    H200, docs/device-runs/2026-12-03-h200-ops-6layer)."""
+    row-major as g8ᵀ·x8: the same products, in the weight's own layout, so that autograd accumulates it with a
+    plain add instead of a strided one (about 289 against 54 µs a micro-step on an H200,
+    docs/device-runs/2026-12-03-h200-ops-6layer). Issue 41's lever 6: 609.2 against 613.0 ms per step at world
+    size 1, ratio 0.9939 (train/BENCHMARKS.md, 2026-12-04), so the loss's Triton path (fp8_products,
+    fp8_products_t) always takes it; fp8_mm_backward, the unfused path, keeps the record's layout."""
     scale_x = x8.new_tensor(x_s, dtype=torch.float32)
     scale_w = x8.new_tensor(w_s, dtype=torch.float32)
     scale_g = x8.new_tensor(grad_s, dtype=torch.float32)
@@ -82,7 +84,7 @@ def fp8_mm_backward(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, g
 
 def _products_fake(g: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
                    dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
-    """Shapes and layouts of (dX, dW) for fp8_mm_backward and fp8_products alike."""
+    """Shapes and layouts of (dX, dW): fp8_mm_backward's (the record's, dW column-major), fp8_products' (row-major)."""
     grad_x = torch.empty_like(x8, dtype=torch.bfloat16)
     if dw_rowmajor:
         return grad_x, w8.new_empty(w8.shape, dtype=torch.float32)
@@ -94,26 +96,28 @@ fp8_mm_backward.register_fake(_products_fake)
 
 
 @torch.library.custom_op("repro_train::fp8_products", mutates_args=())
-def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
-                 dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
-    """fp8_mm_backward from a gradient already divided by grad_s and cast to float8_e5m2 (T, V)."""
-    return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, None, dw_rowmajor)
+def fp8_products(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+                 ) -> tuple[Tensor, Tensor]:
+    """fp8_mm_backward from a gradient already divided by grad_s and cast to float8_e5m2 (T, V); dW row-major."""
+    return _body("products", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, None, True)
 
 
-fp8_products.register_fake(_products_fake)
+@fp8_products.register_fake
+def _(g8: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float) -> tuple[Tensor, Tensor]:
+    return _products_fake(g8, x8, w8, x_s, w_s, grad_s, dw_rowmajor=True)
 
 
 @torch.library.custom_op("repro_train::fp8_products_t", mutates_args=())
-def fp8_products_t(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
-                   dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
+def fp8_products_t(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+                   ) -> tuple[Tensor, Tensor]:
     """fp8_products with dW's operand g8_t = g8 transposed (V, T) row-major, written by the loss's own pass."""
-    return _body("products_t", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, g8_t, dw_rowmajor)
+    return _body("products_t", _products_body, g8.device)(g8, x8, w8, x_s, w_s, grad_s, g8_t, True)
 
 
 @fp8_products_t.register_fake
-def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float,
-      dw_rowmajor: bool = False) -> tuple[Tensor, Tensor]:
-    return _products_fake(g8, x8, w8, x_s, w_s, grad_s, dw_rowmajor)
+def _(g8: Tensor, g8_t: Tensor, x8: Tensor, w8: Tensor, x_s: float, w_s: float, grad_s: float
+      ) -> tuple[Tensor, Tensor]:
+    return _products_fake(g8, x8, w8, x_s, w_s, grad_s, dw_rowmajor=True)
 
 
 def _setup_context(ctx, inputs, output) -> None:

@@ -29,8 +29,13 @@ FAMILIES = (  # first match wins; lower-case substrings of kernel names
     ("copies", ("memcpy", "memset")),
     ("fused elementwise", ("triton_",)),
 )
-# CUDA runtime activities that the profiler lists beside kernels but that are no GPU work
+# CUDA runtime activities that the profiler lists beside kernels but that are no GPU work; and torch's own marks of
+# a compiled graph's span on the device ("## Call CompiledFxGraph ... ##", torch 2.11), which cover its kernels
 NOT_KERNELS = ("command buffer full",)
+
+
+def is_kernel(name: str) -> bool:
+    return name.lower() not in NOT_KERNELS and not name.startswith("## ")
 
 
 def family(kernel: str) -> str:
@@ -92,7 +97,7 @@ class StepProfiler:
     def write(self, prof, wall_ms: float) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-                   and e.name.lower() not in NOT_KERNELS]
+                   and is_kernel(e.name)]
         by_family: dict[str, float] = {}
         for e in kernels:
             fam = family(e.name)
