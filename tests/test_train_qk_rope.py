@@ -25,13 +25,13 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 INTERPRETED = """
 import torch
 from train.model import Yarn
-from train.qk_rope import launch, launch_backward, reference, reference_backward
+from train.qk_rope import launch, launch_backward, reference, reference_backward, reference_mix
 out = {}
 for T, H, hd in ((100, 3, 64), (64, 2, 128)):
     g = torch.Generator().manual_seed(T)
     yarn = Yarn(hd, 128, 8); yarn.extend(3, 7)
     qkv = (torch.randn(T, 3 * H * hd, generator=g) * 3).bfloat16()
-    q, k, _ = qkv.view(T, 3 * H, hd).chunk(3, dim=1)
+    q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)
     got, want = launch(q, k, yarn.cos, yarn.sin, fast=False), reference(q, k, yarn.cos, yarn.sin)
     ups = [torch.randn(T, 3 * H, hd, generator=g).bfloat16()[:, :H] for _ in range(2)]  # strided, as attention's
     gb = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False)
@@ -41,6 +41,16 @@ for T, H, hd in ((100, 3, 64), (64, 2, 128)):
                                 rstd_rel=((got[2] - want[2]).abs() / want[2]).max().item(),
                                 bwd_flips=sum((a != b).sum().item() for a, b in zip(gb, wb)) / (2 * T * H * hd),
                                 bwd_beyond_one_step=sum(far))
+    # lever 9's form: the value mix as a third plane, the backward writing the projection's gradient whole
+    ve = torch.randn(T, H * hd, generator=g).bfloat16() if T == 100 else None  # with and without ve
+    sa = torch.tensor([0.7, -0.3])
+    got = launch(q, k, yarn.cos, yarn.sin, fast=False, v=v, ve=ve, sa=sa)
+    (dqkv,) = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False, dv=ups[0], sa=sa)
+    wv, wdv = reference_mix(v, ve, sa), reference_mix(ups[0], None, sa)
+    out[f"{T}x{H}x{hd}"].update(mix_qk_equal=torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]),
+                                mix_v_equal=torch.equal(got[2], wv), mix_shape=tuple(dqkv.shape),
+                                mix_dqk_equal=torch.equal(dqkv[:, :H], gb[0]) and torch.equal(dqkv[:, H:2 * H], gb[1]),
+                                mix_dv_equal=torch.equal(dqkv[:, 2 * H:], wdv))
 print(out)
 """
 
@@ -51,6 +61,10 @@ def test_the_kernels_in_the_interpreter_equal_their_torch_forms():
         assert r["qk_equal"], shape
         assert r["rstd_rel"] < 1e-6, shape
         assert r["bwd_flips"] < 1e-3 and r["bwd_beyond_one_step"] == 0, (shape, r)
+        # the mixed form: q and k and the backward's q, k planes as the two-plane form's, v and λ₀·dv as torch's
+        assert r["mix_qk_equal"] and r["mix_v_equal"] and r["mix_dqk_equal"] and r["mix_dv_equal"], (shape, r)
+        T, H, hd = map(int, shape.split("x"))
+        assert r["mix_shape"] == (T, 3 * H, hd)
 
 
 def inputs(device: str, T: int = 96, H: int = 3, hd: int = 64):
@@ -127,3 +141,114 @@ def test_the_op_compiles_with_its_kernels_on_cuda():
     apart = {name: ((a != b).sum().item(), (a.float() - b.float()).abs().max().item())
              for name, a, b in zip(("q", "k", "rstd", "dqkv"), *runs)}
     assert all(n == 0 for n, _ in apart.values()), f"(elements apart, largest distance): {apart}"
+
+
+def mixed_grads(qkv, ve, sa, ups, H, hd, fn, dtype):
+    """Gradients of qkv, ve and sa through fn(q, k, v views of qkv, ve, sa) -> (q, k, v), given ups for each."""
+    x = qkv.to(dtype).requires_grad_()
+    e = None if ve is None else ve.to(dtype).requires_grad_()
+    lam = sa.clone().requires_grad_()  # float32 in every form, as the model's scalars
+    out = fn(x.view(qkv.size(0), 3 * H, hd), e, lam)
+    torch.autograd.backward(list(out), [u.to(dtype) for u in ups])
+    return out, (x.grad, None if e is None else e.grad, lam.grad)
+
+
+def model_expression(norm):
+    def fn(qkv, ve, sa, cos, sin):
+        q, k, v = qkv.chunk(3, dim=1)
+        v = sa[0] * v + sa[1] * ve.view_as(v) if ve is not None else sa[0] * v
+        return rotary(norm(q), cos, sin), rotary(norm(k), cos, sin), v
+    return fn
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("with_ve", [True, False])
+def test_attention_inputs_match_the_models_expression(device, with_ve):
+    """Lever 9's op (its torch form on the CPU, its kernels on CUDA) against the model's expression: q, k, v within
+    the eager expression's bf16 roundings; the gradients of qkv (now one tensor), ve and (λ₀, λ₁) at least as close
+    to float64 as the eager model's own."""
+    from train.qk_rope import attention_inputs
+
+    qkv, ups, cos, sin, H, hd = inputs(device)
+    g = torch.Generator().manual_seed(6)
+    ups.append(torch.randn(qkv.size(0), H, hd, generator=g).bfloat16().to(device))
+    ve = torch.randn(qkv.size(0), H * hd, generator=g).bfloat16().to(device) if with_ve else None
+    sa = torch.tensor([0.7, -0.3], device=device)
+    norm64 = lambda t: F.rms_norm(t, (hd,), eps=EPS)  # noqa: E731
+    _, truth = mixed_grads(qkv, ve, sa.double(), ups, H, hd, lambda x, e, lam: model_expression(norm64)(
+        x, e, lam, cos.double(), sin.double()), torch.float64)
+    record_out, record = mixed_grads(qkv, ve, sa, ups, H, hd, lambda x, e, lam: model_expression(rms_norm)(
+        x, e, lam, cos, sin), torch.bfloat16)
+    ours_out, ours = mixed_grads(qkv, ve, sa, ups, H, hd, lambda x, e, lam: attention_inputs(
+        x, e, lam, cos, sin)[:3], torch.bfloat16)
+    for a, b in zip(ours_out, record_out):
+        assert a.is_contiguous() and ((a.float() - b.float()).abs() <= 3 * 2 ** -8 * b.float().abs() + 2 ** -6).all()
+    for name, o, r, t in zip(("qkv", "ve", "sa"), ours, record, truth):
+        if t is None:
+            assert o is None and r is None
+            continue
+        err = lambda grad: ((grad.double() - t).norm() / t.norm()).item()  # noqa: E731
+        assert err(o) <= err(r) * 1.05 + 1e-4, (name, err(o), err(r))
+    if not with_ve:  # λ₁ has no part in a layer without a value embedding
+        assert ours[2][1].item() == 0
+
+
+def test_the_model_with_qkv_grad_in_place_trains_as_without():
+    """Config qkv_grad_in_place (lever 9) where the kernels run (made true here: the op's torch form on the CPU):
+    the op in every attention layer, the same loss and the same gradients to bf16 rounding as the two-op path."""
+    import dataclasses
+
+    import train.model
+    from train import qk_rope
+
+    cfg = preset("tiny")
+    T = cfg.train_max_seq_len
+    inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
+    args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
+            torch.tensor(0.1))
+    results, calls = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train.model, "runs_triton", lambda q: True)
+        mp.setattr(train.model, "attention_inputs", lambda *a: calls.append(1) or qk_rope.attention_inputs(*a))
+        for on in (False, True):
+            torch.manual_seed(0)
+            model = GPT(dataclasses.replace(cfg, qkv_grad_in_place=on))
+            with torch.no_grad():  # nonzero everywhere, so that every gradient is tested
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * 0.02)
+            loss = model(*args)
+            loss.backward()
+            results.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    assert len(calls) == sum(spec.has_attn for spec in model.plan) > 0
+    (loss0, g0), (loss1, g1) = results
+    assert loss1 == pytest.approx(loss0, rel=1e-5)
+    for name in g0:
+        a, b = g1[name].float(), g0[name].float()
+        assert ((a - b).norm() <= 2e-2 * b.norm() + 1e-6).item(), name
+
+
+def test_attention_inputs_compile_with_their_kernels_on_cuda():
+    """Inductor traces lever 9's triton_ops: the same bits as the eager op, forward and backward, with and
+    without ve."""
+    cuda_or_skip()
+    from train.qk_rope import attention_inputs
+
+    qkv, ups, cos, sin, H, hd = inputs("cuda")
+    g = torch.Generator().manual_seed(7)
+    dv = torch.randn(qkv.size(0), H, hd, generator=g).bfloat16().cuda()
+    ve = torch.randn(qkv.size(0), H * hd, generator=g).bfloat16().cuda()
+    for e in (ve, None):
+        def f(x, e_, lam):
+            return attention_inputs(x.view(qkv.size(0), 3 * H, hd), e_, lam, cos, sin)
+
+        runs = []
+        for fn in (f, torch.compile(f, fullgraph=True)):
+            x = qkv.clone().requires_grad_()
+            e_ = None if e is None else e.clone().requires_grad_()
+            lam = torch.tensor([0.7, -0.3], device="cuda", requires_grad=True)
+            q, k, v, rstd = fn(x, e_, lam)
+            torch.autograd.backward([q, k, v], [*ups, dv])
+            runs.append((q, k, v, rstd, x.grad, lam.grad) + (() if e is None else (e_.grad,)))
+        apart = {i: (a != b).sum().item() for i, (a, b) in enumerate(zip(*runs)) if i != 5}
+        assert all(n == 0 for n in apart.values()), f"elements apart, by output: {apart}"
+        assert torch.allclose(runs[0][5], runs[1][5], rtol=1e-3)  # λ's sums: the compiler may order them otherwise

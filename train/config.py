@@ -72,6 +72,10 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
+    # issue 41, lever 9, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
+    # deleted: where train/'s Triton kernels run, QK-norm, rotary and the value mix as one op whose backward writes
+    # the QKV projection's gradient whole, where autograd otherwise concatenates three (train/qk_rope.py)
+    qkv_grad_in_place: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

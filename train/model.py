@@ -21,7 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
-from train.qk_rope import qk_norm_rope, rotary
+from train.qk_rope import attention_inputs, qk_norm_rope, rotary
 from train.relu2_grad import record_mlp, relu2_mlp
 from train.xent_triton import runs_triton
 
@@ -100,6 +100,7 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
+    qkv_grad_in_place: bool = False  # config `qkv_grad_in_place` (issue 41's lever 9)
 
 
 class Attention(nn.Module):
@@ -118,12 +119,16 @@ class Attention(nn.Module):
     def forward(self, x: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window, shared: AttnInputs) -> Tensor:
         T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
-        q, k, v = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1).chunk(3, dim=1)
-        if runs_triton(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
-            q, k, _ = qk_norm_rope(q, k, shared.cos, shared.sin)
+        qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1)  # (T, 3H, hd)
+        if shared.qkv_grad_in_place and runs_triton(qkv):  # one op; its backward writes dL/dqkv whole
+            q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin)
         else:
-            q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)  # QK-norm
-        v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v) if ve is not None else sa_lambdas[0] * v
+            q, k, v = qkv.chunk(3, dim=1)
+            if runs_triton(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
+                q, k, _ = qk_norm_rope(q, k, shared.cos, shared.sin)
+            else:  # QK-norm
+                q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)
+            v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v) if ve is not None else sa_lambdas[0] * v
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)
         y = y * torch.sigmoid(self.gate(x[:, :GATE_INPUTS])).view(T, H, 1)
@@ -240,7 +245,8 @@ class GPT(nn.Module):
         sa_lambdas = self.scalars[3 * L:5 * L].view(L, 2)
         shared = AttnInputs(doc_bounds=doc_bounds, cos=self.yarn.cos, sin=self.yarn.sin, scale=attn_scale,
                             backend=self.attention_backend,
-                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot)
+                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot,
+                            qkv_grad_in_place=self.cfg.qkv_grad_in_place)
         half, skips = L // 2, []
         for i in range(1, L):
             spec = self.plan[i]

@@ -68,32 +68,48 @@ def _same_layout(*xs: Tensor) -> tuple[Tensor, ...]:
     return tuple(x.contiguous() for x in xs)
 
 
-def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors)."""
+def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor | None = None,
+           ve: Tensor | None = None, sa: Tensor | None = None) -> tuple[Tensor, ...]:
+    """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors). With v and sa also the
+    mixed values λ₀·v + λ₁·ve (ve optional), returned third."""
     from train.qk_rope_kernel import forward_kernel  # imports Triton: at the first launch only
 
     T, H, hd = q.shape
-    q, k = _same_layout(q, k)
-    q_out, k_out = (q.new_empty(T, H, hd) for _ in range(2))
+    mix = v is not None
+    q, k, *rest = _same_layout(q, k, *([v] if mix else []))
+    v = rest[0] if mix else q
+    ve = ve.reshape(T, H, hd) if ve is not None else None
+    outs = [q.new_empty(T, H, hd) for _ in range(3 if mix else 2)]
     rstd = q.new_empty(T, 2 * H, dtype=torch.float32)
-    wrap_triton(forward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2)](
-        q, k, cos, sin, q_out, k_out, rstd, T, q.stride(0), q.stride(1), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
-        FAST=fast, num_warps=WARPS)
-    return q_out, k_out, rstd
+    wrap_triton(forward_kernel)[(triton_cdiv(T * H, BLOCK_R), 3 if mix else 2)](
+        q, k, v, v if ve is None else ve, rstd if sa is None else sa, cos, sin, outs[0], outs[1], outs[-1], rstd, T,
+        q.stride(0), q.stride(1), 0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
+        FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
+    return (*outs, rstd)
 
 
 def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
-                    fast: bool) -> tuple[Tensor, Tensor]:
+                    fast: bool, dv: Tensor | None = None, sa: Tensor | None = None) -> tuple[Tensor, ...]:
+    """The backward kernel: dL/dq, dL/dk of the inputs, each (T, H, hd) contiguous; with dv and sa instead the
+    gradient of the whole (T, 3H, hd) QKV projection, λ₀·dv as its third plane, in one tensor."""
     from train.qk_rope_kernel import backward_kernel
 
     T, H, hd = q.shape
     q, k = _same_layout(q, k)
     dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
-    dq_in, dk_in = (q.new_empty(T, H, hd) for _ in range(2))
-    wrap_triton(backward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2)](
-        dq, dk, dq.stride(0), dq.stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd, dq_in, dk_in, T, H=H,
-        HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, num_warps=WARPS)
-    return dq_in, dk_in
+    if dv is None:
+        outs = [q.new_empty(T, H, hd) for _ in range(2)]
+        planes, plane_offset, out_stride = outs + outs[:1], 0, H * hd
+    else:  # one tensor, each plane at its offset (no views: what the kernel writes is the whole tensor)
+        dv = dv if dv.stride(2) == 1 else dv.contiguous()
+        outs = [q.new_empty(T, 3 * H, hd)]
+        planes, plane_offset, out_stride = outs * 3, H * hd, 3 * H * hd
+    wrap_triton(backward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
+        dq, dk, dq if dv is None else dv, dq.stride(0), dq.stride(1), (dq if dv is None else dv).stride(0),
+        (dq if dv is None else dv).stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd,
+        rstd if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
+        MIX_V=dv is not None, num_warps=WARPS)
+    return tuple(outs)
 
 
 def triton_cdiv(a: int, b: int) -> int:
@@ -128,3 +144,63 @@ def _backward(ctx, dq: Tensor, dk: Tensor, _grad_rstd: Tensor):
 
 
 qk_norm_rope.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- issue 41's lever 9 (config `qkv_grad_in_place`, off until measured): the value mix too, and the projection's
+# gradient written whole. The record's attention takes q, k, v as chunks of one (T, 3H, hd) projection, so autograd
+# puts their three gradients together with a copy (cat) before the projection's backward: 450 MB read and written
+# per layer and micro-step at the record's size, 108 µs on an H200 (docs/device-runs/2026-12-04-h200-lever6-profile).
+# Here the backward kernel writes dq and dk into their planes of that one tensor and λ₀·dv into the third.
+
+def reference_mix(v: Tensor, ve: Tensor | None, sa: Tensor) -> Tensor:
+    """λ₀·v + λ₁·ve (λ₀·v without ve), (T, H, hd) contiguous in v's dtype: float32 products and sum rounded once,
+    as compiled code evaluates the model's bf16 expression (eager rounds each product)."""
+    y = sa[0].float() * v.float()
+    if ve is not None:
+        y = y + sa[1].float() * ve.reshape(v.shape).float()
+    return y.to(v.dtype).contiguous()
+
+
+@triton_op("repro_train::attention_inputs", mutates_args={})
+def attention_inputs(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor
+                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """qkv (T, 3H, hd) bf16 (the projection), ve (T, H·hd) or None, sa = (λ₀, λ₁) float32 -> q, k normalised and
+    rotated, v = λ₀·v + λ₁·ve, each (T, H, hd) contiguous, and (T, 2H) float32 1/rms."""
+    q, k, v = qkv.chunk(3, dim=1)
+    if runs_triton(qkv):
+        return launch(q, k, cos, sin, fast=True, v=v, ve=ve, sa=sa)
+    q_out, k_out, rstd = reference(q, k, cos, sin)
+    return q_out, k_out, reference_mix(v, ve, sa), rstd
+
+
+@triton_op("repro_train::attention_inputs_backward", mutates_args={})
+def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
+                              sa: Tensor) -> Tensor:
+    """dL/dq, dL/dk, dL/dv of attention_inputs' outputs -> dL/dqkv (T, 3H, hd): QK-norm's and rotary's backward
+    for the first two planes, λ₀·dv for the third."""
+    q, k, _ = qkv.chunk(3, dim=1)
+    if runs_triton(qkv):
+        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True, dv=dv, sa=sa)[0]
+    dq_in, dk_in = reference_backward(dq, dk, q, k, cos, sin, rstd)
+    return torch.cat((dq_in, dk_in, reference_mix(dv, None, sa)), dim=1)
+
+
+def _inputs_setup_context(ctx, inputs, output) -> None:
+    qkv, ve, sa, cos, sin = inputs
+    ctx.has_ve = ve is not None
+    ctx.save_for_backward(qkv, ve, sa, cos, sin, output[3])
+
+
+def _inputs_backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
+    qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
+    dqkv = attention_inputs_backward(dq, dk, dv, qkv, cos, sin, rstd, sa)
+    # λ's and ve's gradients as autograd forms them for the model's expression: bf16 products, float32 sums
+    v = qkv.chunk(3, dim=1)[2]
+    d0 = (dv * v).float().sum()
+    if not ctx.has_ve:
+        return dqkv, None, torch.stack((d0, torch.zeros_like(d0))), None, None
+    ve3 = ve.view_as(v)
+    return dqkv, (dv * sa[1]).reshape(ve.shape), torch.stack((d0, (dv * ve3).float().sum())), None, None
+
+
+attention_inputs.register_autograd(_inputs_backward, setup_context=_inputs_setup_context)

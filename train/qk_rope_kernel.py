@@ -2,9 +2,11 @@
 
     from train.qk_rope_kernel import forward_kernel, backward_kernel      # needs Triton
 
-Grid (row blocks, 2): axis 1 picks queries (0) or keys (1). A program takes BLOCK_R rows (token t = r // H,
-head h = r % H) of 2·HALF channels, read in two halves (the rotation pairs channel i with i + HALF). Arithmetic
-in float32, rounded to bf16 where the compiled record rounds; FAST=False is the form for Triton's interpreter.
+Grid (row blocks, planes): axis 1 picks queries (0), keys (1) and, with MIX_V, values (2). A program takes BLOCK_R
+rows (token t = r // H, head h = r % H) of 2·HALF channels, read in two halves (the rotation pairs channel i with
+i + HALF). Arithmetic in float32, rounded to bf16 where the compiled record rounds; FAST=False is the form for
+Triton's interpreter. Inputs are read and outputs written through their strides (token, head; channels contiguous),
+so the backward pass can write all three planes of the QKV projection's gradient in place (train/qk_rope.py).
 """
 
 import triton
@@ -14,18 +16,10 @@ from train.xent_kernels import round_to_bf16
 
 
 @triton.jit
-def forward_kernel(q, k, cos, sin, q_out, k_out, rstd_out, T, stride_t, stride_h, eps: tl.constexpr,
-                   H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr):
-    """q, k (T, H, 2·HALF) bf16 with strides (stride_t, stride_h, 1) -> q_out, k_out (T, H, 2·HALF) bf16
-    contiguous, rstd_out (T, 2H) float32 (queries' heads, then keys'). eps is a constant: as a run-time float
-    argument Inductor's launch typed it fp64, which promoted mean + eps to float64: one ulp off the eager launch's
-    float32 in some rows (2026-12-03, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt)."""
-    part = tl.program_id(1)
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)  # (BLOCK_R,)
-    t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    src = (q if part == 0 else k) + t[:, None] * stride_t + h[:, None] * stride_h + cols  # (BLOCK_R, HALF)
-    x1 = tl.load(src, mask=m, other=0.0).to(tl.float32)
-    x2 = tl.load(src + HALF, mask=m, other=0.0).to(tl.float32)
+def _qk_plane(src, dst, rstd_out, cos, sin, rows, t, h, cols, m, stride_t, stride_h, out_stride_t, part, T,
+              eps: tl.constexpr, H: tl.constexpr, HALF: tl.constexpr, FAST: tl.constexpr):
+    x1 = tl.load(src + t[:, None] * stride_t + h[:, None] * stride_h + cols, mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(src + t[:, None] * stride_t + h[:, None] * stride_h + cols + HALF, mask=m, other=0.0).to(tl.float32)
     # F.rms_norm: float32 mean of squares, rsqrt(mean + eps), the product rounded to bf16 (its output dtype)
     rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / (2 * HALF) + eps)  # (BLOCK_R,)
     n1 = round_to_bf16(x1 * rstd[:, None], FAST)
@@ -34,26 +28,63 @@ def forward_kernel(q, k, cos, sin, q_out, k_out, rstd_out, T, stride_t, stride_h
     tab = t[:, None] * HALF + cols
     c = tl.load(cos + tab, mask=m, other=0.0).to(tl.float32)
     s = tl.load(sin + tab, mask=m, other=0.0).to(tl.float32)
-    dst = (q_out if part == 0 else k_out) + rows[:, None] * (2 * HALF) + cols
-    tl.store(dst, round_to_bf16(n1 * c + n2 * s, FAST).to(tl.bfloat16), mask=m)
-    tl.store(dst + HALF, round_to_bf16(n1 * (-s) + n2 * c, FAST).to(tl.bfloat16), mask=m)
+    out = dst + t[:, None] * out_stride_t + h[:, None] * (2 * HALF) + cols
+    tl.store(out, round_to_bf16(n1 * c + n2 * s, FAST).to(tl.bfloat16), mask=m)
+    tl.store(out + HALF, round_to_bf16(n1 * (-s) + n2 * c, FAST).to(tl.bfloat16), mask=m)
     tl.store(rstd_out + t * (2 * H) + part * H + h, rstd, mask=rows < T * H)
 
 
 @triton.jit
-def backward_kernel(dq, dk, g_stride_t, g_stride_h, q, k, stride_t, stride_h, cos, sin, rstd, dq_in, dk_in, T,
-                    H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr):
-    """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16
-    contiguous: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)), x̂ = x·r."""
+def _v_plane(src, ve, sa, dst, t, h, cols, m, stride_t, stride_h, ve_stride_t, out_stride_t,
+             HALF: tl.constexpr, HAS_VE: tl.constexpr, FAST: tl.constexpr):
+    """λ₀·v (+ λ₁·ve): float32 products and sum, rounded once, as compiled code evaluates the bf16 expression."""
+    lam0 = tl.load(sa).to(tl.float32)
+    at = t[:, None] * stride_t + h[:, None] * stride_h + cols
+    y1 = lam0 * tl.load(src + at, mask=m, other=0.0).to(tl.float32)
+    y2 = lam0 * tl.load(src + at + HALF, mask=m, other=0.0).to(tl.float32)
+    if HAS_VE:
+        lam1 = tl.load(sa + 1).to(tl.float32)
+        at_ve = t[:, None] * ve_stride_t + h[:, None] * (2 * HALF) + cols
+        y1 = y1 + lam1 * tl.load(ve + at_ve, mask=m, other=0.0).to(tl.float32)
+        y2 = y2 + lam1 * tl.load(ve + at_ve + HALF, mask=m, other=0.0).to(tl.float32)
+    out = dst + t[:, None] * out_stride_t + h[:, None] * (2 * HALF) + cols
+    tl.store(out, round_to_bf16(y1, FAST).to(tl.bfloat16), mask=m)
+    tl.store(out + HALF, round_to_bf16(y2, FAST).to(tl.bfloat16), mask=m)
+
+
+@triton.jit
+def forward_kernel(q, k, v, ve, sa, cos, sin, q_out, k_out, v_out, rstd_out, T, stride_t, stride_h, ve_stride_t,
+                   eps: tl.constexpr, H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr,
+                   FAST: tl.constexpr, MIX_V: tl.constexpr, HAS_VE: tl.constexpr):
+    """q, k, v (T, H, 2·HALF) bf16 with strides (stride_t, stride_h, 1) -> q_out, k_out (and with MIX_V v_out =
+    λ₀·v + λ₁·ve, sa = (λ₀, λ₁), ve (T, H, 2·HALF) with token stride ve_stride_t when HAS_VE) (T, H, 2·HALF) bf16
+    contiguous, rstd_out (T, 2H) float32 (queries' heads, then keys'). eps is a constant: as a run-time float
+    argument Inductor's launch typed it fp64, which promoted mean + eps to float64: one ulp off the eager launch's
+    float32 in some rows (2026-12-03, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt)."""
     part = tl.program_id(1)
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)  # (BLOCK_R,)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    g = (dq if part == 0 else dk) + t[:, None] * g_stride_t + h[:, None] * g_stride_h + cols
-    src = (q if part == 0 else k) + t[:, None] * stride_t + h[:, None] * stride_h + cols
-    dy1 = tl.load(g, mask=m, other=0.0).to(tl.float32)
-    dy2 = tl.load(g + HALF, mask=m, other=0.0).to(tl.float32)
-    x1 = tl.load(src, mask=m, other=0.0).to(tl.float32)
-    x2 = tl.load(src + HALF, mask=m, other=0.0).to(tl.float32)
+    if MIX_V:
+        if part == 2:
+            _v_plane(v, ve, sa, v_out, t, h, cols, m, stride_t, stride_h, ve_stride_t, H * 2 * HALF, HALF, HAS_VE,
+                     FAST)
+        else:
+            _qk_plane(q if part == 0 else k, q_out if part == 0 else k_out, rstd_out, cos, sin, rows, t, h, cols, m,
+                      stride_t, stride_h, H * 2 * HALF, part, T, eps, H, HALF, FAST)
+    else:
+        _qk_plane(q if part == 0 else k, q_out if part == 0 else k_out, rstd_out, cos, sin, rows, t, h, cols, m,
+                  stride_t, stride_h, H * 2 * HALF, part, T, eps, H, HALF, FAST)
+
+
+@triton.jit
+def _qk_plane_backward(g, src, dst, cos, sin, rstd, rows, t, h, cols, m, g_stride_t, g_stride_h, stride_t, stride_h,
+                       out_stride_t, part, T, H: tl.constexpr, HALF: tl.constexpr, FAST: tl.constexpr):
+    at_g = t[:, None] * g_stride_t + h[:, None] * g_stride_h + cols
+    at = t[:, None] * stride_t + h[:, None] * stride_h + cols
+    dy1 = tl.load(g + at_g, mask=m, other=0.0).to(tl.float32)
+    dy2 = tl.load(g + at_g + HALF, mask=m, other=0.0).to(tl.float32)
+    x1 = tl.load(src + at, mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(src + at + HALF, mask=m, other=0.0).to(tl.float32)
     tab = t[:, None] * HALF + cols
     c = tl.load(cos + tab, mask=m, other=0.0).to(tl.float32)
     s = tl.load(sin + tab, mask=m, other=0.0).to(tl.float32)
@@ -63,6 +94,33 @@ def backward_kernel(dq, dk, g_stride_t, g_stride_h, q, k, stride_t, stride_h, co
     xh1 = x1 * r
     xh2 = x2 * r
     dot = (tl.sum(dn1 * xh1, axis=1) + tl.sum(dn2 * xh2, axis=1))[:, None] / (2 * HALF)
-    dst = (dq_in if part == 0 else dk_in) + rows[:, None] * (2 * HALF) + cols
-    tl.store(dst, round_to_bf16(r * (dn1 - xh1 * dot), FAST).to(tl.bfloat16), mask=m)
-    tl.store(dst + HALF, round_to_bf16(r * (dn2 - xh2 * dot), FAST).to(tl.bfloat16), mask=m)
+    out = dst + t[:, None] * out_stride_t + h[:, None] * (2 * HALF) + cols
+    tl.store(out, round_to_bf16(r * (dn1 - xh1 * dot), FAST).to(tl.bfloat16), mask=m)
+    tl.store(out + HALF, round_to_bf16(r * (dn2 - xh2 * dot), FAST).to(tl.bfloat16), mask=m)
+
+
+@triton.jit
+def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, stride_t, stride_h, cos,
+                    sin, rstd, sa, dq_in, dk_in, dv_in, plane_offset, out_stride_t, T, H: tl.constexpr,
+                    HALF: tl.constexpr,
+                    BLOCK_R: tl.constexpr, FAST: tl.constexpr, MIX_V: tl.constexpr):
+    """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16 with
+    token stride out_stride_t: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)),
+    x̂ = x·r. With MIX_V also dv_in = λ₀·dv (dv: strides dv_stride_t, dv_stride_h), rounded once. Plane p is
+    written from its pointer + p·plane_offset (0 for separate tensors, H·2·HALF for planes of one)."""
+    part = tl.program_id(1)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
+    if MIX_V:
+        if part == 2:
+            _v_plane(dv, dv, sa, dv_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0,
+                     out_stride_t, HALF, False, FAST)
+        else:
+            _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
+                               (dq_in if part == 0 else dk_in) + part * plane_offset, cos, sin, rstd, rows, t, h,
+                               cols, m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF,
+                               FAST)
+    else:
+        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
+                           (dq_in if part == 0 else dk_in) + part * plane_offset, cos, sin, rstd, rows, t, h, cols,
+                           m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF, FAST)
