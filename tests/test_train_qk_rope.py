@@ -187,7 +187,7 @@ def test_attention_inputs_match_the_models_expression(device, with_ve):
         if t is None:
             assert o is None and r is None
             continue
-        err = lambda grad: ((grad.double() - t).norm() / t.norm()).item()  # noqa: E731
+        err = lambda grad, t=t: ((grad.double() - t).norm() / t.norm()).item()  # noqa: E731
         assert err(o) <= err(r) * 1.05 + 1e-4, (name, err(o), err(r))
     if not with_ve:  # λ₁ has no part in a layer without a value embedding
         assert ours[2][1].item() == 0
