@@ -228,27 +228,32 @@ def test_the_model_with_qkv_grad_in_place_trains_as_without():
 
 
 def test_attention_inputs_compile_with_their_kernels_on_cuda():
-    """Inductor traces lever 9's triton_ops: the same bits as the eager op, forward and backward, with and
-    without ve."""
+    """Inductor traces lever 9's triton_ops: q, k, v and dqkv the same bits as the eager op, with and without ve
+    (1/rms: the two-plane op's test above). Fails when the backward kernel takes its one output as three arguments:
+    Inductor's functional form kept only the last argument's writes and lost the q and k planes (2026-12-04,
+    docs/device-runs/2026-12-04-h200-lever9-layer). dve = λ₁·dv is torch's own product in the backward, which
+    Inductor rounds otherwise than eager torch (8,718 of 18,432 elements apart there): it is compared with the
+    compiled model expression's instead; λ's gradients are float32 sums where that rounds them to bf16."""
     cuda_or_skip()
     from train.qk_rope import attention_inputs
 
     qkv, ups, cos, sin, H, hd = inputs("cuda")
+    T = qkv.size(0)
     g = torch.Generator().manual_seed(7)
-    dv = torch.randn(qkv.size(0), H, hd, generator=g).bfloat16().cuda()
-    ve = torch.randn(qkv.size(0), H * hd, generator=g).bfloat16().cuda()
+    ups.append(torch.randn(T, H, hd, generator=g).bfloat16().cuda())
+    ve = torch.randn(T, H * hd, generator=g).bfloat16().cuda()
+    sa = torch.tensor([0.7, -0.3], device="cuda")
     for e in (ve, None):
-        def f(x, e_, lam):
-            return attention_inputs(x.view(qkv.size(0), 3 * H, hd), e_, lam, cos, sin)
-
-        runs = []
-        for fn in (f, torch.compile(f, fullgraph=True)):
-            x = qkv.clone().requires_grad_()
-            e_ = None if e is None else e.clone().requires_grad_()
-            lam = torch.tensor([0.7, -0.3], device="cuda", requires_grad=True)
-            q, k, v, rstd = fn(x, e_, lam)
-            torch.autograd.backward([q, k, v], [*ups, dv])
-            runs.append((q, k, v, rstd, x.grad, lam.grad) + (() if e is None else (e_.grad,)))
-        apart = {i: (a != b).sum().item() for i, (a, b) in enumerate(zip(*runs)) if i != 5}
-        assert all(n == 0 for n in apart.values()), f"elements apart, by output: {apart}"
-        assert torch.allclose(runs[0][5], runs[1][5], rtol=1e-3)  # λ's sums: the compiler may order them otherwise
+        ours = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[:3]  # noqa: E731
+        model = lambda x, e_, lam: model_expression(rms_norm)(x, e_, lam, cos, sin)  # noqa: E731
+        (eager_out, eager), (compiled_out, compiled), (_, model_compiled) = (
+            mixed_grads(qkv, e, sa, ups, H, hd, fn, torch.bfloat16)
+            for fn in (ours, torch.compile(ours, fullgraph=True), torch.compile(model, fullgraph=True)))
+        apart = {name: (a != b).sum().item() for name, a, b in zip(
+            ("q", "k", "v", "dqkv"), (*eager_out, eager[0]), (*compiled_out, compiled[0]))}
+        assert all(n == 0 for n in apart.values()), f"elements apart, eager and compiled: {apart}"
+        if e is not None:
+            assert torch.equal(compiled[1], model_compiled[1])
+        # λ's gradients: float32 sums, the record's graph rounds them to bf16; eager torch rounds each product dv·v
+        assert torch.allclose(compiled[2], model_compiled[2], rtol=2**-7) and torch.allclose(compiled[2], eager[2],
+                                                                                             rtol=1e-2)

@@ -68,6 +68,12 @@ def _same_layout(*xs: Tensor) -> tuple[Tensor, ...]:
     return tuple(x.contiguous() for x in xs)
 
 
+def _traced(kernel, fast: bool):
+    """The kernel as Inductor traces it (wrap_triton); fast=False, Triton's interpreter, launches it plainly: torch
+    2.11's wrap_triton refuses the interpreter's kernel objects (2.13's takes them)."""
+    return wrap_triton(kernel) if fast else kernel
+
+
 def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor | None = None,
            ve: Tensor | None = None, sa: Tensor | None = None) -> tuple[Tensor, ...]:
     """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors). With v and sa also the
@@ -81,7 +87,7 @@ def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor
     ve = ve.reshape(T, H, hd) if ve is not None else None
     outs = [q.new_empty(T, H, hd) for _ in range(3 if mix else 2)]
     rstd = q.new_empty(T, 2 * H, dtype=torch.float32)
-    wrap_triton(forward_kernel)[(triton_cdiv(T * H, BLOCK_R), 3 if mix else 2)](
+    _traced(forward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 3 if mix else 2)](
         q, k, v, v if ve is None else ve, rstd if sa is None else sa, cos, sin, outs[0], outs[1], outs[-1], rstd, T,
         q.stride(0), q.stride(1), 0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
         FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
@@ -99,12 +105,12 @@ def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, s
     dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
     if dv is None:
         outs = [q.new_empty(T, H, hd) for _ in range(2)]
-        planes, plane_offset, out_stride = outs + outs[:1], 0, H * hd
-    else:  # one tensor, each plane at its offset (no views: what the kernel writes is the whole tensor)
+        planes, plane_offset, out_stride = outs, 0, H * hd
+    else:  # one tensor passed once (the kernel's docstring says why), each plane at its offset
         dv = dv if dv.stride(2) == 1 else dv.contiguous()
         outs = [q.new_empty(T, 3 * H, hd)]
-        planes, plane_offset, out_stride = outs * 3, H * hd, 3 * H * hd
-    wrap_triton(backward_kernel)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
+        planes, plane_offset, out_stride = [outs[0], dq], H * hd, 3 * H * hd
+    _traced(backward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
         dq, dk, dq if dv is None else dv, dq.stride(0), dq.stride(1), (dq if dv is None else dv).stride(0),
         (dq if dv is None else dv).stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd,
         rstd if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
@@ -194,7 +200,8 @@ def _inputs_setup_context(ctx, inputs, output) -> None:
 def _inputs_backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
     qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
     dqkv = attention_inputs_backward(dq, dk, dv, qkv, cos, sin, rstd, sa)
-    # λ's and ve's gradients as autograd forms them for the model's expression: bf16 products, float32 sums
+    # λ's gradients: float32 sums of the products. The record's compiled graph rounds each sum to bf16 (autograd
+    # reduces the product in its dtype), within 2^-8 of these; Inductor drops such a rounding when it fuses it
     v = qkv.chunk(3, dim=1)[2]
     d0 = (dv * v).float().sum()
     if not ctx.has_ve:

@@ -101,26 +101,27 @@ def _qk_plane_backward(g, src, dst, cos, sin, rstd, rows, t, h, cols, m, g_strid
 
 @triton.jit
 def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, stride_t, stride_h, cos,
-                    sin, rstd, sa, dq_in, dk_in, dv_in, plane_offset, out_stride_t, T, H: tl.constexpr,
+                    sin, rstd, sa, dq_in, dk_in, plane_offset, out_stride_t, T, H: tl.constexpr,
                     HALF: tl.constexpr,
                     BLOCK_R: tl.constexpr, FAST: tl.constexpr, MIX_V: tl.constexpr):
     """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16 with
     token stride out_stride_t: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)),
-    x̂ = x·r. With MIX_V also dv_in = λ₀·dv (dv: strides dv_stride_t, dv_stride_h), rounded once. Plane p is
-    written from its pointer + p·plane_offset (0 for separate tensors, H·2·HALF for planes of one)."""
+    x̂ = x·r. With MIX_V, dq_in is the whole (T, 3H, 2·HALF) gradient, plane p written from dq_in + p·plane_offset,
+    the third λ₀·dv (dv: strides dv_stride_t, dv_stride_h) rounded once, and dk_in is not written: one tensor
+    passed once, since Inductor's functional form of a kernel's writes keeps one version per argument."""
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
     if MIX_V:
         if part == 2:
-            _v_plane(dv, dv, sa, dv_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0,
+            _v_plane(dv, dv, sa, dq_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0,
                      out_stride_t, HALF, False, FAST)
         else:
-            _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
-                               (dq_in if part == 0 else dk_in) + part * plane_offset, cos, sin, rstd, rows, t, h,
+            _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k, dq_in + part * plane_offset, cos,
+                               sin, rstd, rows, t, h,
                                cols, m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF,
                                FAST)
     else:
-        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
-                           (dq_in if part == 0 else dk_in) + part * plane_offset, cos, sin, rstd, rows, t, h, cols,
+        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k, dq_in if part == 0 else dk_in, cos, sin,
+                           rstd, rows, t, h, cols,
                            m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF, FAST)
