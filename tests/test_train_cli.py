@@ -94,6 +94,24 @@ def test_kernel_table_lists_every_kernel_per_step_by_full_name():
     assert second[:4] == ["3.0", "0.060", "20.0", "copies"] and lines[2].endswith("Memcpy DtoD (Device -> Device)")
 
 
+def test_copy_neighbours_name_the_kernels_around_each_copy_on_its_stream():
+    from types import SimpleNamespace
+
+    from train.profile import copy_neighbours
+
+    def kernel(name, start, us, stream=7):
+        return SimpleNamespace(name=name, device_resource_id=stream,
+                               time_range=SimpleNamespace(start=start, elapsed_us=lambda: us))
+
+    copy = "Memcpy DtoD (Device -> Device)"
+    events = [kernel("flex_bwd", 0, 5), kernel(copy, 10, 20), kernel(copy, 30, 40), kernel("qk_bwd", 80, 5),
+              kernel("other_stream", 20, 5, stream=9), kernel("flex_bwd", 100, 5), kernel(copy, 110, 30),
+              kernel("qk_bwd", 150, 5)]
+    lines = copy_neighbours(events, steps=1).splitlines()
+    assert lines[0].startswith("# 1 steps") and len(lines) == 2
+    assert lines[1].split() == ["3.0", "30.0", "flex_bwd", "->", "qk_bwd"]
+
+
 def test_log_has_the_record_layout(tiny_run):
     run, done = tiny_run
     text = (run / "log.txt").read_text()

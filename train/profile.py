@@ -3,8 +3,9 @@
     python -m train --preset record ... --profile runs/x/profile      (steps 6..8 of the timed loop, rank 0)
 
 Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time), <dir>/kernels_all.txt (every kernel
-by full name, per step), <dir>/ops.txt (every operator that
-took time, grouped by operator and input shapes: which tensors a copy or an add_ moves) and <dir>/profile.json:
+by full name, per step), <dir>/copies.txt (each device-to-device copy's neighbouring kernels), <dir>/ops.txt
+(every operator that took time, grouped by operator and input shapes: which tensors a copy or an add_ moves) and
+<dir>/profile.json:
 wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all streams), busy_fraction, and the
 device time per family (matmul, attention, collectives, fused elementwise, copies, other). The profiled steps
 run slower than the others (the profiler's own overhead), so their times stay in the log but are not a
@@ -68,6 +69,31 @@ def kernel_table(kernels: list, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def copy_neighbours(kernels: list, steps: int) -> str:
+    """Where the device-to-device copies sit: for each (kernel before, kernel after) on the copy's stream, the copies
+    per step and their mean µs. Copies issued inside a compiled graph have no operator of their own in ops.txt
+    (2026-12-04: 249 per step, 5.8 ms, that no aten::copy_ row accounted for); their neighbours name the graph's
+    node."""
+    by_stream: dict[object, list] = {}
+    for e in kernels:
+        by_stream.setdefault(getattr(e, "device_resource_id", 0), []).append(e)
+    pairs: dict[tuple[str, str], list[float]] = {}
+    for events in by_stream.values():
+        events.sort(key=lambda e: e.time_range.start)
+        for i, e in enumerate(events):
+            if not e.name.startswith("Memcpy DtoD"):
+                continue
+            before = next((x.name for x in reversed(events[:i]) if not x.name.startswith("Memcpy")), "-")
+            after = next((x.name for x in events[i + 1:] if not x.name.startswith("Memcpy")), "-")
+            row = pairs.setdefault((before, after), [0, 0.0])
+            row[0] += 1
+            row[1] += e.time_range.elapsed_us()
+    lines = [f"# {steps} steps; device-to-device copies per step, mean us, kernel before -> kernel after"]
+    for (before, after), (calls, us) in sorted(pairs.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"{calls / steps:8.1f} {us / calls:9.1f}  {before}  ->  {after}")
+    return "\n".join(lines) + "\n"
+
+
 class StepProfiler:
     """Profiles steps first..first+count-1 of the timed loop; a no-op when out_dir is None or not rank 0."""
 
@@ -109,6 +135,7 @@ class StepProfiler:
                            by_family.items(), key=lambda kv: -kv[1])})
         (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
         (self.out_dir / "kernels_all.txt").write_text(kernel_table(kernels, self.count))
+        (self.out_dir / "copies.txt").write_text(copy_neighbours(kernels, self.count))
         sort = "self_device_time_total" if kernels else "self_cpu_time_total"
         (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
         # Every operator that took time, not a top 40: the copies and add_ that matter are many small rows (a
