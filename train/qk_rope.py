@@ -87,8 +87,10 @@ def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor
     ve = ve.reshape(T, H, hd) if ve is not None else None
     outs = [q.new_empty(T, H, hd) for _ in range(3 if mix else 2)]
     rstd = q.new_empty(T, 2 * H, dtype=torch.float32)
+    # arguments the kernel does not use get inputs it only reads, never an output a second time (see backward)
     _traced(forward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 3 if mix else 2)](
-        q, k, v, v if ve is None else ve, rstd if sa is None else sa, cos, sin, outs[0], outs[1], outs[-1], rstd, T,
+        q, k, v, v if ve is None else ve, cos if sa is None else sa, cos, sin, outs[0], outs[1],
+        outs[2] if mix else q, rstd, T,
         q.stride(0), q.stride(1), 0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
         FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
     return (*outs, rstd)
@@ -113,7 +115,7 @@ def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, s
     _traced(backward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
         dq, dk, dq if dv is None else dv, dq.stride(0), dq.stride(1), (dq if dv is None else dv).stride(0),
         (dq if dv is None else dv).stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd,
-        rstd if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
+        cos if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
         MIX_V=dv is not None, num_warps=WARPS)
     return tuple(outs)
 
