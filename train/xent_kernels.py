@@ -128,12 +128,14 @@ def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
 @triton.jit
 def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, grad_s,
                 BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr,
-                TRANSPOSED: tl.constexpr):
+                TRANSPOSED: tl.constexpr, GRAD_S: tl.constexpr = None):
     """out (T, V): float8_e5m2 in training; float32 in the self-check, which sees the value before the cast.
     EVEN: T and V are multiples of the tile (the record's 49,152 x 50,304 are), so no element needs a mask.
     TRANSPOSED: also write out_t (V, T), the same values transposed, which dW's FP8 matmul takes (K = T
     contiguous): each tile leaves as BLOCK_V rows of BLOCK_T contiguous bytes, instead of a separate copy
-    reading the whole gradient back."""
+    reading the whole gradient back. GRAD_S (issue 41's lever 10, config `loss_grad_s_constant`): grad_s as a
+    constant of the kernel, as the record's compiled graph has it, so the compiler turns the division into one product
+    where a run-time divisor costs three instructions per element (two of them range checks)."""
     row0 = tl.program_id(0) * BLOCK_T
     col0 = tl.program_id(1) * BLOCK_V
     rows = row0 + tl.arange(0, BLOCK_T)
@@ -161,7 +163,10 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
     grad_z = _exp(logp, FAST) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
     grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
     # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
-    scaled = (round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
+    if GRAD_S is None:
+        scaled = (round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
+    else:
+        scaled = (round_to_bf16(grad, FAST) / GRAD_S).to(out.dtype.element_ty)
     if EVEN:
         tl.store(dst + tile_out, scaled)
     else:
