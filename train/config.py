@@ -75,7 +75,7 @@ class TrainConfig:
     # issue 41, lever 10, off until measured end to end, then kept without a switch or deleted: with fused_loss and
     # fp8 on CUDA, the loss's second pass has grad_s as a constant, as the record's compiled graph does (one product
     # per element where a run-time divisor costs three instructions; train/xent_kernels.py)
-    loss_grad_s_constant: bool = False
+    loss_pass2_lean: bool = False
     # issue 41, lever 9, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
     # deleted: where train/'s Triton kernels run, QK-norm, rotary and the value mix as one op whose backward writes
     # the QKV projection's gradient whole, where autograd otherwise concatenates three (train/qk_rope.py)

@@ -47,15 +47,15 @@ def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None, transposed: bool,
-                grad_s_constant: bool) -> Tensor:
+                lean: bool) -> Tensor:
         if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
             if x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, the gradient already in FP8
                 if transposed:  # pass 2 also writes dW's operand, g8 transposed
-                    rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2], grad_s_constant)
+                    rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2], lean)
                     grad_x, grad_w = fp8_products_t(g8, g8_t, x8, w8, *fp8_scales)
                 else:
-                    rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2], grad_s_constant)
+                    rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2], lean)
                     grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
                 loss = rows.sum()
             else:
@@ -75,11 +75,11 @@ class _HeadLoss(torch.autograd.Function):
         return grad_x * grad_loss.to(grad_x.dtype), grad_w * grad_loss.to(grad_w.dtype), None, None, None, None
 
 
-def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False, grad_s_constant: bool = False) -> Tensor:
+def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False, lean: bool = False) -> Tensor:
     """Training only: the summed loss of head(x) against targets, gradients computed in the forward pass.
     transposed (config `fused_loss_transpose`, CUDA and FP8 only): dW's transposed FP8 gradient comes from the
     loss's own second pass instead of a copy; the same values. With the Triton passes dW leaves the FP8 products
-    in the weight's own layout (train/fp8.py's fp8_products): the same values. grad_s_constant (config
-    `loss_grad_s_constant`, issue 41's lever 10, the same places): grad_s compiled into the second pass."""
+    in the weight's own layout (train/fp8.py's fp8_products): the same values. lean (config
+    `loss_pass2_lean`, issue 41's lever 10, the same places): grad_s compiled into the second pass."""
     scales = (head.scales["x_s"], head.scales["w_s"], head.scales["grad_s"]) if head.fp8 else None
-    return _HeadLoss.apply(x, head.weight, targets, scales, transposed, grad_s_constant)
+    return _HeadLoss.apply(x, head.weight, targets, scales, transposed, lean)
