@@ -79,7 +79,8 @@ def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False, lean: 
     """Training only: the summed loss of head(x) against targets, gradients computed in the forward pass.
     transposed (config `fused_loss_transpose`, CUDA and FP8 only): dW's transposed FP8 gradient comes from the
     loss's own second pass instead of a copy; the same values. With the Triton passes dW leaves the FP8 products
-    in the weight's own layout (train/fp8.py's fp8_products): the same values. lean (config
-    `loss_pass2_lean`, issue 41's lever 10, the same places): grad_s compiled into the second pass."""
+    in the weight's own layout (train/fp8.py's fp8_products): the same values. lean (config `loss_pass2_lean`,
+    issue 41's lever 10, the same places): the second pass with grad_s compiled in and the target's -1 once per row
+    (train/xent_kernels.py); the same arithmetic."""
     scales = (head.scales["x_s"], head.scales["w_s"], head.scales["grad_s"]) if head.fp8 else None
     return _HeadLoss.apply(x, head.weight, targets, scales, transposed, lean)
