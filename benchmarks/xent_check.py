@@ -91,8 +91,8 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         got_c, got_t_c = _grad(logits, targets, *record_row_stats(logits), grad_s, torch.float32, transposed=True,
                                lean=True)
         assert torch.equal(got_t_c, got_c.T), f"lever 10's transposed gradient is not its gradient transposed ({T}x{V})"
-        const_apart = steps_apart(got_c, got, mantissa_bits=23, min_exponent=-126,
-                                  what=f"pass 2 with grad_s a constant ({T}x{V})")
+        lean_apart = steps_apart(got_c, got, mantissa_bits=23, min_exponent=-126,
+                                 what=f"lever 10's pass 2 ({T}x{V})")
         # compared unscaled, where the bf16 grid is: one flip is one bf16 step of dL/dlogits
         flips = steps_apart(got * grad_s, grad_record.float(), mantissa_bits=7, min_exponent=-126,
                             what=f"pass 2's dL/dlogits ({T}x{V})")
@@ -112,7 +112,7 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         worst = (err / bound).max().item()
         assert worst <= 1.0, f"dL/dlogits off by {worst:.2f} of its bound ({T}x{V})"
         entry = dict(row_loss_err=d.max().item(), grad_err_of_bound=worst, bf16_flips=flips,
-                     lean_apart=const_apart)
+                     lean_apart=lean_apart)
 
         if device == "cuda":
             _, g8 = softcap_xent_fp8(logits, targets, grad_s)

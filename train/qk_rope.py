@@ -112,9 +112,10 @@ def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, s
         dv = dv if dv.stride(2) == 1 else dv.contiguous()
         outs = [q.new_empty(T, 3 * H, hd)]
         planes, plane_offset, out_stride = [outs[0], dq], H * hd, 3 * H * hd
+    g_v = dq if dv is None else dv  # read only with dv
     _traced(backward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
-        dq, dk, dq if dv is None else dv, dq.stride(0), dq.stride(1), (dq if dv is None else dv).stride(0),
-        (dq if dv is None else dv).stride(1), q, k, q.stride(0), q.stride(1), cos, sin, rstd,
+        dq, dk, g_v, dq.stride(0), dq.stride(1), g_v.stride(0), g_v.stride(1), q, k, q.stride(0), q.stride(1), cos, sin,
+        rstd,
         cos if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
         MIX_V=dv is not None, num_warps=WARPS)
     return tuple(outs)

@@ -18,8 +18,9 @@ from train.xent_kernels import round_to_bf16
 @triton.jit
 def _qk_plane(src, dst, rstd_out, cos, sin, rows, t, h, cols, m, stride_t, stride_h, out_stride_t, part, T,
               eps: tl.constexpr, H: tl.constexpr, HALF: tl.constexpr, FAST: tl.constexpr):
-    x1 = tl.load(src + t[:, None] * stride_t + h[:, None] * stride_h + cols, mask=m, other=0.0).to(tl.float32)
-    x2 = tl.load(src + t[:, None] * stride_t + h[:, None] * stride_h + cols + HALF, mask=m, other=0.0).to(tl.float32)
+    at = t[:, None] * stride_t + h[:, None] * stride_h + cols
+    x1 = tl.load(src + at, mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(src + at + HALF, mask=m, other=0.0).to(tl.float32)
     # F.rms_norm: float32 mean of squares, rsqrt(mean + eps), the product rounded to bf16 (its output dtype)
     rstd = tl.rsqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / (2 * HALF) + eps)  # (BLOCK_R,)
     n1 = round_to_bf16(x1 * rstd[:, None], FAST)
@@ -64,13 +65,8 @@ def forward_kernel(q, k, v, ve, sa, cos, sin, q_out, k_out, v_out, rstd_out, T, 
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)  # (BLOCK_R,)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    if MIX_V:
-        if part == 2:
-            _v_plane(v, ve, sa, v_out, t, h, cols, m, stride_t, stride_h, ve_stride_t, H * 2 * HALF, HALF, HAS_VE,
-                     FAST)
-        else:
-            _qk_plane(q if part == 0 else k, q_out if part == 0 else k_out, rstd_out, cos, sin, rows, t, h, cols, m,
-                      stride_t, stride_h, H * 2 * HALF, part, T, eps, H, HALF, FAST)
+    if MIX_V and part == 2:
+        _v_plane(v, ve, sa, v_out, t, h, cols, m, stride_t, stride_h, ve_stride_t, H * 2 * HALF, HALF, HAS_VE, FAST)
     else:
         _qk_plane(q if part == 0 else k, q_out if part == 0 else k_out, rstd_out, cos, sin, rows, t, h, cols, m,
                   stride_t, stride_h, H * 2 * HALF, part, T, eps, H, HALF, FAST)
@@ -102,8 +98,7 @@ def _qk_plane_backward(g, src, dst, cos, sin, rstd, rows, t, h, cols, m, g_strid
 @triton.jit
 def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, stride_t, stride_h, cos,
                     sin, rstd, sa, dq_in, dk_in, plane_offset, out_stride_t, T, H: tl.constexpr,
-                    HALF: tl.constexpr,
-                    BLOCK_R: tl.constexpr, FAST: tl.constexpr, MIX_V: tl.constexpr):
+                    HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr, MIX_V: tl.constexpr):
     """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16 with
     token stride out_stride_t: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)),
     x̂ = x·r. With MIX_V, dq_in is the whole (T, 3H, 2·HALF) gradient, plane p written from dq_in + p·plane_offset,
@@ -112,16 +107,11 @@ def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    if MIX_V:
-        if part == 2:
-            _v_plane(dv, dv, sa, dq_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0,
-                     out_stride_t, HALF, False, FAST)
-        else:
-            _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k, dq_in + part * plane_offset, cos,
-                               sin, rstd, rows, t, h,
-                               cols, m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF,
-                               FAST)
+    dk_plane = dq_in if MIX_V else dk_in  # with MIX_V, the planes of one tensor; dk_in is not written
+    if MIX_V and part == 2:
+        _v_plane(dv, dv, sa, dq_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0, out_stride_t, HALF,
+                 False, FAST)
     else:
-        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k, dq_in if part == 0 else dk_in, cos, sin,
-                           rstd, rows, t, h, cols,
+        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
+                           (dq_in if part == 0 else dk_plane) + part * plane_offset, cos, sin, rstd, rows, t, h, cols,
                            m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF, FAST)

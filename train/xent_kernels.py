@@ -168,7 +168,6 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         top = tl.load(row_max + rows)
         logsum = tl.load(row_logsum + rows)
         target = tl.load(targets + rows).to(tl.int32)
-        hit = (target >= col0) & (target < col0 + BLOCK_V)  # this row's target is in the tile
     else:
         rvalid = rows < T
         valid = rvalid[:, None] & (cols < V)[None, :]
@@ -176,7 +175,6 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         top = tl.load(row_max + rows, mask=rvalid, other=0.0)
         logsum = tl.load(row_logsum + rows, mask=rvalid, other=0.0)
         target = tl.load(targets + rows, mask=rvalid, other=-1).to(tl.int32)
-        hit = rvalid & (target >= col0) & (target < col0 + BLOCK_V) & (target < V)
     if TARGET_ONCE:
         minus = 0.0
     else:
@@ -194,6 +192,9 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         else:
             tl.store(dst_t + tile_t, tl.trans(scaled), mask=tl.trans(valid))
     if TARGET_ONCE:
+        hit = (target >= col0) & (target < col0 + BLOCK_V)  # this row's target is in the tile
+        if not EVEN:
+            hit = hit & (rows < T) & (target < V)
         rows64, target64 = rows.to(tl.int64), target.to(tl.int64)
         x_t = tl.load(logits + rows64 * stride + target64, mask=hit, other=0.0).to(tl.float32)
         fix = _scaled_dlogits(x_t, top, logsum, 1.0, grad_s, GRAD_S, FAST).to(out.dtype.element_ty)  # (BLOCK_T,)
