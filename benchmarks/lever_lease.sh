@@ -64,6 +64,9 @@ wait_s() {  # up to N seconds, sooner once the session is done
 
 case ${1:?start, poll or session} in
   start) wait_for=${2:?seconds to wait}; shift 2; start "$@"; wait_s "$wait_for"; collect ;;
-  poll) wait_s "${2:-540}"; collect ;;
+  poll)  # a machine idle for 30 s is handed back, and the next call gets a fresh one with no session on it
+    [ -d "$R" ] || { echo "lever_lease.sh: no lease session on this machine ($R): it was handed back and this" \
+      "one is fresh; the runs so far are in the last call's lever-lease.tgz. Start again." >&2; exit 3; }
+    wait_s "${2:-540}"; collect ;;
   session) shift; session "$@" ;;
 esac

@@ -85,3 +85,11 @@ def test_the_lease_runs_its_session_detached_from_a_copy_and_collects_it(tmp_pat
     assert files["lease/pre.txt"].split() == ["pre-ok", str(tmp_path / "tree")]  # ran in the copy, not the checkout
     assert "native-fused_loss" in files["lease/lever-ab.txt"] and "--set fused_loss=true" in files["lease/lever-ab.txt"]
     assert (tmp_path / "tree" / "benchmarks" / "lever_ab.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
+
+
+def test_a_poll_on_a_fresh_machine_says_so_at_once(tmp_path):
+    # 2026-12-04: the machine was handed back between start and poll; the poll waited its 540 s on a fresh machine
+    env = dry_env(tmp_path, OUT=str(tmp_path), LEASE_TREE=str(tmp_path / "tree"), LEASE_DIR=str(tmp_path / "lease"))
+    done = subprocess.run(["bash", "benchmarks/lever_lease.sh", "poll", "540"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 3 and "no lease session on this machine" in done.stderr, done.stderr

@@ -112,6 +112,35 @@ def test_copy_neighbours_name_the_kernels_around_each_copy_on_its_stream():
     assert lines[1].split() == ["3.0", "30.0", "flex_bwd", "->", "qk_bwd"]
 
 
+def test_copy_launchers_name_the_host_call_and_the_operators_around_it():
+    from train.profile import copy_launchers
+
+    def span(cat, name, ts, dur, tid=1, **args):
+        return dict(cat=cat, name=name, ts=ts, dur=dur, pid=0, tid=tid, args=args)
+
+    trace = [span("user_annotation", "## Call CompiledFxGraph f1 ##", 0, 100),
+             span("cpu_op", "aten::mm", 10, 5), span("cuda_runtime", "cudaLaunchKernel", 11, 1, correlation=1),
+             span("cpu_op", "repro::op", 20, 30), span("cpu_op", "aten::copy_", 22, 4),
+             span("cuda_runtime", "cudaMemcpyAsync", 23, 1, correlation=2),
+             span("cuda_driver", "cuMemcpyDtoDAsync_v2", 40, 1, correlation=3),  # after copy_ ended: only op
+             span("cuda_runtime", "cudaMemcpyAsync", 60, 1, correlation=4),  # after op: only the mark
+             span("cuda_runtime", "cudaMemcpyAsync", 500, 1, tid=2, correlation=5),  # another thread: nothing
+             span("kernel", "gemm", 30, 9, tid=7, correlation=1),
+             span("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 40, 30, tid=7, correlation=2, bytes=75_000_000),
+             span("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 80, 10, tid=7, correlation=3, bytes=1_000_000),
+             span("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 95, 20, tid=7, correlation=4, bytes=2_000_000),
+             span("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 99, 20, tid=7, correlation=6),
+             span("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 600, 20, tid=7, correlation=5, bytes=0)]
+    lines = copy_launchers(trace, steps=1).splitlines()
+    assert lines[0].startswith("# 1 steps") and len(lines) == 5
+    rows = {line.split("<-")[1].strip(): line.split("<-")[0].split() for line in lines[1:]}
+    mark = "## Call CompiledFxGraph f1 ##"
+    assert rows == {f"{mark} > repro::op > aten::copy_": ["1.0", "30.0", "75.00", "cudaMemcpyAsync"],
+                    f"{mark} > repro::op": ["1.0", "10.0", "1.00", "cuMemcpyDtoDAsync_v2"],
+                    mark: ["1.0", "20.0", "2.00", "cudaMemcpyAsync"],
+                    "-": ["1.0", "20.0", "0.00", "cudaMemcpyAsync"]}
+
+
 def test_log_has_the_record_layout(tiny_run):
     run, done = tiny_run
     text = (run / "log.txt").read_text()

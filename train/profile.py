@@ -3,7 +3,8 @@
     python -m train --preset record ... --profile runs/x/profile      (steps 6..8 of the timed loop, rank 0)
 
 Writes <dir>/kernels.txt (the profiler's table, top 40 by device self time), <dir>/kernels_all.txt (every kernel
-by full name, per step), <dir>/copies.txt (each device-to-device copy's neighbouring kernels), <dir>/ops.txt
+by full name, per step), <dir>/copies.txt (each device-to-device copy's neighbouring kernels, and the host call and
+operators that launched it), <dir>/ops.txt
 (every operator that took time, grouped by operator and input shapes: which tensors a copy or an add_ moves) and
 <dir>/profile.json:
 wall_ms (the profiled steps), gpu_busy_ms (union of kernel intervals on all streams), busy_fraction, and the
@@ -15,6 +16,7 @@ benchmark; the shares are what this is for.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -94,6 +96,42 @@ def copy_neighbours(kernels: list, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def copy_launchers(trace: list[dict], steps: int) -> str:
+    """Who launched each device-to-device copy: the host call (cudaMemcpyAsync, cuMemcpyDtoDAsync, ...) that the
+    profiler's correlation id ties to it and the innermost three operators or marks around that call on its thread,
+    with the copies per step, their mean µs and MB. `trace` is the events of torch.profiler's Chrome trace."""
+    copies = {e["args"]["correlation"]: e for e in trace if e.get("cat") == "gpu_memcpy"
+              and "DtoD" in e.get("name", "") and "correlation" in e.get("args", {})}
+    calls = [e for e in trace if e.get("cat") in ("cuda_runtime", "cuda_driver")
+             and e.get("args", {}).get("correlation") in copies]
+    spans: dict[tuple, list] = {}  # (pid, tid) -> (start, -end, name, call) of operators, marks and those calls
+    for e in trace:
+        if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e:
+            spans.setdefault((e.get("pid"), e.get("tid")), []).append((e["ts"], -(e["ts"] + e["dur"]), e["name"], None))
+    for call in calls:
+        spans.setdefault((call.get("pid"), call.get("tid")), []).append((call["ts"], float("inf"), "", call))
+    rows: dict[tuple[str, ...], list[float]] = {}
+    for thread in spans.values():
+        open_ops: list[tuple[float, str]] = []  # operators nest on one thread: a stack of (end, name)
+        for start, neg_end, name, call in sorted(thread, key=lambda s: s[:2]):
+            while open_ops and open_ops[-1][0] < start:
+                open_ops.pop()
+            if call is None:
+                open_ops.append((-neg_end, name))
+                continue
+            copy = copies[call["args"]["correlation"]]
+            key = (call["name"], *(n[:70] for _, n in open_ops[-3:]))
+            row = rows.setdefault(key, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += copy.get("dur", 0.0)
+            row[2] += copy.get("args", {}).get("bytes", 0) / 1e6
+    lines = [f"# {steps} steps; device-to-device copies per step, mean us, mean MB, host call <- operators (innermost "
+             "last)"]
+    for key, (n, us, mb) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"{n / steps:8.1f} {us / n:9.1f} {mb / n:8.2f}  {key[0]}  <-  {' > '.join(key[1:]) or '-'}")
+    return "\n".join(lines) + "\n"
+
+
 class StepProfiler:
     """Profiles steps first..first+count-1 of the timed loop; a no-op when out_dir is None or not rank 0."""
 
@@ -135,7 +173,13 @@ class StepProfiler:
                            by_family.items(), key=lambda kv: -kv[1])})
         (self.out_dir / "profile.json").write_text(json.dumps(summary, indent=1) + "\n")
         (self.out_dir / "kernels_all.txt").write_text(kernel_table(kernels, self.count))
-        (self.out_dir / "copies.txt").write_text(copy_neighbours(kernels, self.count))
+        launchers = ""
+        if kernels:  # the Chrome trace holds the correlation ids; it is large, so it is read and dropped
+            with tempfile.TemporaryDirectory(dir=self.out_dir) as tmp:
+                prof.export_chrome_trace(f"{tmp}/trace.json")
+                with open(f"{tmp}/trace.json") as f:
+                    launchers = "\n" + copy_launchers(json.load(f).get("traceEvents", []), self.count)
+        (self.out_dir / "copies.txt").write_text(copy_neighbours(kernels, self.count) + launchers)
         sort = "self_device_time_total" if kernels else "self_cpu_time_total"
         (self.out_dir / "kernels.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
         # Every operator that took time, not a top 40: the copies and add_ that matter are many small rows (a
