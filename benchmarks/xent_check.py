@@ -86,13 +86,6 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         _, grad_record = loss_and_grad(logits, targets)  # bf16, as the record's autograd hands it on
         got, got_t = _grad(logits, targets, *record_row_stats(logits), grad_s, torch.float32, transposed=True)
         assert torch.equal(got_t, got.T), f"the transposed gradient is not the gradient transposed ({T}x{V})"
-        # lever 10: grad_s compiled in, the same division (the record's compiled graph has it as a constant too), and
-        # the target's element computed once per row and written over the tile's, in both layouts
-        got_c, got_t_c = _grad(logits, targets, *record_row_stats(logits), grad_s, torch.float32, transposed=True,
-                               lean=True)
-        assert torch.equal(got_t_c, got_c.T), f"lever 10's transposed gradient is not its gradient transposed ({T}x{V})"
-        lean_apart = steps_apart(got_c, got, mantissa_bits=23, min_exponent=-126,
-                                 what=f"lever 10's pass 2 ({T}x{V})")
         # compared unscaled, where the bf16 grid is: one flip is one bf16 step of dL/dlogits
         flips = steps_apart(got * grad_s, grad_record.float(), mantissa_bits=7, min_exponent=-126,
                             what=f"pass 2's dL/dlogits ({T}x{V})")
@@ -111,16 +104,11 @@ def selfcheck(device: str, shapes=((200, 300), (256, 192), (5, 5000), (3, 4096))
         bound = TANH_Z_ERR * 1.01 * soft + 2.0**-7 * grad_ref.abs() + 1e-30
         worst = (err / bound).max().item()
         assert worst <= 1.0, f"dL/dlogits off by {worst:.2f} of its bound ({T}x{V})"
-        entry = dict(row_loss_err=d.max().item(), grad_err_of_bound=worst, bf16_flips=flips,
-                     lean_apart=lean_apart)
+        entry = dict(row_loss_err=d.max().item(), grad_err_of_bound=worst, bf16_flips=flips)
 
         if device == "cuda":
             _, g8 = softcap_xent_fp8(logits, targets, grad_s)
             _, g8_again, g8_t = softcap_xent_fp8_t(logits, targets, grad_s)
-            _, g8_c, g8_t_c = softcap_xent_fp8_t(logits, targets, grad_s, True)
-            entry["lean_fp8_apart"] = (g8_c.view(torch.uint8) != g8.view(torch.uint8)).float().mean().item()
-            assert entry["lean_fp8_apart"] <= 1e-4 and torch.equal(g8_t_c.view(torch.uint8),
-                                                                             g8_c.view(torch.uint8).T), entry
             assert torch.equal(g8_again.view(torch.uint8), g8.view(torch.uint8)), f"g8 with g8_t ({T}x{V})"
             assert torch.equal(g8_t.view(torch.uint8), g8.view(torch.uint8).T), f"g8_t is not g8.T ({T}x{V})"
             entry["fp8_flips"] = steps_apart(g8.float(), grad.to(torch.float8_e5m2).float(), mantissa_bits=2,

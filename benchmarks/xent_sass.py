@@ -84,12 +84,10 @@ def profile(fast: bool = True) -> dict:
                  [*ptr, "row_loss", "stride"], num_warps=8)
     out["pass1"] = _per_element(_opcodes(c.asm["cubin"], loop_only=True), ROWS_BLOCK_V // (8 * 32))
     sig = dict(ptr, out="*fp8e5", out_t="*fp8e5", T="i32", V="i32", stride="i32", grad_s="fp32",
-               BLOCK_T="constexpr", BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr", TRANSPOSED="constexpr",
-               GRAD_S="constexpr", TARGET_ONCE="constexpr")
-    # pass2_t_lean: config `loss_pass2_lean` (issue 41's lever 10): grad_s a constant, the target's -1 once per row
-    for name, transposed, grad_s in (("pass2", False, None), ("pass2_t", True, None), ("pass2_t_lean", True, 1 / 448)):
+               BLOCK_T="constexpr", BLOCK_V="constexpr", EVEN="constexpr", FAST="constexpr", TRANSPOSED="constexpr")
+    for name, transposed in (("pass2", False), ("pass2_t", True)):
         c = _compile(k.grad_kernel, sig, dict(BLOCK_T=TILE_T, BLOCK_V=TILE_V, EVEN=fast, FAST=fast,
-                                              TRANSPOSED=transposed, GRAD_S=grad_s, TARGET_ONCE=grad_s is not None),
+                                              TRANSPOSED=transposed),
                      [*ptr, "out", "out_t", "T", "V", "stride"], num_warps=4)
         ops = _opcodes(c.asm["cubin"])
         out[name] = dict(_per_element(ops, TILE_T * TILE_V // (4 * 32)), stores=dict(

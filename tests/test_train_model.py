@@ -193,9 +193,8 @@ def test_optional_kernels_are_swapped_in_from_one_registry():
         return loss.keywords
 
     assert set(OPTIONS) <= {f.name for f in dataclasses.fields(TrainConfig)}
-    assert fused() == dict(transposed=True, lean=False)
-    assert fused(fused_loss_transpose=False) == dict(transposed=False, lean=False)
-    assert fused(loss_pass2_lean=True) == dict(transposed=True, lean=True)
+    assert fused() == dict(transposed=True)
+    assert fused(fused_loss_transpose=False) == dict(transposed=False)
     assert select_kernels(TINY).train_loss is record_loss
     inputs, targets, bounds = tiny_batch()
     losses, grads = [], []

@@ -85,12 +85,6 @@ def test_the_kernels_compile_for_an_h100_within_their_instruction_budget():
     got = fast["pass2_t"]
     assert got["sfu"] == pytest.approx(3, abs=0.05) and got["instructions"] <= 35, got
     assert got["stores"]["STG.E.128"] == 2 * fast["pass2"]["stores"]["STG.E.128"], got
-    # lever 10: grad_s a constant, the division one product (a run-time divisor: a product and range checks per
-    # element, predicated but issued), and the one-hot's compare, select and subtraction once per row instead of per
-    # element (one gathered load and two byte stores per row); measured 25.8 against 32.6
-    lean = fast["pass2_t_lean"]
-    assert lean["sfu"] == pytest.approx(3, abs=0.1) and lean["instructions"] <= got["instructions"] - 5, (lean, got)
-    assert lean["stores"]["STG.E.128"] == got["stores"]["STG.E.128"], lean
 
 
 @needs_triton

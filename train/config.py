@@ -72,10 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 10, off until measured end to end, then kept without a switch or deleted: with fused_loss and
-    # fp8 on CUDA, the loss's second pass has grad_s as a constant, as the record's compiled graph does, and applies
-    # the target's -1 once per row: the same arithmetic in fewer instructions per element (train/xent_kernels.py)
-    loss_pass2_lean: bool = False
     # issue 41, lever 9, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
     # deleted: where train/'s Triton kernels run, QK-norm, rotary and the value mix as one op whose backward writes
     # the QKV projection's gradient whole, where autograd otherwise concatenates three (train/qk_rope.py)

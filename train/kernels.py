@@ -39,8 +39,7 @@ def record_loss(x: Tensor, head, targets: Tensor, reduction: str = "sum") -> Ten
 
 def fused_loss(cfg) -> Callable[[Tensor, object, Tensor], Tensor]:
     """train/loss.py's head_loss with the config's choices for it (ignored off CUDA or without FP8)."""
-    return functools.partial(head_loss, transposed=cfg.fused_loss_transpose,
-                             lean=cfg.loss_pass2_lean)
+    return functools.partial(head_loss, transposed=cfg.fused_loss_transpose)
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ class Kernels:
 
 
 # config flag -> the swap it makes. fused_loss: the loss and its gradient in the forward pass, on CUDA by
-# train/xent_triton.py's two Triton passes; with it, fused_loss_transpose and issue 41's lever 10,
-# loss_pass2_lean, not yet measured end to end (config.py says each). Measurements: train/BENCHMARKS.md.
+# train/xent_triton.py's two Triton passes; with it, fused_loss_transpose (config.py says what). Measurements:
+# train/BENCHMARKS.md.
 OPTIONS: dict[str, Callable[[Kernels, object], Kernels]] = {
     "fused_loss": lambda k, cfg: dataclasses.replace(k, train_loss=fused_loss(cfg)),
 }

@@ -46,16 +46,16 @@ def loss_and_grad(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 
 class _HeadLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None, transposed: bool,
-                lean: bool) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, targets: Tensor, fp8_scales: tuple | None, transposed: bool
+                ) -> Tensor:
         if fp8_scales is not None:  # train/fp8.py's ops: the same FP8 products and casts as the unfused path
             logits, x8, w8 = fp8_mm(x, weight, *fp8_scales)
             if x.is_cuda and xent_triton.AVAILABLE:  # two Triton passes, the gradient already in FP8
                 if transposed:  # pass 2 also writes dW's operand, g8 transposed
-                    rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2], lean)
+                    rows, g8, g8_t = xent_triton.softcap_xent_fp8_t(logits, targets, fp8_scales[2])
                     grad_x, grad_w = fp8_products_t(g8, g8_t, x8, w8, *fp8_scales)
                 else:
-                    rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2], lean)
+                    rows, g8 = xent_triton.softcap_xent_fp8(logits, targets, fp8_scales[2])
                     grad_x, grad_w = fp8_products(g8, x8, w8, *fp8_scales)
                 loss = rows.sum()
             else:
@@ -72,15 +72,13 @@ class _HeadLoss(torch.autograd.Function):
     def backward(ctx, grad_loss: Tensor):
         grad_x, grad_w = ctx.saved_tensors
         # autograd casts grad_w to the weight's dtype, as it does for the unfused head's float32 gradient
-        return grad_x * grad_loss.to(grad_x.dtype), grad_w * grad_loss.to(grad_w.dtype), None, None, None, None
+        return grad_x * grad_loss.to(grad_x.dtype), grad_w * grad_loss.to(grad_w.dtype), None, None, None
 
 
-def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False, lean: bool = False) -> Tensor:
+def head_loss(x: Tensor, head, targets: Tensor, transposed: bool = False) -> Tensor:
     """Training only: the summed loss of head(x) against targets, gradients computed in the forward pass.
     transposed (config `fused_loss_transpose`, CUDA and FP8 only): dW's transposed FP8 gradient comes from the
     loss's own second pass instead of a copy; the same values. With the Triton passes dW leaves the FP8 products
-    in the weight's own layout (train/fp8.py's fp8_products): the same values. lean (config `loss_pass2_lean`,
-    issue 41's lever 10, the same places): the second pass with grad_s compiled in and the target's -1 once per row
-    (train/xent_kernels.py); the same arithmetic."""
+    in the weight's own layout (train/fp8.py's fp8_products): the same values."""
     scales = (head.scales["x_s"], head.scales["w_s"], head.scales["grad_s"]) if head.fp8 else None
-    return _HeadLoss.apply(x, head.weight, targets, scales, transposed, lean)
+    return _HeadLoss.apply(x, head.weight, targets, scales, transposed)

@@ -126,34 +126,14 @@ def row_stats_kernel(logits, targets, row_max, row_logsum, row_loss, stride,
 
 
 @triton.jit
-def _scaled_dlogits(x, top, logsum, minus, grad_s, GRAD_S: tl.constexpr, FAST: tl.constexpr):
-    """dL/dlogits / grad_s in float32 from logits x and their rows' statistics, minus the one-hot (1.0 at the
-    target, or a tensor of them): the record's arithmetic order (train/loss.py)."""
-    s = _sigmoid_of_scaled(x, FAST)
-    z = 30.0 * s
-    logp = (z - top) - logsum
-    grad_z = _exp(logp, FAST) - minus
-    grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
-    # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
-    if GRAD_S is None:
-        return round_to_bf16(grad, FAST) / grad_s
-    else:
-        return round_to_bf16(grad, FAST) / GRAD_S
-
-
-@triton.jit
 def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, grad_s,
                 BLOCK_T: tl.constexpr, BLOCK_V: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr,
-                TRANSPOSED: tl.constexpr, GRAD_S: tl.constexpr = None, TARGET_ONCE: tl.constexpr = False):
+                TRANSPOSED: tl.constexpr):
     """out (T, V): float8_e5m2 in training; float32 in the self-check, which sees the value before the cast.
     EVEN: T and V are multiples of the tile (the record's 49,152 x 50,304 are), so no element needs a mask.
     TRANSPOSED: also write out_t (V, T), the same values transposed, which dW's FP8 matmul takes (K = T
     contiguous): each tile leaves as BLOCK_V rows of BLOCK_T contiguous bytes, instead of a separate copy
-    reading the whole gradient back. Issue 41's lever 10 (config `loss_pass2_lean`), two cuts of the work per
-    element, same arithmetic: GRAD_S, grad_s as a constant of the kernel, as the record's compiled graph has it, so
-    the division is one product where a run-time divisor costs a product and range checks; TARGET_ONCE, the tile
-    without the one-hot (a compare, a select and a subtraction per element), then each row's target element, where
-    it falls in this tile, computed again with its -1 and written over the tile's value."""
+    reading the whole gradient back."""
     row0 = tl.program_id(0) * BLOCK_T
     col0 = tl.program_id(1) * BLOCK_V
     rows = row0 + tl.arange(0, BLOCK_T)
@@ -175,11 +155,13 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
         top = tl.load(row_max + rows, mask=rvalid, other=0.0)
         logsum = tl.load(row_logsum + rows, mask=rvalid, other=0.0)
         target = tl.load(targets + rows, mask=rvalid, other=-1).to(tl.int32)
-    if TARGET_ONCE:
-        minus = 0.0
-    else:
-        minus = tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-    scaled = _scaled_dlogits(x, top[:, None], logsum[:, None], minus, grad_s, GRAD_S, FAST).to(out.dtype.element_ty)
+    s = _sigmoid_of_scaled(x, FAST)
+    z = 30.0 * s
+    logp = (z - top[:, None]) - logsum[:, None]
+    grad_z = _exp(logp, FAST) - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
+    grad = (grad_z * 30.0) * (1.0 - s) * s / 7.5
+    # the record's autograd hands dL/dlogits to its FP8 backward in bf16, which then divides by grad_s
+    scaled = (round_to_bf16(grad, FAST) / grad_s).to(out.dtype.element_ty)
     if EVEN:
         tl.store(dst + tile_out, scaled)
     else:
@@ -191,15 +173,3 @@ def grad_kernel(logits, targets, row_max, row_logsum, out, out_t, T, V, stride, 
             tl.store(dst_t + tile_t, tl.trans(scaled))
         else:
             tl.store(dst_t + tile_t, tl.trans(scaled), mask=tl.trans(valid))
-    if TARGET_ONCE:
-        hit = (target >= col0) & (target < col0 + BLOCK_V)  # this row's target is in the tile
-        if not EVEN:
-            hit = hit & (rows < T) & (target < V)
-        rows64, target64 = rows.to(tl.int64), target.to(tl.int64)
-        x_t = tl.load(logits + rows64 * stride + target64, mask=hit, other=0.0).to(tl.float32)
-        fix = _scaled_dlogits(x_t, top, logsum, 1.0, grad_s, GRAD_S, FAST).to(out.dtype.element_ty)  # (BLOCK_T,)
-        # bar.sync orders the CTA's global writes: these land after the tile's, whichever thread wrote that element
-        tl.debug_barrier()
-        tl.store(out + rows64 * V + target64, fix, mask=hit)
-        if TRANSPOSED:
-            tl.store(out_t + target64 * T + rows64, fix, mask=hit)

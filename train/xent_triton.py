@@ -55,11 +55,9 @@ def _row_stats(logits: Tensor, targets: Tensor, fast: bool | None = None) -> tup
 
 def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, grad_s: float,
           out_dtype: torch.dtype, fast: bool | None = None, transposed: bool = False,
-          tile: tuple[int, int, int] = (TILE_T, TILE_V, 4), lean: bool = False
-          ) -> tuple[Tensor, Tensor | None]:
+          tile: tuple[int, int, int] = (TILE_T, TILE_V, 4)) -> tuple[Tensor, Tensor | None]:
     """Pass 2: dL/dlogits / grad_s in out_dtype, (T, V) row-major, and with transposed the same (V, T) row-major.
-    fast=False: portable, every element masked. tile: rows, columns and warps per program (--time tries others).
-    lean: config `loss_pass2_lean` (issue 41's lever 10): grad_s compiled in, the target's -1 once per row."""
+    fast=False: portable, every element masked. tile: rows, columns and warps per program (--time tries others)."""
     from train.xent_kernels import grad_kernel
 
     T, V = logits.shape
@@ -70,47 +68,42 @@ def _grad(logits: Tensor, targets: Tensor, row_max: Tensor, row_logsum: Tensor, 
     grad_kernel[grid](logits, targets, row_max, row_logsum, out, out if out_t is None else out_t, T, V,
                       logits.stride(0), grad_s, BLOCK_T=tile_t, BLOCK_V=tile_v,
                       EVEN=fast is not False and T % tile_t == 0 and V % tile_v == 0,
-                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed,
-                      GRAD_S=grad_s if lean else None, TARGET_ONCE=lean, num_warps=warps)
+                      FAST=logits.is_cuda if fast is None else fast, TRANSPOSED=transposed, num_warps=warps)
     return out, out_t
 
 
-def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype, transposed: bool = False,
-            lean: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+def _launch(logits: Tensor, targets: Tensor, grad_s: float, out_dtype: torch.dtype, transposed: bool = False
+            ) -> tuple[Tensor, Tensor, Tensor | None]:
     if logits.stride(1) != 1 or not targets.is_contiguous():
         raise ValueError("softcap_xent_fp8 needs row-major logits and contiguous targets")
     row_max, row_logsum, row_loss = _row_stats(logits, targets)
-    return row_loss, *_grad(logits, targets, row_max, row_logsum, grad_s, out_dtype, transposed=transposed,
-                            lean=lean)
+    return row_loss, *_grad(logits, targets, row_max, row_logsum, grad_s, out_dtype, transposed=transposed)
 
 
 @torch.library.custom_op("repro_train::softcap_xent_fp8", mutates_args=())
-def softcap_xent_fp8(logits: Tensor, targets: Tensor, grad_s: float, lean: bool = False
-                     ) -> tuple[Tensor, Tensor]:
+def softcap_xent_fp8(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor]:
     """(T, V) bf16 logits, (T,) int64 targets -> per-row loss (T,) float32, g8 = dL/dlogits / grad_s (T, V) e5m2."""
     if not AVAILABLE:
         raise RuntimeError("softcap_xent_fp8 needs Triton")
-    return _launch(logits, targets, grad_s, torch.float8_e5m2, lean=lean)[:2]
+    return _launch(logits, targets, grad_s, torch.float8_e5m2)[:2]
 
 
 @softcap_xent_fp8.register_fake
-def _(logits: Tensor, targets: Tensor, grad_s: float, lean: bool = False) -> tuple[Tensor, Tensor]:
+def _(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor]:
     T, V = logits.shape
     return logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=torch.float8_e5m2)
 
 
 @torch.library.custom_op("repro_train::softcap_xent_fp8_t", mutates_args=())
-def softcap_xent_fp8_t(logits: Tensor, targets: Tensor, grad_s: float, lean: bool = False
-                       ) -> tuple[Tensor, Tensor, Tensor]:
+def softcap_xent_fp8_t(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
     """softcap_xent_fp8, and g8 transposed (V, T) row-major from the same pass (config `fused_loss_transpose`)."""
     if not AVAILABLE:
         raise RuntimeError("softcap_xent_fp8_t needs Triton")
-    return _launch(logits, targets, grad_s, torch.float8_e5m2, transposed=True, lean=lean)
+    return _launch(logits, targets, grad_s, torch.float8_e5m2, transposed=True)
 
 
 @softcap_xent_fp8_t.register_fake
-def _(logits: Tensor, targets: Tensor, grad_s: float, lean: bool = False
-      ) -> tuple[Tensor, Tensor, Tensor]:
+def _(logits: Tensor, targets: Tensor, grad_s: float) -> tuple[Tensor, Tensor, Tensor]:
     T, V = logits.shape
     e5m2 = torch.float8_e5m2
     return (logits.new_empty(T, dtype=torch.float32), logits.new_empty(T, V, dtype=e5m2),
