@@ -76,6 +76,11 @@ class TrainConfig:
     # deleted: where train/'s Triton kernels run, QK-norm, rotary and the value mix as one op whose backward writes
     # the QKV projection's gradient whole, where autograd otherwise concatenates three (train/qk_rope.py)
     qkv_grad_in_place: bool = False
+    # issue 41, lever 11, off until measured end to end, then kept without a switch or deleted: each block's residual
+    # add as a sum in float32 rounded once, the values of `x + delta` in eager, which Inductor cannot fold into the
+    # GEMM that makes delta (folded, addmm first copies x into its output: 136 copies of 75.5 MB per step at world
+    # size 1; train/model.py's Block.add)
+    residual_outside_gemm: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

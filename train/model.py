@@ -153,19 +153,28 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, residual_outside_gemm: bool = False):
         super().__init__()
-        self.spec = spec
+        self.spec, self.residual_outside_gemm = spec, residual_outside_gemm
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
         self.mlp = MLP(dim) if spec.has_mlp else None
+
+    def add(self, x: Tensor, delta: Tensor) -> Tensor:
+        """x + delta, delta a GEMM's output (T, D). Inductor rewrites `x + mm` as one addmm, whose beta = 1 GEMM
+        needs x in its output buffer first: a copy of x (75.5 MB, 37 us at the record's shape) per block. Written
+        as a float32 sum rounded once, the values eager gives `x + delta`, it stays a pointwise add that fuses
+        into the next kernel; folded, the GEMM's sum is rounded once where eager rounds delta first."""
+        if self.residual_outside_gemm:
+            return (x.float() + delta.float()).type_as(x)
+        return x + delta
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
         x = lambdas[0] * x + lambdas[1] * x0
         if self.attn is not None:
-            x = x + self.attn(rms_norm(x), ve, sa_lambdas, window, shared)
+            x = self.add(x, self.attn(rms_norm(x), ve, sa_lambdas, window, shared))
         if self.mlp is not None:
-            x = x + self.mlp(rms_norm(x))
+            x = self.add(x, self.mlp(rms_norm(x)))
         return x
 
 
@@ -195,7 +204,8 @@ class GPT(nn.Module):
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
         self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, residual_outside_gemm=cfg.residual_outside_gemm)
+                                     for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the
