@@ -9,7 +9,8 @@ v = λ₀·v + λ₁·ve, then the backward from given gradients of q, k and v d
 each compiled whole by Inductor as train/model.py's layer is:
   two-op: train/qk_rope.py's qk_norm_rope and the value mix in Inductor; autograd concatenates dq, dk and λ₀·dv
           into dqkv (the record's structure);
-  lever 9: train/qk_rope.py's attention_inputs, whose backward kernel writes dqkv's three planes itself.
+  lever 9: train/qk_rope.py's attention_inputs, whose backward kernel writes dqkv's three planes itself, and dve
+           and dλ's partial sums with the third.
 Both are checked against each other first (elements apart), then timed as means of 20 calls, 5 rounds
 alternating. One Python dict per line; the last holds the medians in ms per layer.
 """

@@ -25,7 +25,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 INTERPRETED = """
 import torch
 from train.model import Yarn
-from train.qk_rope import launch, launch_backward, reference, reference_backward, reference_mix
+from train.qk_rope import launch, launch_backward, reference, reference_backward, reference_mix, reference_mix_backward
 out = {}
 for T, H, hd in ((100, 3, 64), (64, 2, 128)):
     g = torch.Generator().manual_seed(T)
@@ -45,12 +45,16 @@ for T, H, hd in ((100, 3, 64), (64, 2, 128)):
     ve = torch.randn(T, H * hd, generator=g).bfloat16() if T == 100 else None  # with and without ve
     sa = torch.tensor([0.7, -0.3])
     got = launch(q, k, yarn.cos, yarn.sin, fast=False, v=v, ve=ve, sa=sa)
-    (dqkv,) = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False, dv=ups[0], sa=sa)
-    wv, wdv = reference_mix(v, ve, sa), reference_mix(ups[0], None, sa)
+    dv = torch.randn(T, 3 * H, hd, generator=g).bfloat16()[:, H:2 * H]  # strided too, in other planes than ups'
+    dqkv, dve, dsa = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False, dv=dv, sa=sa, v=v, ve=ve)
+    wv, wdv = reference_mix(v, ve, sa), reference_mix(dv, None, sa)
+    wdve, wdsa = reference_mix_backward(dv, v, ve, sa)
     out[f"{T}x{H}x{hd}"].update(mix_qk_equal=torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]),
                                 mix_v_equal=torch.equal(got[2], wv), mix_shape=tuple(dqkv.shape),
                                 mix_dqk_equal=torch.equal(dqkv[:, :H], gb[0]) and torch.equal(dqkv[:, H:2 * H], gb[1]),
-                                mix_dv_equal=torch.equal(dqkv[:, 2 * H:], wdv))
+                                mix_dv_equal=torch.equal(dqkv[:, 2 * H:], wdv),
+                                mix_dve_equal=torch.equal(dve, wdve), dve_shape=tuple(dve.shape),
+                                dsa=dsa.tolist(), want_dsa=wdsa.tolist())
 print(out)
 """
 
@@ -65,6 +69,11 @@ def test_the_kernels_in_the_interpreter_equal_their_torch_forms():
         assert r["mix_qk_equal"] and r["mix_v_equal"] and r["mix_dqk_equal"] and r["mix_dv_equal"], (shape, r)
         T, H, hd = map(int, shape.split("x"))
         assert r["mix_shape"] == (T, 3 * H, hd)
+        # the third plane's programs: dve = λ₁·dv as torch rounds it (with ve, T = 100; none without), and dλ as
+        # float32 sums of per-program partials, within float32 summation order of torch's
+        assert r["mix_dve_equal"] and r["dve_shape"] == ((T, H, hd) if T == 100 else (0,)), (shape, r)
+        assert r["dsa"] == pytest.approx(r["want_dsa"], rel=1e-5, abs=1e-6), (shape, r)
+        assert (r["want_dsa"][1] != 0) == (T == 100) and r["want_dsa"][0] != 0, (shape, r)
 
 
 def inputs(device: str, T: int = 96, H: int = 3, hd: int = 64):
@@ -231,9 +240,10 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda():
     """Inductor traces lever 9's triton_ops: q, k, v and dqkv the same bits as the eager op, with and without ve
     (1/rms: the two-plane op's test above). Fails when the backward kernel takes its one output as three arguments:
     Inductor's functional form kept only the last argument's writes and lost the q and k planes (2026-12-04,
-    docs/device-runs/2026-12-04-h200-lever9-layer). dve = λ₁·dv is torch's own product in the backward, which
-    Inductor rounds otherwise than eager torch (8,718 of 18,432 elements apart there): it is compared with the
-    compiled model expression's instead; λ's gradients are float32 sums where that rounds them to bf16."""
+    docs/device-runs/2026-12-04-h200-lever9-layer). dve = λ₁·dv, now the kernel's, is compared with the compiled
+    model expression's (Inductor rounds that product once; eager torch otherwise: 8,718 of 18,432 elements apart
+    there); λ's gradients are float32 sums of the kernel's per-program partials, where the model's graph rounds them
+    to bf16."""
     cuda_or_skip()
     from train.qk_rope import attention_inputs
 
@@ -257,3 +267,27 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda():
         # λ's gradients: float32 sums, the record's graph rounds them to bf16; eager torch rounds each product dv·v
         assert torch.allclose(compiled[2], model_compiled[2], rtol=2**-7) and torch.allclose(compiled[2], eager[2],
                                                                                              rtol=1e-2)
+
+
+@needs_triton
+def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
+    """Compiled for sm_90a (no GPU needed): each mode keeps only its own stores. Where a mode does not write an
+    argument, the launch passes an input it only reads (never an output twice: the bug of 2026-12-04), and Inductor
+    takes any argument the kernel's code stores to for a mutated one, so a store left in would mean a copy of that
+    input per call. Two-plane: dq and dk's two halves; lever 9 adds λ₀·dv's halves and λ₀'s partial sum, and with
+    ve dve's halves and λ₁'s sum (a constant 0 without)."""
+    from benchmarks.xent_sass import _compile
+    from train.qk_rope_kernel import backward_kernel
+
+    pointers = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dq_in", "dk_in", "dve_out"), "*bf16")
+    pointers |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part"), "*fp32")
+    ints = dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
+                          "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
+    modes = dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "MIX_V", "HAS_VE"), "constexpr")
+    signature = {name: {**pointers, **ints, **modes}[name] for name in backward_kernel.arg_names}
+    stores = {}
+    for mix, ve in ((False, False), (True, False), (True, True)):
+        kernel = _compile(backward_kernel, signature, dict(H=6, HALF=64, BLOCK_R=64, FAST=True, MIX_V=mix, HAS_VE=ve),
+                          [], num_warps=4)
+        stores[mix, ve] = kernel.asm["ttir"].count("tt.store")
+    assert stores == {(False, False): 2, (True, False): 6, (True, True): 8}

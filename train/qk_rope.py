@@ -97,28 +97,39 @@ def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor
 
 
 def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
-                    fast: bool, dv: Tensor | None = None, sa: Tensor | None = None) -> tuple[Tensor, ...]:
-    """The backward kernel: dL/dq, dL/dk of the inputs, each (T, H, hd) contiguous; with dv and sa instead the
-    gradient of the whole (T, 3H, hd) QKV projection, λ₀·dv as its third plane, in one tensor."""
+                    fast: bool, dv: Tensor | None = None, sa: Tensor | None = None, v: Tensor | None = None,
+                    ve: Tensor | None = None) -> tuple[Tensor, ...]:
+    """The backward kernel: dL/dq, dL/dk of the inputs, each (T, H, hd) contiguous. With dv, sa and v (the
+    projection's third plane) instead: the gradient of the whole (T, 3H, hd) QKV projection, λ₀·dv as its third
+    plane, in one tensor; dL/dve = λ₁·dv (T, H, hd) (with ve; else an empty tensor); and dL/d(λ₀, λ₁) (2,) float32."""
     from train.qk_rope_kernel import backward_kernel
 
     T, H, hd = q.shape
-    q, k = _same_layout(q, k)
+    mix = dv is not None
+    q, k, *rest = _same_layout(q, k, *([v] if mix else []))
+    v = rest[0] if mix else q  # read only with dv
     dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
-    if dv is None:
+    blocks = triton_cdiv(T * H, BLOCK_R)
+    if not mix:
         outs = [q.new_empty(T, H, hd) for _ in range(2)]
-        planes, plane_offset, out_stride = outs, 0, H * hd
+        planes, plane_offset, out_stride, dve, lam_part = outs, 0, H * hd, q, rstd
     else:  # one tensor passed once (the kernel's docstring says why), each plane at its offset
         dv = dv if dv.stride(2) == 1 else dv.contiguous()
+        ve = ve.reshape(T, H, hd).contiguous() if ve is not None else None
+        dve = q.new_empty(T, H, hd) if ve is not None else dv  # dv: read only, where there is no ve
+        lam_part = torch.empty(blocks, 2, dtype=torch.float32, device=q.device)
         outs = [q.new_empty(T, 3 * H, hd)]
         planes, plane_offset, out_stride = [outs[0], dq], H * hd, 3 * H * hd
     g_v = dq if dv is None else dv  # read only with dv
-    _traced(backward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 2 if dv is None else 3)](
-        dq, dk, g_v, dq.stride(0), dq.stride(1), g_v.stride(0), g_v.stride(1), q, k, q.stride(0), q.stride(1), cos, sin,
-        rstd,
-        cos if sa is None else sa, *planes, plane_offset, out_stride, T, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast,
-        MIX_V=dv is not None, num_warps=WARPS)
-    return tuple(outs)
+    e = v if ve is None else ve  # read only with ve
+    # arguments the kernel does not write get inputs it only reads, never an output a second time
+    _traced(backward_kernel, fast)[(blocks, 3 if mix else 2)](
+        dq, dk, g_v, dq.stride(0), dq.stride(1), g_v.stride(0), g_v.stride(1), q, k, v, e, q.stride(0), q.stride(1),
+        e.stride(0), cos, sin, rstd, cos if sa is None else sa, *planes, dve, lam_part, plane_offset, out_stride, T,
+        H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
+    if not mix:
+        return tuple(outs)
+    return outs[0], dve if ve is not None else dv.new_empty(0), lam_part.sum(0)
 
 
 def triton_cdiv(a: int, b: int) -> int:
@@ -159,7 +170,9 @@ qk_norm_rope.register_autograd(_backward, setup_context=_setup_context)
 # gradient written whole. The record's attention takes q, k, v as chunks of one (T, 3H, hd) projection, so autograd
 # puts their three gradients together with a copy (cat) before the projection's backward: 450 MB read and written
 # per layer and micro-step at the record's size, 108 µs on an H200 (docs/device-runs/2026-12-04-h200-lever6-profile).
-# Here the backward kernel writes dq and dk into their planes of that one tensor and λ₀·dv into the third.
+# Here the backward kernel writes dq and dk into their planes of that one tensor and λ₀·dv into the third; the same
+# programs write dL/dve = λ₁·dv and sum dL/dλ, which Inductor otherwise does in two more passes over dv, v and ve
+# (2026-12-04's second profile: 3.9 ms per step).
 
 def reference_mix(v: Tensor, ve: Tensor | None, sa: Tensor) -> Tensor:
     """λ₀·v + λ₁·ve (λ₀·v without ve), (T, H, hd) contiguous in v's dtype: float32 products and sum rounded once,
@@ -182,35 +195,40 @@ def attention_inputs(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, si
     return q_out, k_out, reference_mix(v, ve, sa), rstd
 
 
+def reference_mix_backward(dv: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor) -> tuple[Tensor, Tensor]:
+    """dL/dve = λ₁·dv rounded once, (T, H, hd) (an empty tensor without ve), and dL/d(λ₀, λ₁) = float32 sums of
+    dv·v and dv·ve, (2,): what the backward kernel's third plane computes. The record's compiled graph rounds the
+    sums to bf16 (autograd reduces each product in its dtype); these are within 2⁻⁸ of them."""
+    g = dv.float()
+    d0 = (g * v.float()).sum()
+    if ve is None:
+        return dv.new_empty(0), torch.stack((d0, torch.zeros_like(d0)))
+    e = ve.reshape(v.shape).float()
+    return (sa[1].float() * g).to(dv.dtype).contiguous(), torch.stack((d0, (g * e).sum()))
+
+
 @triton_op("repro_train::attention_inputs_backward", mutates_args={})
-def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
-                              sa: Tensor) -> Tensor:
+def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, cos: Tensor,
+                              sin: Tensor, rstd: Tensor, sa: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """dL/dq, dL/dk, dL/dv of attention_inputs' outputs -> dL/dqkv (T, 3H, hd): QK-norm's and rotary's backward
-    for the first two planes, λ₀·dv for the third."""
-    q, k, _ = qkv.chunk(3, dim=1)
+    for the first two planes, λ₀·dv for the third; dL/dve (T, H, hd), empty without ve; dL/dsa (2,) float32."""
+    q, k, v = qkv.chunk(3, dim=1)
     if runs_triton(qkv):
-        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True, dv=dv, sa=sa)[0]
+        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True, dv=dv, sa=sa, v=v, ve=ve)
     dq_in, dk_in = reference_backward(dq, dk, q, k, cos, sin, rstd)
-    return torch.cat((dq_in, dk_in, reference_mix(dv, None, sa)), dim=1)
+    return (torch.cat((dq_in, dk_in, reference_mix(dv, None, sa)), dim=1), *reference_mix_backward(dv, v, ve, sa))
 
 
 def _inputs_setup_context(ctx, inputs, output) -> None:
     qkv, ve, sa, cos, sin = inputs
-    ctx.has_ve = ve is not None
+    ctx.ve_shape = None if ve is None else ve.shape
     ctx.save_for_backward(qkv, ve, sa, cos, sin, output[3])
 
 
 def _inputs_backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
     qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
-    dqkv = attention_inputs_backward(dq, dk, dv, qkv, cos, sin, rstd, sa)
-    # λ's gradients: float32 sums of the products. The record's compiled graph rounds each sum to bf16 (autograd
-    # reduces the product in its dtype), within 2^-8 of these; Inductor drops such a rounding when it fuses it
-    v = qkv.chunk(3, dim=1)[2]
-    d0 = (dv * v).float().sum()
-    if not ctx.has_ve:
-        return dqkv, None, torch.stack((d0, torch.zeros_like(d0))), None, None
-    ve3 = ve.view_as(v)
-    return dqkv, (dv * sa[1]).reshape(ve.shape), torch.stack((d0, (dv * ve3).float().sum())), None, None
+    dqkv, dve, dsa = attention_inputs_backward(dq, dk, dv, qkv, ve, cos, sin, rstd, sa)
+    return dqkv, None if ctx.ve_shape is None else dve.view(ctx.ve_shape), dsa, None, None
 
 
 attention_inputs.register_autograd(_inputs_backward, setup_context=_inputs_setup_context)

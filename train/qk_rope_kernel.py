@@ -96,21 +96,56 @@ def _qk_plane_backward(g, src, dst, cos, sin, rstd, rows, t, h, cols, m, g_strid
 
 
 @triton.jit
-def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, stride_t, stride_h, cos,
-                    sin, rstd, sa, dq_in, dk_in, plane_offset, out_stride_t, T, H: tl.constexpr,
-                    HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr, MIX_V: tl.constexpr):
+def _v_plane_backward(dv, v, ve, sa, dst, dve_out, lam_part, pid, t, h, cols, m, dv_stride_t, dv_stride_h, stride_t,
+                      stride_h, ve_stride_t, out_stride_t, H: tl.constexpr, HALF: tl.constexpr, HAS_VE: tl.constexpr,
+                      FAST: tl.constexpr):
+    """The value mix's backward from dv (the mixed values' gradient): λ₀·dv into dst (the projection gradient's
+    third plane) and λ₁·dv into dve_out (T, H, 2·HALF) contiguous, each a float32 product rounded once as compiled
+    code rounds the bf16 expression; this program's float32 sums of dv·v and dv·ve into lam_part[pid, 0:2]."""
+    at_g = t[:, None] * dv_stride_t + h[:, None] * dv_stride_h + cols
+    g1 = tl.load(dv + at_g, mask=m, other=0.0).to(tl.float32)
+    g2 = tl.load(dv + at_g + HALF, mask=m, other=0.0).to(tl.float32)
+    at = t[:, None] * stride_t + h[:, None] * stride_h + cols
+    x1 = tl.load(v + at, mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(v + at + HALF, mask=m, other=0.0).to(tl.float32)
+    lam0 = tl.load(sa).to(tl.float32)
+    out = dst + t[:, None] * out_stride_t + h[:, None] * (2 * HALF) + cols
+    tl.store(out, round_to_bf16(lam0 * g1, FAST).to(tl.bfloat16), mask=m)
+    tl.store(out + HALF, round_to_bf16(lam0 * g2, FAST).to(tl.bfloat16), mask=m)
+    tl.store(lam_part + 2 * pid, tl.sum(tl.sum(g1 * x1, axis=1) + tl.sum(g2 * x2, axis=1), axis=0))
+    if HAS_VE:
+        lam1 = tl.load(sa + 1).to(tl.float32)
+        at_e = t[:, None] * ve_stride_t + h[:, None] * (2 * HALF) + cols
+        e1 = tl.load(ve + at_e, mask=m, other=0.0).to(tl.float32)
+        e2 = tl.load(ve + at_e + HALF, mask=m, other=0.0).to(tl.float32)
+        out_e = dve_out + t[:, None] * (H * 2 * HALF) + h[:, None] * (2 * HALF) + cols
+        tl.store(out_e, round_to_bf16(lam1 * g1, FAST).to(tl.bfloat16), mask=m)
+        tl.store(out_e + HALF, round_to_bf16(lam1 * g2, FAST).to(tl.bfloat16), mask=m)
+        tl.store(lam_part + 2 * pid + 1, tl.sum(tl.sum(g1 * e1, axis=1) + tl.sum(g2 * e2, axis=1), axis=0))
+    else:
+        tl.store(lam_part + 2 * pid + 1, 0.0)
+
+
+@triton.jit
+def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, v, ve, stride_t, stride_h,
+                    ve_stride_t, cos, sin, rstd, sa, dq_in, dk_in, dve_out, lam_part, plane_offset, out_stride_t, T,
+                    H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr,
+                    MIX_V: tl.constexpr, HAS_VE: tl.constexpr):
     """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16 with
     token stride out_stride_t: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)),
     x̂ = x·r. With MIX_V, dq_in is the whole (T, 3H, 2·HALF) gradient, plane p written from dq_in + p·plane_offset,
-    the third λ₀·dv (dv: strides dv_stride_t, dv_stride_h) rounded once, and dk_in is not written: one tensor
-    passed once, since Inductor's functional form of a kernel's writes keeps one version per argument."""
+    the third λ₀·dv (dv: strides dv_stride_t, dv_stride_h), and dk_in is not written: one tensor passed once,
+    since Inductor's functional form of a kernel's writes keeps one version per argument. The third plane's
+    programs also write λ₁·dv into dve_out when HAS_VE, and their sums of dv·v and dv·ve (v: the projection's third
+    plane, strides as q's; ve: token stride ve_stride_t) into lam_part (row blocks, 2) float32."""
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
     dk_plane = dq_in if MIX_V else dk_in  # with MIX_V, the planes of one tensor; dk_in is not written
     if MIX_V and part == 2:
-        _v_plane(dv, dv, sa, dq_in + 2 * plane_offset, t, h, cols, m, dv_stride_t, dv_stride_h, 0, out_stride_t, HALF,
-                 False, FAST)
+        _v_plane_backward(dv, v, ve, sa, dq_in + 2 * plane_offset, dve_out, lam_part, tl.program_id(0), t, h, cols, m,
+                          dv_stride_t, dv_stride_h, stride_t, stride_h, ve_stride_t, out_stride_t, H, HALF, HAS_VE,
+                          FAST)
     else:
         _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
                            (dq_in if part == 0 else dk_plane) + part * plane_offset, cos, sin, rstd, rows, t, h, cols,
