@@ -9,8 +9,8 @@
 #   CHECK_TESTS="tests/test_train_x.py -k cuda" bash benchmarks/lever_ab.sh LEVER   # its GPU tests first
 #   bash benchmarks/lever_ab.sh LEVER_A LEVER_B                # two levers, each against the same base runs
 #   STEPS=20 (default) SEED=201 BUDGET_S=560 REPEAT=3 NEED_S=95 DEST=$OUT/lever-ab DATA=.devcarry/docs-v1
-#   CHECK_TESTS= (none): environment overrides; DRY_RUN=1 checks the levers and prints the runs' commands
-#   (sidebyside --dry-run), no GPU and no checks (tests/test_lever_ab.py)
+#   CHECK_TESTS= (none) CHECK_S=150 (the check's time limit): environment overrides; DRY_RUN=1 checks the levers
+#   and prints the runs' commands (sidebyside --dry-run), no GPU and no checks (tests/test_lever_ab.py)
 #
 # First the levers' equivalence check on the GPU where CHECK_TESTS names one (pytest, seconds; e.g. lever 1's
 # tests/test_train_relu2_grad.py -k cuda, 2026-12-03), then benchmarks/sidebyside.py --only
@@ -48,7 +48,7 @@ if [ ${#CHECK[@]} -gt 0 ] && [ -n "${DRY_RUN:-}" ]; then
 elif [ ${#CHECK[@]} -gt 0 ] && ! python3 -c "import pytest" 2> /dev/null; then
   echo "check: skipped, no pytest on this machine (run ${CHECK[*]} where there is a GPU and pytest)"
 elif [ ${#CHECK[@]} -gt 0 ]; then
-  if timeout 150 python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check.txt" 2>&1; then
+  if timeout "${CHECK_S:-150}" python3 -m pytest -q -p no:cacheprovider "${CHECK[@]}" > "$DEST/check.txt" 2>&1; then
     echo "check: passed ($(tail -n 1 "$DEST/check.txt"))"
   else
     echo "check: FAILED, a lever changes the numerics on the GPU (the timing follows anyway):"
