@@ -107,7 +107,6 @@ def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, s
     T, H, hd = q.shape
     mix = dv is not None
     q, k, *rest = _same_layout(q, k, *([v] if mix else []))
-    v = rest[0] if mix else q  # read only with dv
     dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
     blocks = triton_cdiv(T * H, BLOCK_R)
     if not mix:
@@ -120,9 +119,10 @@ def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, s
         lam_part = torch.empty(blocks, 2, dtype=torch.float32, device=q.device)
         outs = [q.new_empty(T, 3 * H, hd)]
         planes, plane_offset, out_stride = [outs[0], dq], H * hd, 3 * H * hd
-    g_v = dq if dv is None else dv  # read only with dv
-    e = v if ve is None else ve  # read only with ve
-    # arguments the kernel does not write get inputs it only reads, never an output a second time
+    # arguments the kernel does not use get inputs it only reads, never an output a second time
+    v = rest[0] if mix else q
+    g_v = dv if mix else dq
+    e = v if ve is None else ve
     _traced(backward_kernel, fast)[(blocks, 3 if mix else 2)](
         dq, dk, g_v, dq.stride(0), dq.stride(1), g_v.stride(0), g_v.stride(1), q, k, v, e, q.stride(0), q.stride(1),
         e.stride(0), cos, sin, rstd, cos if sa is None else sa, *planes, dve, lam_part, plane_offset, out_stride, T,
@@ -221,14 +221,13 @@ def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, v
 
 def _inputs_setup_context(ctx, inputs, output) -> None:
     qkv, ve, sa, cos, sin = inputs
-    ctx.ve_shape = None if ve is None else ve.shape
     ctx.save_for_backward(qkv, ve, sa, cos, sin, output[3])
 
 
 def _inputs_backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
     qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
     dqkv, dve, dsa = attention_inputs_backward(dq, dk, dv, qkv, ve, cos, sin, rstd, sa)
-    return dqkv, None if ctx.ve_shape is None else dve.view(ctx.ve_shape), dsa, None, None
+    return dqkv, None if ve is None else dve.view(ve.shape), dsa, None, None
 
 
 attention_inputs.register_autograd(_inputs_backward, setup_context=_inputs_setup_context)

@@ -25,7 +25,7 @@ def _tile(a_desc, b_desc, pre_desc, out_desc, tile, tiles_m: tl.constexpr, tiles
     rows_in_group = min(tiles_m - first_m, GROUP_M)
     off_m = (first_m + (tile % group_size) % rows_in_group) * BLOCK_M
     off_n = ((tile % group_size) // rows_in_group) * BLOCK_N
-    if PRE_EARLY:  # pre's tile requested before the GEMM, its latency hidden behind it (registers held throughout)
+    if PRE_EARLY:  # pre's tile requested before the GEMM, so that its latency can hide behind it
         pre = pre_desc.load([off_m, off_n])
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
