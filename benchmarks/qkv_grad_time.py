@@ -1,5 +1,5 @@
-"""Issue 41, lever 9: one attention layer's input side, forward and backward, with and without the QKV projection's
-gradient written whole, at the record's shape.
+"""Issue 41, lever 9: one attention layer's input side, forward and backward, as the record's expression and as
+train/qk_rope.py's op (the QKV projection's gradient written whole), at the record's shape.
 
     python3 benchmarks/qkv_grad_time.py              # on a GPU: about a minute (two compiles)
     python3 benchmarks/qkv_grad_time.py --small      # CPU smoke run of the code (the op's torch forms; no timing)
@@ -7,11 +7,13 @@ gradient written whole, at the record's shape.
 From x (T, D) to the attention's inputs and back: qkv = x·Wᵀ viewed (T, 3H, hd), QK-norm and rotary on q and k,
 v = λ₀·v + λ₁·ve, then the backward from given gradients of q, k and v down to dx, dW, dve and dλ. Two forms,
 each compiled whole by Inductor as train/model.py's layer is:
-  two-op: train/qk_rope.py's qk_norm_rope and the value mix in Inductor; autograd concatenates dq, dk and λ₀·dv
-          into dqkv (the record's structure);
+  record: QK-norm, rotary and the value mix as the record writes them, all in Inductor; autograd concatenates dq,
+          dk and λ₀·dv into dqkv (lever 9 was first timed against train/qk_rope.py's earlier op for QK-norm and
+          rotary alone, in place of this expression: train/BENCHMARKS.md, 2026-12-04);
   lever 9: train/qk_rope.py's attention_inputs, whose backward kernel writes dqkv's three planes itself, and dve
            and dλ's partial sums with the third.
-Both are checked against each other first (elements apart), then timed as means of 20 calls, 5 rounds
+The two are compared first (elements apart: the record's graph rounds in other places, tests/test_train_qk_rope.py
+bounds how far), then timed as means of 20 calls, 5 rounds
 alternating. One Python dict per line; the last holds the medians in ms per layer.
 """
 
@@ -22,13 +24,14 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
-from train.qk_rope import attention_inputs, qk_norm_rope
+from train.model import rms_norm
+from train.qk_rope import attention_inputs, rotary
 
 
-def two_op(x, w, ve, sa, cos, sin, H):
+def record(x, w, ve, sa, cos, sin, H):
     qkv = F.linear(x, w).view(x.size(0), 3 * H, -1)
     q, k, v = qkv.chunk(3, dim=1)
-    q, k, _ = qk_norm_rope(q, k, cos, sin)
+    q, k = rotary(rms_norm(q), cos, sin), rotary(rms_norm(k), cos, sin)
     return q, k, sa[0] * v + sa[1] * ve.view_as(v)
 
 
@@ -56,10 +59,10 @@ def main() -> None:
         torch.autograd.backward(list(fn(xs, ws, es, ls, cos, sin, H)), ups)
         return xs.grad, ws.grad, es.grad, ls.grad
 
-    forms = {"two-op": torch.compile(two_op), "lever 9": torch.compile(lever9)}
+    forms = {"record": torch.compile(record), "lever 9": torch.compile(lever9)}
     results = {name: step(fn) for name, fn in forms.items()}
     print({"apart": {name: (a != b).sum().item() for name, a, b in zip(
-        ("dx", "dW", "dve", "dlambda"), results["two-op"], results["lever 9"])}})
+        ("dx", "dW", "dve", "dlambda"), results["record"], results["lever 9"])}})
     if args.small:
         return
     times = {name: [] for name in forms}

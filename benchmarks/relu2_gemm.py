@@ -2,7 +2,6 @@
 
     python3 benchmarks/relu2_gemm.py                    # on a GPU: check, then time (about 1-3 minutes)
     python3 benchmarks/relu2_gemm.py --no-autotune      # without (b), whose autotuning takes most of that
-    python3 benchmarks/relu2_gemm.py --variants         # (c)'s kernel choices against its default, no (b)
     TRITON_INTERPRET=1 python3 benchmarks/relu2_gemm.py --small    # CPU: the kernel's check only, small shapes
 
 The native MLP (train/model.py) is pre = x·fc, h = relu(pre)², y = h·projᵀ; its backward computes
@@ -17,9 +16,7 @@ Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fus
 epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/,
 run with this file as of commit 699dfb3). Each way is checked against (a) first (bf16: elements apart, largest
 distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds the
-medians. --variants times (c) persistent with other tiles, stages and warps, with Triton's loop flattening
-(FLATTEN) and with pre's tile loaded before the GEMM (PRE_EARLY); a variant the GPU refuses (shared memory,
-registers) is reported as such.
+medians.
 """
 
 import argparse
@@ -30,12 +27,6 @@ import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
 from train.relu2_grad import launch
-
-# (tile, stages, warps, FLATTEN, PRE_EARLY) for --variants; launch()'s default is ((128, 256, 64), 3, 8, False, False).
-# FLATTEN at 128 x 256 needs 2 stages to fit 232,448 bytes of shared memory (3: 278,568, compiled for sm_90a).
-VARIANTS = [((128, 256, 64), 2, 8, False, False), ((128, 256, 64), 2, 8, True, False),
-            ((128, 256, 64), 3, 8, False, True), ((128, 128, 64), 4, 8, True, False),
-            ((128, 128, 64), 4, 8, True, True), ((128, 128, 64), 3, 4, True, False)]
 
 
 def relu2(pre):
@@ -54,7 +45,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="small shapes, check only (CPU interpreter)")
     ap.add_argument("--no-autotune", action="store_true", help="skip (b), Inductor's max-autotune")
-    ap.add_argument("--variants", action="store_true", help="(c)'s kernel choices against its default, no (b)")
     a = ap.parse_args()
     cuda = torch.cuda.is_available() and not a.small
     dev = "cuda" if cuda else "cpu"
@@ -81,21 +71,7 @@ def main() -> None:
             "a_backward": lambda: ew_b(grad_y @ proj, pre)}
     for form, p in forms.items():
         ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, p)
-    if a.variants:
-        refused = {}
-        for tile, stages, warps, flatten, pre_early in VARIANTS:
-            name = f"c {tile} stages {stages} warps {warps}" + " flatten" * flatten + " pre_early" * pre_early
-            fn = lambda t=tile, s=stages, w=warps, f=flatten, e=pre_early: launch(  # noqa: E731
-                grad_y, proj, pre, sms, tile=t, stages=s, warps=w, flatten=f, pre_early=e)
-            try:
-                check = apart(fn(), grad_pre)
-            except Exception as e:  # the GPU's refusal (OutOfResources) or the compiler's, named and skipped
-                refused[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
-                continue
-            print({name: check}, flush=True)
-            ways[name] = fn
-        print({"refused": refused}, flush=True)
-    if not (a.no_autotune or a.variants):
+    if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")
         check = apart(bw(grad_y, proj, pre), grad_pre)  # the first call compiles and autotunes

@@ -1,13 +1,16 @@
-"""train/qk_rope.py (issue 41, lever 2): QK-norm + rotary as triton_ops, against the existing path.
+"""train/qk_rope.py (issue 41, levers 2 and 9): QK-norm, rotary and the value mix as triton_ops, against the
+model's expression.
 
     .venv/bin/python -m pytest -q tests/test_train_qk_rope.py
 
-1. The kernels in Triton's interpreter (CPU, a subprocess) against their torch forms: q and k bit for bit, 1/rms
-   to float32 order, the backward equal but for rare one-step bf16 flips (float32 sums in another order); inputs
-   are strided views of a QKV projection, tables YaRN-extended, head sizes 64 and 128.
+1. The kernels in Triton's interpreter (CPU, a subprocess) against their torch forms: q, k and v bit for bit,
+   1/rms to float32 order, the backward's q and k planes equal but for rare one-step bf16 flips (float32 sums in
+   another order), its v plane and dve bit for bit, dλ to float32 order; inputs are strided views of a QKV
+   projection, tables YaRN-extended, head sizes 64 and 128, with and without ve.
 2. The op (its torch form on the CPU, its kernels on CUDA) against the model's expression: forward within the
    eager expression's bf16 roundings, gradients at least as close to float64 as the eager record's own.
-3. The model calls the op in every attention layer where it runs its kernels, with the record expression's loss.
+3. The model calls the op in every attention layer where it runs its kernels, with the expression's loss.
+4. Compiled by Inductor on CUDA, the eager op's bits; compiled for sm_90a, only the stores each mode needs.
 """
 
 import pytest
@@ -18,7 +21,7 @@ from tests.conftest import cuda_or_skip
 from tests.helpers_triton import needs_triton, run_interpreted
 from train.config import preset
 from train.model import GPT, Yarn, rms_norm, rotary
-from train.qk_rope import EPS, qk_norm_rope
+from train.qk_rope import EPS, attention_inputs
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -32,28 +35,23 @@ for T, H, hd in ((100, 3, 64), (64, 2, 128)):
     yarn = Yarn(hd, 128, 8); yarn.extend(3, 7)
     qkv = (torch.randn(T, 3 * H * hd, generator=g) * 3).bfloat16()
     q, k, v = qkv.view(T, 3 * H, hd).chunk(3, dim=1)
-    got, want = launch(q, k, yarn.cos, yarn.sin, fast=False), reference(q, k, yarn.cos, yarn.sin)
-    ups = [torch.randn(T, 3 * H, hd, generator=g).bfloat16()[:, :H] for _ in range(2)]  # strided, as attention's
-    gb = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False)
-    wb = reference_backward(*ups, q, k, yarn.cos, yarn.sin, want[2])
-    far = [((a.float() - b.float()).abs() > b.float().abs() * 2 ** -7).sum().item() for a, b in zip(gb, wb)]
-    out[f"{T}x{H}x{hd}"] = dict(qk_equal=torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]),
-                                rstd_rel=((got[2] - want[2]).abs() / want[2]).max().item(),
-                                bwd_flips=sum((a != b).sum().item() for a, b in zip(gb, wb)) / (2 * T * H * hd),
-                                bwd_beyond_one_step=sum(far))
-    # lever 9's form: the value mix as a third plane, the backward writing the projection's gradient whole
     ve = torch.randn(T, H * hd, generator=g).bfloat16() if T == 100 else None  # with and without ve
     sa = torch.tensor([0.7, -0.3])
-    got = launch(q, k, yarn.cos, yarn.sin, fast=False, v=v, ve=ve, sa=sa)
+    got, want = launch(q, k, v, ve, sa, yarn.cos, yarn.sin, fast=False), reference(q, k, yarn.cos, yarn.sin)
+    ups = [torch.randn(T, 3 * H, hd, generator=g).bfloat16()[:, :H] for _ in range(2)]  # strided, as attention's
     dv = torch.randn(T, 3 * H, hd, generator=g).bfloat16()[:, H:2 * H]  # strided too, in other planes than ups'
-    dqkv, dve, dsa = launch_backward(*ups, q, k, yarn.cos, yarn.sin, want[2], fast=False, dv=dv, sa=sa, v=v, ve=ve)
-    wv, wdv = reference_mix(v, ve, sa), reference_mix(dv, None, sa)
+    dqkv, dve, dsa = launch_backward(*ups, dv, q, k, v, ve, yarn.cos, yarn.sin, want[2], sa, fast=False)
+    wb = reference_backward(*ups, q, k, yarn.cos, yarn.sin, want[2])
+    gb = (dqkv[:, :H], dqkv[:, H:2 * H])
+    far = [((a.float() - b.float()).abs() > b.float().abs() * 2 ** -7).sum().item() for a, b in zip(gb, wb)]
     wdve, wdsa = reference_mix_backward(dv, v, ve, sa)
-    out[f"{T}x{H}x{hd}"].update(mix_qk_equal=torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]),
-                                mix_v_equal=torch.equal(got[2], wv), mix_shape=tuple(dqkv.shape),
-                                mix_dqk_equal=torch.equal(dqkv[:, :H], gb[0]) and torch.equal(dqkv[:, H:2 * H], gb[1]),
-                                mix_dv_equal=torch.equal(dqkv[:, 2 * H:], wdv),
-                                mix_dve_equal=torch.equal(dve, wdve), dve_shape=tuple(dve.shape),
+    out[f"{T}x{H}x{hd}"] = dict(qk_equal=torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]),
+                                v_equal=torch.equal(got[2], reference_mix(v, ve, sa)),
+                                rstd_rel=((got[3] - want[2]).abs() / want[2]).max().item(),
+                                bwd_flips=sum((a != b).sum().item() for a, b in zip(gb, wb)) / (2 * T * H * hd),
+                                bwd_beyond_one_step=sum(far), dqkv_shape=tuple(dqkv.shape),
+                                dv_equal=torch.equal(dqkv[:, 2 * H:], reference_mix(dv, None, sa)),
+                                dve_equal=torch.equal(dve, wdve), dve_shape=tuple(dve.shape),
                                 dsa=dsa.tolist(), want_dsa=wdsa.tolist())
 print(out)
 """
@@ -62,16 +60,15 @@ print(out)
 @needs_triton
 def test_the_kernels_in_the_interpreter_equal_their_torch_forms():
     for shape, r in run_interpreted("-c", INTERPRETED).items():
-        assert r["qk_equal"], shape
+        assert r["qk_equal"] and r["v_equal"], shape
         assert r["rstd_rel"] < 1e-6, shape
+        # the backward: q and k planes within float32 summation order, the v plane λ₀·dv as torch rounds it
         assert r["bwd_flips"] < 1e-3 and r["bwd_beyond_one_step"] == 0, (shape, r)
-        # the mixed form: q and k and the backward's q, k planes as the two-plane form's, v and λ₀·dv as torch's
-        assert r["mix_qk_equal"] and r["mix_v_equal"] and r["mix_dqk_equal"] and r["mix_dv_equal"], (shape, r)
         T, H, hd = map(int, shape.split("x"))
-        assert r["mix_shape"] == (T, 3 * H, hd)
+        assert r["dqkv_shape"] == (T, 3 * H, hd) and r["dv_equal"], (shape, r)
         # the third plane's programs: dve = λ₁·dv as torch rounds it (with ve, T = 100; none without), and dλ as
         # float32 sums of per-program partials, within float32 summation order of torch's
-        assert r["mix_dve_equal"] and r["dve_shape"] == ((T, H, hd) if T == 100 else (0,)), (shape, r)
+        assert r["dve_equal"] and r["dve_shape"] == ((T, H, hd) if T == 100 else (0,)), (shape, r)
         assert r["dsa"] == pytest.approx(r["want_dsa"], rel=1e-5, abs=1e-6), (shape, r)
         assert (r["want_dsa"][1] != 0) == (T == 100) and r["want_dsa"][0] != 0, (shape, r)
 
@@ -83,73 +80,6 @@ def inputs(device: str, T: int = 96, H: int = 3, hd: int = 64):
     qkv = (torch.randn(T, 3 * H * hd, generator=g) * 3).bfloat16()
     ups = [torch.randn(T, H, hd, generator=g).bfloat16() for _ in range(2)]
     return qkv.to(device), [u.to(device) for u in ups], yarn.cos.to(device), yarn.sin.to(device), H, hd
-
-
-def grads(qkv, ups, H, hd, fn, dtype):
-    x = qkv.to(dtype).requires_grad_()
-    q, k, _ = x.view(qkv.size(0), 3 * H, hd).chunk(3, dim=1)
-    out = fn(q, k)
-    torch.autograd.backward(list(out), [u.to(dtype) for u in ups])
-    return out, x.grad
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_the_op_matches_the_models_expression(device):
-    qkv, ups, cos, sin, H, hd = inputs(device)
-    norm64 = lambda t: F.rms_norm(t, (hd,), eps=EPS)  # noqa: E731  (F.rms_norm's default eps for bf16 input)
-    _, truth = grads(qkv, ups, H, hd, lambda q, k: (rotary(norm64(q), cos.double(), sin.double()),
-                                                    rotary(norm64(k), cos.double(), sin.double())), torch.float64)
-    (rq, rk), record = grads(qkv, ups, H, hd, lambda q, k: (rotary(rms_norm(q), cos, sin),
-                                                            rotary(rms_norm(k), cos, sin)), torch.bfloat16)
-    (oq, ok), ours = grads(qkv, ups, H, hd, lambda q, k: qk_norm_rope(q, k, cos, sin)[:2], torch.bfloat16)
-    for a, b in ((oq, rq), (ok, rk)):  # the eager expression rounds each product and sum to bf16 in between
-        assert a.is_contiguous() and ((a.float() - b.float()).abs() <= 3 * 2 ** -8 * b.float().abs() + 2 ** -6).all()
-    err = lambda g: ((g.double() - truth).norm() / truth.norm()).item()  # noqa: E731
-    assert err(ours) <= err(record) * 1.05 + 1e-4, (err(ours), err(record))
-
-
-def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
-    """GPT's attention takes QK-norm and rotary from the op where it runs its kernels (made true here, so the CPU
-    takes the op's torch form); with the record's expression swapped in, the same loss."""
-    import train.model
-
-    calls = []
-    monkeypatch.setattr(train.model, "runs_triton", lambda q: True)
-    monkeypatch.setattr(train.model, "qk_norm_rope", lambda *a: calls.append(1) or qk_norm_rope(*a))
-    cfg = preset("tiny")
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    T = cfg.train_max_seq_len
-    inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
-    args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
-            torch.tensor(0.1))
-    loss_op = model(*args)
-    assert len(calls) == sum(spec.has_attn for spec in model.plan) > 0
-    monkeypatch.setattr(train.model, "qk_norm_rope", lambda q, k, cos, sin: (
-        rotary(rms_norm(q), cos, sin), rotary(rms_norm(k), cos, sin), None))
-    assert torch.allclose(model(*args), loss_op, rtol=1e-5)
-
-
-def test_the_op_compiles_with_its_kernels_on_cuda():
-    """Inductor traces the triton_ops (their kernels inside its graph, launched by its own code): the same bits as
-    the eager op. Fails with eps a run-time argument of the forward kernel: Inductor types a float argument fp64
-    (3 q and k elements one bf16 step apart on an H200, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt)."""
-    cuda_or_skip()
-    qkv, ups, cos, sin, H, hd = inputs("cuda")
-
-    def f(x):
-        q, k, _ = x.view(qkv.size(0), 3 * H, hd).chunk(3, dim=1)
-        return qk_norm_rope(q, k, cos, sin)
-
-    runs = []
-    for fn in (f, torch.compile(f, fullgraph=True)):
-        x = qkv.clone().requires_grad_()
-        q, k, rstd = fn(x)
-        torch.autograd.backward([q, k], ups)
-        runs.append((q, k, rstd, x.grad))
-    apart = {name: ((a != b).sum().item(), (a.float() - b.float()).abs().max().item())
-             for name, a, b in zip(("q", "k", "rstd", "dqkv"), *runs)}
-    assert all(n == 0 for n, _ in apart.values()), f"(elements apart, largest distance): {apart}"
 
 
 def mixed_grads(qkv, ve, sa, ups, H, hd, fn, dtype):
@@ -176,8 +106,6 @@ def test_attention_inputs_match_the_models_expression(device, with_ve):
     """Lever 9's op (its torch form on the CPU, its kernels on CUDA) against the model's expression: q, k, v within
     the eager expression's bf16 roundings; the gradients of qkv (now one tensor), ve and (λ₀, λ₁) at least as close
     to float64 as the eager model's own."""
-    from train.qk_rope import attention_inputs
-
     qkv, ups, cos, sin, H, hd = inputs(device)
     g = torch.Generator().manual_seed(6)
     ups.append(torch.randn(qkv.size(0), H, hd, generator=g).bfloat16().to(device))
@@ -202,11 +130,10 @@ def test_attention_inputs_match_the_models_expression(device, with_ve):
         assert ours[2][1].item() == 0
 
 
-def test_the_model_with_qkv_grad_in_place_trains_as_without():
-    """Config qkv_grad_in_place (lever 9) where the kernels run (made true here: the op's torch form on the CPU):
-    the op in every attention layer, the same loss and the same gradients to bf16 rounding as the two-op path."""
-    import dataclasses
-
+def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
+    """GPT's attention takes q, k and v from the op where it runs its kernels (made true here, so the CPU takes the
+    op's torch form); with the model's expression swapped in for it, the same loss and the same gradients to bf16
+    rounding."""
     import train.model
     from train import qk_rope
 
@@ -215,38 +142,39 @@ def test_the_model_with_qkv_grad_in_place_trains_as_without():
     inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
     args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
             torch.tensor(0.1))
+    expression = model_expression(rms_norm)
     results, calls = [], []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(train.model, "runs_triton", lambda q: True)
-        mp.setattr(train.model, "attention_inputs", lambda *a: calls.append(1) or qk_rope.attention_inputs(*a))
-        for on in (False, True):
-            torch.manual_seed(0)
-            model = GPT(dataclasses.replace(cfg, qkv_grad_in_place=on))
-            with torch.no_grad():  # nonzero everywhere, so that every gradient is tested
-                for p in model.parameters():
-                    p.add_(torch.randn_like(p) * 0.02)
-            loss = model(*args)
-            loss.backward()
-            results.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    monkeypatch.setattr(train.model, "runs_triton", lambda q: True)
+    for form in ("op", "expression"):
+        monkeypatch.setattr(train.model, "attention_inputs", (
+            lambda *a: calls.append(1) or qk_rope.attention_inputs(*a)) if form == "op" else (
+            lambda qkv, ve, sa, cos, sin: (*expression(qkv, ve, sa, cos, sin), None)))
+        torch.manual_seed(0)
+        model = GPT(cfg)
+        with torch.no_grad():  # nonzero everywhere, so that every gradient is tested
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+        loss = model(*args)
+        loss.backward()
+        results.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
     assert len(calls) == sum(spec.has_attn for spec in model.plan) > 0
-    (loss0, g0), (loss1, g1) = results
-    assert loss1 == pytest.approx(loss0, rel=1e-5)
-    for name in g0:
-        a, b = g1[name].float(), g0[name].float()
+    (loss_op, g_op), (loss_expr, g_expr) = results
+    assert loss_op == pytest.approx(loss_expr, rel=1e-5)
+    for name in g_op:
+        a, b = g_op[name].float(), g_expr[name].float()
         assert ((a - b).norm() <= 2e-2 * b.norm() + 1e-6).item(), name
 
 
 def test_attention_inputs_compile_with_their_kernels_on_cuda():
-    """Inductor traces lever 9's triton_ops: q, k, v and dqkv the same bits as the eager op, with and without ve
-    (1/rms: the two-plane op's test above). Fails when the backward kernel takes its one output as three arguments:
-    Inductor's functional form kept only the last argument's writes and lost the q and k planes (2026-12-04,
-    docs/device-runs/2026-12-04-h200-lever9-layer). dve = λ₁·dv, now the kernel's, is compared with the compiled
-    model expression's (Inductor rounds that product once; eager torch otherwise: 8,718 of 18,432 elements apart
-    there); λ's gradients are float32 sums of the kernel's per-program partials, where the model's graph rounds them
-    to bf16."""
+    """Inductor traces the triton_ops: q, k, v, 1/rms and dqkv the same bits as the eager op, with and without ve.
+    Fails with eps a run-time argument of the forward kernel: Inductor types a float argument fp64 (3 q and k
+    elements one bf16 step apart on an H200, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt). Fails when the
+    backward kernel takes its one output as three arguments: Inductor's functional form kept only the last
+    argument's writes and lost the q and k planes (2026-12-04, docs/device-runs/2026-12-04-h200-lever9-layer).
+    dve = λ₁·dv, the kernel's, is compared with the compiled model expression's (Inductor rounds that product once;
+    eager torch otherwise: 8,718 of 18,432 elements apart there); λ's gradients are float32 sums of the kernel's
+    per-program partials, where the model's graph rounds them to bf16."""
     cuda_or_skip()
-    from train.qk_rope import attention_inputs
-
     qkv, ups, cos, sin, H, hd = inputs("cuda")
     T = qkv.size(0)
     g = torch.Generator().manual_seed(7)
@@ -261,6 +189,9 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda():
             for fn in (ours, torch.compile(ours, fullgraph=True), torch.compile(model, fullgraph=True)))
         apart = {name: (a != b).sum().item() for name, a, b in zip(
             ("q", "k", "v", "dqkv"), (*eager_out, eager[0]), (*compiled_out, compiled[0]))}
+        rstd = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[3]  # noqa: E731
+        x = qkv.view(T, 3 * H, hd)
+        apart["rstd"] = (rstd(x, e, sa) != torch.compile(rstd, fullgraph=True)(x, e, sa)).sum().item()
         assert all(n == 0 for n in apart.values()), f"elements apart, eager and compiled: {apart}"
         if e is not None:
             assert torch.equal(compiled[1], model_compiled[1])
@@ -274,20 +205,20 @@ def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
     """Compiled for sm_90a (no GPU needed): each mode keeps only its own stores. Where a mode does not write an
     argument, the launch passes an input it only reads (never an output twice: the bug of 2026-12-04), and Inductor
     takes any argument the kernel's code stores to for a mutated one, so a store left in would mean a copy of that
-    input per call. Two-plane: dq and dk's two halves; lever 9 adds λ₀·dv's halves and λ₀'s partial sum, and with
-    ve dve's halves and λ₁'s sum (a constant 0 without)."""
+    input per call. Without ve: dq's, dk's and λ₀·dv's halves, λ₀'s partial sum and λ₁'s (a constant 0); with ve
+    also dve's halves."""
     from benchmarks.xent_sass import _compile
     from train.qk_rope_kernel import backward_kernel
 
-    pointers = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dq_in", "dk_in", "dve_out"), "*bf16")
+    pointers = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out"), "*bf16")
     pointers |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part"), "*fp32")
     ints = dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
                           "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
-    modes = dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "MIX_V", "HAS_VE"), "constexpr")
+    modes = dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "HAS_VE"), "constexpr")
     signature = {name: {**pointers, **ints, **modes}[name] for name in backward_kernel.arg_names}
     stores = {}
-    for mix, ve in ((False, False), (True, False), (True, True)):
-        kernel = _compile(backward_kernel, signature, dict(H=6, HALF=64, BLOCK_R=64, FAST=True, MIX_V=mix, HAS_VE=ve),
-                          [], num_warps=4)
-        stores[mix, ve] = kernel.asm["ttir"].count("tt.store")
-    assert stores == {(False, False): 2, (True, False): 6, (True, True): 8}
+    for ve in (False, True):
+        kernel = _compile(backward_kernel, signature, dict(H=6, HALF=64, BLOCK_R=64, FAST=True, HAS_VE=ve), [],
+                          num_warps=4)
+        stores[ve] = kernel.asm["ttir"].count("tt.store")
+    assert stores == {False: 6, True: 8}

@@ -31,8 +31,7 @@ for M, D in ((256, 64), (200, 64)):   # 200: a row tile that the descriptors cut
     got, want = launch(grad_y, proj, pre, 0), reference(grad_y, proj, pre)
     far = ((got.float() - want.float()).abs() > want.float().abs() * 2 ** -9).sum().item()
     out[f"{M}x{D}"] = dict(flips=(got != want).sum().item() / want.numel(), beyond_one_step=far,
-                           zeros_kept=bool((got[pre <= 0] == 0).all()),
-                           pre_early_same=torch.equal(launch(grad_y, proj, pre, 0, pre_early=True), got))
+                           zeros_kept=bool((got[pre <= 0] == 0).all()))
 print(out)
 """
 
@@ -40,7 +39,7 @@ print(out)
 @needs_triton
 def test_the_kernel_in_the_interpreter_equals_its_torch_form():
     for shape, r in run_interpreted("-c", INTERPRETED).items():
-        assert r["flips"] < 0.01 and r["beyond_one_step"] == 0 and r["zeros_kept"] and r["pre_early_same"], (shape, r)
+        assert r["flips"] < 0.01 and r["beyond_one_step"] == 0 and r["zeros_kept"], (shape, r)
 
 
 def mlp_inputs(device: str, dtype: torch.dtype, T: int = 96, D: int = 64):
@@ -140,10 +139,10 @@ def shared_bytes_on_sm90a(M: int, N: int, K: int) -> int:
     tiles = -(-M // bm) * -(-N // bn)
     signature = {"a_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bk},{bn}]>",
                  "pre_desc": f"tensordesc<bf16[{bm},{bn}]>", "out_desc": f"tensordesc<bf16[{bm},{bn}]>",
-                 **dict.fromkeys(("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS",
-                                  "FLATTEN", "PRE_EARLY"), "constexpr")}
+                 **dict.fromkeys(("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS"),
+                                 "constexpr")}
     constants = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                     NUM_PROGRAMS=min(132, tiles), FLATTEN=False, PRE_EARLY=False)
+                     NUM_PROGRAMS=min(132, tiles))
     src = triton.compiler.ASTSource(fn=relu2_grad_kernel, signature=signature, constexprs=constants)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=WARPS, num_stages=STAGES)).metadata.shared

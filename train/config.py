@@ -72,15 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 9, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
-    # deleted: where train/'s Triton kernels run, QK-norm, rotary and the value mix as one op whose backward writes
-    # the QKV projection's gradient whole, where autograd otherwise concatenates three (train/qk_rope.py)
-    qkv_grad_in_place: bool = False
-    # issue 41, lever 11, off until measured end to end, then kept without a switch or deleted: each block's residual
-    # add as a sum in float32 rounded once, the values of `x + delta` in eager, which Inductor cannot fold into the
-    # GEMM that makes delta (folded, addmm first copies x into its output: 136 copies of 75.5 MB per step at world
-    # size 1; train/model.py's Block.add)
-    residual_outside_gemm: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

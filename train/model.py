@@ -21,7 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
-from train.qk_rope import attention_inputs, qk_norm_rope, rotary
+from train.qk_rope import attention_inputs, rotary
 from train.relu2_grad import record_mlp, relu2_mlp
 from train.xent_triton import runs_triton
 
@@ -100,7 +100,6 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
-    qkv_grad_in_place: bool = False  # config `qkv_grad_in_place` (issue 41's lever 9)
 
 
 class Attention(nn.Module):
@@ -120,14 +119,11 @@ class Attention(nn.Module):
         T, H = x.size(0), self.num_heads
         w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1)  # (T, 3H, hd)
-        if shared.qkv_grad_in_place and runs_triton(qkv):  # one op; its backward writes dL/dqkv whole
-            q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin)
-        else:
+        if runs_triton(qkv):  # QK-norm, rotary and the value mix as one op whose backward writes dL/dqkv whole
+            q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin)  # (train/qk_rope.py)
+        else:  # QK-norm, rotary, the value mix
             q, k, v = qkv.chunk(3, dim=1)
-            if runs_triton(q):  # QK-norm and rotary as one Triton pass each way (train/qk_rope.py): the same values
-                q, k, _ = qk_norm_rope(q, k, shared.cos, shared.sin)
-            else:  # QK-norm
-                q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)
+            q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)
             v = sa_lambdas[0] * v + sa_lambdas[1] * ve.view_as(v) if ve is not None else sa_lambdas[0] * v
         y = attention(q, k, v, shared.doc_bounds, window, shared.scale, backend=shared.backend,
                       max_seqlen=shared.max_seqlen)  # (T, H, hd)
@@ -153,9 +149,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, residual_outside_gemm: bool = False):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
         super().__init__()
-        self.spec, self.residual_outside_gemm = spec, residual_outside_gemm
+        self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
         self.mlp = MLP(dim) if spec.has_mlp else None
 
@@ -163,10 +159,9 @@ class Block(nn.Module):
         """x + delta, delta a GEMM's output (T, D). Inductor rewrites `x + mm` as one addmm, whose beta = 1 GEMM
         needs x in its output buffer first: a copy of x (75.5 MB, 37 us at the record's shape) per block. Written
         as a float32 sum rounded once, the values eager gives `x + delta`, it stays a pointwise add that fuses
-        into the next kernel; folded, the GEMM's sum is rounded once where eager rounds delta first."""
-        if self.residual_outside_gemm:
-            return (x.float() + delta.float()).type_as(x)
-        return x + delta
+        into the next kernel; folded, the GEMM's sum is rounded once where eager rounds delta first. Issue 41's
+        lever 11: 593.7 against 596.3 ms per step at world size 1 (0.9956, 3 + 3 runs; train/BENCHMARKS.md)."""
+        return (x.float() + delta.float()).type_as(x)
 
     def forward(self, x: Tensor, x0: Tensor, lambdas: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window,
                 shared: AttnInputs) -> Tensor:
@@ -204,8 +199,7 @@ class GPT(nn.Module):
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
         self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, residual_outside_gemm=cfg.residual_outside_gemm)
-                                     for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the
@@ -255,8 +249,7 @@ class GPT(nn.Module):
         sa_lambdas = self.scalars[3 * L:5 * L].view(L, 2)
         shared = AttnInputs(doc_bounds=doc_bounds, cos=self.yarn.cos, sin=self.yarn.sin, scale=attn_scale,
                             backend=self.attention_backend,
-                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot,
-                            qkv_grad_in_place=self.cfg.qkv_grad_in_place)
+                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot)
         half, skips = L // 2, []
         for i in range(1, L):
             spec = self.plan[i]

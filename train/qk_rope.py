@@ -1,19 +1,22 @@
-"""QK-norm and rotary as one Triton pass each way that Inductor can see (issue 41, lever 2; train/model.py).
+"""QK-norm, rotary and the value mix as one Triton pass each way that Inductor can see (issue 41, levers 2 and 9).
 
-    from train.qk_rope import qk_norm_rope
-    q, k, rstd = qk_norm_rope(q, k, cos, sin)   # (T, H, hd) bf16 views of the QKV projection -> contiguous q, k
+    from train.qk_rope import attention_inputs
+    q, k, v, rstd = attention_inputs(qkv, ve, sa, cos, sin)   # the QKV projection (T, 3H, hd) bf16 -> q, k, v
 
-The record's attention normalises q and k (F.rms_norm over each head's channels) and rotates them (RoPE on
-channel pairs i, i + hd/2; cos, sin (>= T, hd/2)). An earlier form (issue 28, in git history before it) wrapped
-hand kernels in an opaque custom op: the kernels alone were faster than the compiled record (0.394 against 0.556
-ms per layer forward + backward) but the op measured 0.607 and 4 ms per step slower end to end. Here both
-directions are `torch.library.triton_op`s, whose kernels Inductor traces into its own graph (wrap_triton) instead
-of calling around an opaque boundary; measured 4.0 ms per step faster end to end at world size 1 on an H200
-(train/BENCHMARKS.md, 2026-12-03). The arithmetic is the compiled record's: float32 statistics, the normalised
-row rounded to bf16 (F.rms_norm's output dtype), the rotation in float32 rounded once; the backward in float32,
-rounded once. CPU tensors, and anything but bf16, take `reference` / `reference_backward` (torch), which the
-kernels are checked against (tests/test_train_qk_rope.py, on the CPU in Triton's interpreter); the model calls the
-op only where the kernels run (train/xent_triton.py's `runs_triton`).
+The record's attention takes q, k and v as chunks of one QKV projection, normalises q and k (F.rms_norm over each
+head's channels), rotates them (RoPE on channel pairs i, i + hd/2; cos, sin (>= T, hd/2)) and mixes the values,
+v = λ₀·v + λ₁·ve. An earlier form (issue 28, in git history before it) wrapped hand kernels for QK-norm and rotary
+in an opaque custom op: the kernels alone were faster than the compiled record (0.394 against 0.556 ms per layer
+forward + backward) but the op measured 0.607 and 4 ms per step slower end to end. Here both directions are
+`torch.library.triton_op`s, whose kernels Inductor traces into its own graph (wrap_triton) instead of calling
+around an opaque boundary. Measured end to end at world size 1 on an H200 (train/BENCHMARKS.md): QK-norm and
+rotary alone, 4.0 ms per step faster (lever 2, 2026-12-03); with the value mix and the projection's gradient
+written whole by the backward kernel, 7.8 ms per step faster again (lever 9, 2026-12-04). The arithmetic is the
+compiled record's: float32 statistics, the normalised row rounded to bf16 (F.rms_norm's output dtype), the
+rotation and the mix in float32 rounded once; the backward in float32, rounded once. CPU tensors, and anything but
+bf16, take the `reference*` functions (torch), which the kernels are checked against (tests/test_train_qk_rope.py,
+on the CPU in Triton's interpreter); the model calls the op only where the kernels run (train/xent_triton.py's
+`runs_triton`).
 """
 
 from __future__ import annotations
@@ -74,105 +77,59 @@ def _traced(kernel, fast: bool):
     return wrap_triton(kernel) if fast else kernel
 
 
-def launch(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, fast: bool, v: Tensor | None = None,
-           ve: Tensor | None = None, sa: Tensor | None = None) -> tuple[Tensor, ...]:
-    """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors). With v and sa also the
-    mixed values λ₀·v + λ₁·ve (ve optional), returned third."""
+def launch(q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, fast: bool
+           ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors): q, k, v (T, H, hd) views
+    of the projection, ve (T, H·hd) or None -> q, k normalised and rotated, the mixed v, each (T, H, hd) contiguous,
+    and (T, 2H) float32 1/rms."""
     from train.qk_rope_kernel import forward_kernel  # imports Triton: at the first launch only
 
     T, H, hd = q.shape
-    mix = v is not None
-    q, k, *rest = _same_layout(q, k, *([v] if mix else []))
-    v = rest[0] if mix else q
+    q, k, v = _same_layout(q, k, v)
     ve = ve.reshape(T, H, hd) if ve is not None else None
-    outs = [q.new_empty(T, H, hd) for _ in range(3 if mix else 2)]
+    q_out, k_out, v_out = (q.new_empty(T, H, hd) for _ in range(3))
     rstd = q.new_empty(T, 2 * H, dtype=torch.float32)
-    # arguments the kernel does not use get inputs it only reads, never an output a second time (see backward)
-    _traced(forward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 3 if mix else 2)](
-        q, k, v, v if ve is None else ve, cos if sa is None else sa, cos, sin, outs[0], outs[1],
-        outs[2] if mix else q, rstd, T,
-        q.stride(0), q.stride(1), 0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R,
-        FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
-    return (*outs, rstd)
+    _traced(forward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 3)](
+        q, k, v, v if ve is None else ve, sa, cos, sin, q_out, k_out, v_out, rstd, T, q.stride(0), q.stride(1),
+        0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, HAS_VE=ve is not None,
+        num_warps=WARPS)
+    return q_out, k_out, v_out, rstd
 
 
-def launch_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor,
-                    fast: bool, dv: Tensor | None = None, sa: Tensor | None = None, v: Tensor | None = None,
-                    ve: Tensor | None = None) -> tuple[Tensor, ...]:
-    """The backward kernel: dL/dq, dL/dk of the inputs, each (T, H, hd) contiguous. With dv, sa and v (the
-    projection's third plane) instead: the gradient of the whole (T, 3H, hd) QKV projection, λ₀·dv as its third
-    plane, in one tensor; dL/dve = λ₁·dv (T, H, hd) (with ve; else an empty tensor); and dL/d(λ₀, λ₁) (2,) float32."""
+def launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None,
+                    cos: Tensor, sin: Tensor, rstd: Tensor, sa: Tensor, fast: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward kernel, from dL/dq, dL/dk, dL/dv of launch's outputs: the gradient of the whole (T, 3H, hd) QKV
+    projection in one tensor, QK-norm's and rotary's backward in its first two planes and λ₀·dv in its third;
+    dL/dve = λ₁·dv (T, H, hd) (an empty tensor without ve); and dL/d(λ₀, λ₁) (2,) float32."""
     from train.qk_rope_kernel import backward_kernel
 
     T, H, hd = q.shape
-    mix = dv is not None
-    q, k, *rest = _same_layout(q, k, *([v] if mix else []))
+    q, k, v = _same_layout(q, k, v)
     dq, dk = _same_layout(dq, dk)  # from the attention kernel's backward: read through its strides
+    dv = dv if dv.stride(2) == 1 else dv.contiguous()
+    ve = ve.reshape(T, H, hd).contiguous() if ve is not None else None
     blocks = triton_cdiv(T * H, BLOCK_R)
-    if not mix:
-        outs = [q.new_empty(T, H, hd) for _ in range(2)]
-        planes, plane_offset, out_stride, dve, lam_part = outs, 0, H * hd, q, rstd
-    else:  # one tensor passed once (the kernel's docstring says why), each plane at its offset
-        dv = dv if dv.stride(2) == 1 else dv.contiguous()
-        ve = ve.reshape(T, H, hd).contiguous() if ve is not None else None
-        dve = q.new_empty(T, H, hd) if ve is not None else dv  # dv: read only, where there is no ve
-        lam_part = torch.empty(blocks, 2, dtype=torch.float32, device=q.device)
-        outs = [q.new_empty(T, 3 * H, hd)]
-        planes, plane_offset, out_stride = [outs[0], dq], H * hd, 3 * H * hd
-    # arguments the kernel does not use get inputs it only reads, never an output a second time
-    v = rest[0] if mix else q
-    g_v = dv if mix else dq
-    e = v if ve is None else ve
-    _traced(backward_kernel, fast)[(blocks, 3 if mix else 2)](
-        dq, dk, g_v, dq.stride(0), dq.stride(1), g_v.stride(0), g_v.stride(1), q, k, v, e, q.stride(0), q.stride(1),
-        e.stride(0), cos, sin, rstd, cos if sa is None else sa, *planes, dve, lam_part, plane_offset, out_stride, T,
-        H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, MIX_V=mix, HAS_VE=ve is not None, num_warps=WARPS)
-    if not mix:
-        return tuple(outs)
-    return outs[0], dve if ve is not None else dv.new_empty(0), lam_part.sum(0)
+    dqkv = q.new_empty(T, 3 * H, hd)  # one tensor passed once (the kernel's docstring says why)
+    dve = q.new_empty(T, H, hd) if ve is not None else dv  # without ve: dv, an input the kernel only reads
+    lam_part = torch.empty(blocks, 2, dtype=torch.float32, device=q.device)
+    e = v if ve is None else ve  # likewise read only
+    _traced(backward_kernel, fast)[(blocks, 3)](
+        dq, dk, dv, dq.stride(0), dq.stride(1), dv.stride(0), dv.stride(1), q, k, v, e, q.stride(0), q.stride(1),
+        e.stride(0), cos, sin, rstd, sa, dqkv, dve, lam_part, H * hd, 3 * H * hd, T, H=H, HALF=hd // 2,
+        BLOCK_R=BLOCK_R, FAST=fast, HAS_VE=ve is not None, num_warps=WARPS)
+    return dqkv, dve if ve is not None else dv.new_empty(0), lam_part.sum(0)
 
 
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@triton_op("repro_train::qk_norm_rope", mutates_args={})
-def qk_norm_rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """q, k (T, H, hd) -> normalised and rotated q, k (T, H, hd) contiguous, (T, 2H) float32 1/rms."""
-    if runs_triton(q):
-        return launch(q, k, cos, sin, fast=True)
-    return reference(q, k, cos, sin)
-
-
-@triton_op("repro_train::qk_norm_rope_backward", mutates_args={})
-def qk_norm_rope_backward(dq: Tensor, dk: Tensor, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, rstd: Tensor
-                          ) -> tuple[Tensor, Tensor]:
-    if runs_triton(q):
-        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True)
-    return reference_backward(dq, dk, q, k, cos, sin, rstd)
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    q, k, cos, sin = inputs
-    ctx.save_for_backward(q, k, cos, sin, output[2])
-
-
-def _backward(ctx, dq: Tensor, dk: Tensor, _grad_rstd: Tensor):
-    q, k, cos, sin, rstd = ctx.saved_tensors
-    dq_in, dk_in = qk_norm_rope_backward(dq, dk, q, k, cos, sin, rstd)
-    return dq_in, dk_in, None, None
-
-
-qk_norm_rope.register_autograd(_backward, setup_context=_setup_context)
-
-
-# ---- issue 41's lever 9 (config `qkv_grad_in_place`, off until measured): the value mix too, and the projection's
-# gradient written whole. The record's attention takes q, k, v as chunks of one (T, 3H, hd) projection, so autograd
-# puts their three gradients together with a copy (cat) before the projection's backward: 450 MB read and written
-# per layer and micro-step at the record's size, 108 µs on an H200 (docs/device-runs/2026-12-04-h200-lever6-profile).
-# Here the backward kernel writes dq and dk into their planes of that one tensor and λ₀·dv into the third; the same
-# programs write dL/dve = λ₁·dv and sum dL/dλ, which Inductor otherwise does in two more passes over dv, v and ve
-# (2026-12-04's second profile: 3.9 ms per step).
+# ---- the value mix, and the projection's gradient written whole (lever 9). Autograd would put the three gradients
+# of q, k and v, chunks of one projection, together with a copy (cat) before the projection's backward: 450 MB read
+# and written per layer and micro-step at the record's size, 108 µs on an H200
+# (docs/device-runs/2026-12-04-h200-lever6-profile). Here the backward kernel writes dq and dk into their planes of
+# that one tensor and λ₀·dv into the third; the same programs write dL/dve = λ₁·dv and sum dL/dλ, which Inductor
+# otherwise does in two more passes over dv, v and ve (3.9 ms per step, 2026-12-04's second profile).
 
 def reference_mix(v: Tensor, ve: Tensor | None, sa: Tensor) -> Tensor:
     """λ₀·v + λ₁·ve (λ₀·v without ve), (T, H, hd) contiguous in v's dtype: float32 products and sum rounded once,
@@ -190,7 +147,7 @@ def attention_inputs(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, si
     rotated, v = λ₀·v + λ₁·ve, each (T, H, hd) contiguous, and (T, 2H) float32 1/rms."""
     q, k, v = qkv.chunk(3, dim=1)
     if runs_triton(qkv):
-        return launch(q, k, cos, sin, fast=True, v=v, ve=ve, sa=sa)
+        return launch(q, k, v, ve, sa, cos, sin, fast=True)
     q_out, k_out, rstd = reference(q, k, cos, sin)
     return q_out, k_out, reference_mix(v, ve, sa), rstd
 
@@ -214,7 +171,7 @@ def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, v
     for the first two planes, λ₀·dv for the third; dL/dve (T, H, hd), empty without ve; dL/dsa (2,) float32."""
     q, k, v = qkv.chunk(3, dim=1)
     if runs_triton(qkv):
-        return launch_backward(dq, dk, q, k, cos, sin, rstd, fast=True, dv=dv, sa=sa, v=v, ve=ve)
+        return launch_backward(dq, dk, dv, q, k, v, ve, cos, sin, rstd, sa, fast=True)
     dq_in, dk_in = reference_backward(dq, dk, q, k, cos, sin, rstd)
     return (torch.cat((dq_in, dk_in, reference_mix(dv, None, sa)), dim=1), *reference_mix_backward(dv, v, ve, sa))
 

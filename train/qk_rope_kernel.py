@@ -2,7 +2,7 @@
 
     from train.qk_rope_kernel import forward_kernel, backward_kernel      # needs Triton
 
-Grid (row blocks, planes): axis 1 picks queries (0), keys (1) and, with MIX_V, values (2). A program takes BLOCK_R
+Grid (row blocks, planes): axis 1 picks queries (0), keys (1) and values (2). A program takes BLOCK_R
 rows (token t = r // H, head h = r % H) of 2·HALF channels, read in two halves (the rotation pairs channel i with
 i + HALF). Arithmetic in float32, rounded to bf16 where the compiled record rounds; FAST=False is the form for
 Triton's interpreter. Inputs are read and outputs written through their strides (token, head; channels contiguous),
@@ -56,16 +56,16 @@ def _v_plane(src, ve, sa, dst, t, h, cols, m, stride_t, stride_h, ve_stride_t, o
 @triton.jit
 def forward_kernel(q, k, v, ve, sa, cos, sin, q_out, k_out, v_out, rstd_out, T, stride_t, stride_h, ve_stride_t,
                    eps: tl.constexpr, H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr,
-                   FAST: tl.constexpr, MIX_V: tl.constexpr, HAS_VE: tl.constexpr):
-    """q, k, v (T, H, 2·HALF) bf16 with strides (stride_t, stride_h, 1) -> q_out, k_out (and with MIX_V v_out =
-    λ₀·v + λ₁·ve, sa = (λ₀, λ₁), ve (T, H, 2·HALF) with token stride ve_stride_t when HAS_VE) (T, H, 2·HALF) bf16
+                   FAST: tl.constexpr, HAS_VE: tl.constexpr):
+    """q, k, v (T, H, 2·HALF) bf16 with strides (stride_t, stride_h, 1) -> q_out, k_out, v_out = λ₀·v + λ₁·ve
+    (sa = (λ₀, λ₁); ve (T, H, 2·HALF) with token stride ve_stride_t when HAS_VE, else λ₀·v) (T, H, 2·HALF) bf16
     contiguous, rstd_out (T, 2H) float32 (queries' heads, then keys'). eps is a constant: as a run-time float
     argument Inductor's launch typed it fp64, which promoted mean + eps to float64: one ulp off the eager launch's
     float32 in some rows (2026-12-03, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt)."""
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)  # (BLOCK_R,)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    if MIX_V and part == 2:
+    if part == 2:
         _v_plane(v, ve, sa, v_out, t, h, cols, m, stride_t, stride_h, ve_stride_t, H * 2 * HALF, HALF, HAS_VE, FAST)
     else:
         _qk_plane(q if part == 0 else k, q_out if part == 0 else k_out, rstd_out, cos, sin, rows, t, h, cols, m,
@@ -128,25 +128,24 @@ def _v_plane_backward(dv, v, ve, sa, dst, dve_out, lam_part, pid, t, h, cols, m,
 
 @triton.jit
 def backward_kernel(dq, dk, dv, g_stride_t, g_stride_h, dv_stride_t, dv_stride_h, q, k, v, ve, stride_t, stride_h,
-                    ve_stride_t, cos, sin, rstd, sa, dq_in, dk_in, dve_out, lam_part, plane_offset, out_stride_t, T,
+                    ve_stride_t, cos, sin, rstd, sa, dqkv, dve_out, lam_part, plane_offset, out_stride_t, T,
                     H: tl.constexpr, HALF: tl.constexpr, BLOCK_R: tl.constexpr, FAST: tl.constexpr,
-                    MIX_V: tl.constexpr, HAS_VE: tl.constexpr):
-    """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) -> dq_in, dk_in (T, H, 2·HALF) bf16 with
-    token stride out_stride_t: the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)),
-    x̂ = x·r. With MIX_V, dq_in is the whole (T, 3H, 2·HALF) gradient, plane p written from dq_in + p·plane_offset,
-    the third λ₀·dv (dv: strides dv_stride_t, dv_stride_h), and dk_in is not written: one tensor passed once,
-    since Inductor's functional form of a kernel's writes keeps one version per argument. The third plane's
-    programs also write λ₁·dv into dve_out when HAS_VE, and their sums of dv·v and dv·ve (v: the projection's third
-    plane, strides as q's; ve: token stride ve_stride_t) into lam_part (row blocks, 2) float32."""
+                    HAS_VE: tl.constexpr):
+    """dq, dk (T, H, 2·HALF) bf16 with strides (g_stride_t, g_stride_h, 1) and dv (strides dv_stride_t,
+    dv_stride_h) -> dqkv, the whole (T, 3H, 2·HALF) gradient (token stride out_stride_t, plane p from
+    dqkv + p·plane_offset: run-time arguments, since as constants the compiled code spilled more): in planes 0 and
+    1 the rotation's transpose, then RMS norm's backward dx = r·(dn - x̂·mean(dn·x̂)), x̂ = x·r; in plane 2 λ₀·dv.
+    One tensor passed once, since Inductor's functional form of a kernel's writes keeps one version per argument.
+    The third plane's programs also write λ₁·dv into dve_out when HAS_VE, and their sums of dv·v and dv·ve (v: the
+    projection's third plane, strides as q's; ve: token stride ve_stride_t) into lam_part (row blocks, 2) float32."""
     part = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     t, h, cols, m = rows // H, rows % H, tl.arange(0, HALF)[None, :], (rows < T * H)[:, None]
-    dk_plane = dq_in if MIX_V else dk_in  # with MIX_V, the planes of one tensor; dk_in is not written
-    if MIX_V and part == 2:
-        _v_plane_backward(dv, v, ve, sa, dq_in + 2 * plane_offset, dve_out, lam_part, tl.program_id(0), t, h, cols, m,
+    if part == 2:
+        _v_plane_backward(dv, v, ve, sa, dqkv + 2 * plane_offset, dve_out, lam_part, tl.program_id(0), t, h, cols, m,
                           dv_stride_t, dv_stride_h, stride_t, stride_h, ve_stride_t, out_stride_t, H, HALF, HAS_VE,
                           FAST)
     else:
-        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k,
-                           (dq_in if part == 0 else dk_plane) + part * plane_offset, cos, sin, rstd, rows, t, h, cols,
-                           m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H, HALF, FAST)
+        _qk_plane_backward(dq if part == 0 else dk, q if part == 0 else k, dqkv + part * plane_offset, cos, sin, rstd,
+                           rows, t, h, cols, m, g_stride_t, g_stride_h, stride_t, stride_h, out_stride_t, part, T, H,
+                           HALF, FAST)

@@ -38,17 +38,14 @@ def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return (2 * F.relu(pre.float()) * grad_h).to(pre.dtype)
 
 
-def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, tile: tuple[int, int, int] = TILE,
-           stages: int = STAGES, warps: int = WARPS, flatten: bool = False, pre_early: bool = False) -> Tensor:
-    """The kernel: programs > 0 persistent on that many programs, 0 one program per tile (the interpreter's). The
-    other arguments are the kernel's choices (train/relu2_grad_kernel.py), for benchmarks/relu2_gemm.py's
-    --variants; the op takes the defaults."""
+def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
+    """The kernel: programs > 0 persistent on that many programs, 0 one program per tile (the interpreter's)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from train.relu2_grad_kernel import relu2_grad_kernel  # imports Triton: at the first launch only
 
     (M, K), N = grad_y.shape, proj.size(1)
-    bm, bn, bk = tile
+    bm, bn, bk = TILE
     grad_y, proj, pre = grad_y.contiguous(), proj.contiguous(), pre.contiguous()
     out = torch.empty_like(pre)
     tiles = -(-M // bm) * -(-N // bn)
@@ -56,8 +53,8 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, tile: tuple
     descs = (TensorDescriptor.from_tensor(grad_y, [bm, bk]), TensorDescriptor.from_tensor(proj, [bk, bn]),
              TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]))
     relu2_grad_kernel[(persistent or tiles,)](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                              GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, FLATTEN=flatten,
-                                              PRE_EARLY=pre_early, num_stages=stages, num_warps=warps)
+                                              GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=STAGES,
+                                              num_warps=WARPS)
     return out
 
 

@@ -7,9 +7,6 @@ cuBLAS returns it, then the epilogue: out = 2·relu(pre)·acc, in float32, round
 record's ReLU² backward). NUM_PROGRAMS > 0: persistent, that many programs (the GPU's SMs) walk the output tiles,
 GROUP_M row tiles at a time so that their programs share B's columns in L2; 0: one program per tile, the form
 Triton's interpreter runs (its loops cannot start at a program id). benchmarks/relu2_gemm.py timed both forms.
-FLATTEN (persistent only) has Triton flatten the tile and K loops into one, so the next tile's first loads can be
-in flight during this tile's epilogue (K = 768 is 12 steps of 64, and each tile's pipeline otherwise fills and
-drains); PRE_EARLY loads pre's tile before the GEMM. Both off until benchmarks/relu2_gemm.py --variants times them.
 """
 
 import triton
@@ -18,35 +15,29 @@ import triton.language as tl
 
 @triton.jit
 def _tile(a_desc, b_desc, pre_desc, out_desc, tile, tiles_m: tl.constexpr, tiles_n: tl.constexpr, K: tl.constexpr,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-          PRE_EARLY: tl.constexpr):
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     group_size = GROUP_M * tiles_n
     first_m = (tile // group_size) * GROUP_M
     rows_in_group = min(tiles_m - first_m, GROUP_M)
     off_m = (first_m + (tile % group_size) % rows_in_group) * BLOCK_M
     off_n = ((tile % group_size) // rows_in_group) * BLOCK_N
-    if PRE_EARLY:  # pre's tile requested before the GEMM, so that its latency can hide behind it
-        pre = pre_desc.load([off_m, off_n])
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
         acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([k, off_n]), acc)
-    if not PRE_EARLY:
-        pre = pre_desc.load([off_m, off_n])
     grad_h = acc.to(pre_desc.dtype).to(tl.float32)  # (BLOCK_M, BLOCK_N): the bits torch.mm would hand over
-    r = tl.maximum(pre.to(tl.float32), 0.0)
+    r = tl.maximum(pre_desc.load([off_m, off_n]).to(tl.float32), 0.0)
     out_desc.store([off_m, off_n], (2.0 * r * grad_h).to(pre_desc.dtype))
 
 
 @triton.jit
 def relu2_grad_kernel(a_desc, b_desc, pre_desc, out_desc, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                      NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr, PRE_EARLY: tl.constexpr):
+                      NUM_PROGRAMS: tl.constexpr):
     tiles_m: tl.constexpr = (M + BLOCK_M - 1) // BLOCK_M
     tiles_n: tl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
     if NUM_PROGRAMS > 0:
-        for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN):
-            _tile(a_desc, b_desc, pre_desc, out_desc, tile, tiles_m, tiles_n, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                  PRE_EARLY)
+        for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS):
+            _tile(a_desc, b_desc, pre_desc, out_desc, tile, tiles_m, tiles_n, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _tile(a_desc, b_desc, pre_desc, out_desc, tl.program_id(0), tiles_m, tiles_n, K, BLOCK_M, BLOCK_N, BLOCK_K,
-              GROUP_M, PRE_EARLY)
+              GROUP_M)
