@@ -25,7 +25,9 @@ from torch import Tensor
 
 from train.xent_triton import runs_triton
 
-TILE = (128, 256, 64)  # BLOCK_M, BLOCK_N, BLOCK_K: the fastest of four shapes (benchmarks/relu2_gemm.py)
+# BLOCK_M, BLOCK_N, BLOCK_K: the fastest of four shapes (benchmarks/relu2_gemm.py). 128 × 128 tiles with 4 stages
+# and the loops flattened were 4 % faster alone and no faster end to end (lever 12, 2026-12-04, train/BENCHMARKS.md)
+TILE = (128, 256, 64)
 STAGES, WARPS, GROUP_M = 3, 8, 8
 # (M, N, K) for which Triton refused the kernel at its first launch (OutOfResources: before anything ran); each
 # is asked once per process, then goes straight to `reference`
