@@ -148,7 +148,7 @@ def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
     for form in ("op", "expression"):
         monkeypatch.setattr(train.model, "attention_inputs", (
             lambda *a: calls.append(1) or qk_rope.attention_inputs(*a)) if form == "op" else (
-            lambda qkv, ve, sa, cos, sin: (*expression(qkv, ve, sa, cos, sin), None)))
+            lambda qkv, ve, sa, cos, sin, warps: (*expression(qkv, ve, sa, cos, sin), None)))
         torch.manual_seed(0)
         model = GPT(cfg)
         with torch.no_grad():  # nonzero everywhere, so that every gradient is tested
@@ -165,7 +165,8 @@ def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
         assert ((a - b).norm() <= 2e-2 * b.norm() + 1e-6).item(), name
 
 
-def test_attention_inputs_compile_with_their_kernels_on_cuda():
+@pytest.mark.parametrize("warps", [4, 8])
+def test_attention_inputs_compile_with_their_kernels_on_cuda(warps):
     """Inductor traces the triton_ops: q, k, v, 1/rms and dqkv the same bits as the eager op, with and without ve.
     Fails with eps a run-time argument of the forward kernel: Inductor types a float argument fp64 (3 q and k
     elements one bf16 step apart on an H200, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt). Fails when the
@@ -182,14 +183,14 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda():
     ve = torch.randn(T, H * hd, generator=g).bfloat16().cuda()
     sa = torch.tensor([0.7, -0.3], device="cuda")
     for e in (ve, None):
-        ours = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[:3]  # noqa: E731
+        ours = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin, warps)[:3]  # noqa: E731
         model = lambda x, e_, lam: model_expression(rms_norm)(x, e_, lam, cos, sin)  # noqa: E731
         (eager_out, eager), (compiled_out, compiled), (_, model_compiled) = (
             mixed_grads(qkv, e, sa, ups, H, hd, fn, torch.bfloat16)
             for fn in (ours, torch.compile(ours, fullgraph=True), torch.compile(model, fullgraph=True)))
         apart = {name: (a != b).sum().item() for name, a, b in zip(
             ("q", "k", "v", "dqkv"), (*eager_out, eager[0]), (*compiled_out, compiled[0]))}
-        rstd = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[3]  # noqa: E731
+        rstd = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin, warps)[3]  # noqa: E731
         x = qkv.view(T, 3 * H, hd)
         apart["rstd"] = (rstd(x, e, sa) != torch.compile(rstd, fullgraph=True)(x, e, sa)).sum().item()
         assert all(n == 0 for n in apart.values()), f"elements apart, eager and compiled: {apart}"
@@ -222,3 +223,49 @@ def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
                           num_warps=4)
         stores[ve] = kernel.asm["ttir"].count("tt.store")
     assert stores == {False: 6, True: 8}
+
+
+def test_the_model_passes_lever_13s_warps_to_the_op(monkeypatch):
+    """Config qk_rope_warps_8 (lever 13): every attention layer's op gets 8 warps, 4 without it."""
+    import dataclasses
+
+    import train.model
+    from train import qk_rope
+
+    cfg = preset("tiny")
+    T = cfg.train_max_seq_len
+    args = (torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,)),
+            torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32), torch.tensor(0.1))
+    monkeypatch.setattr(train.model, "runs_triton", lambda q: True)
+    warps = []
+    monkeypatch.setattr(train.model, "attention_inputs", lambda *a: warps.append(a[5]) or qk_rope.attention_inputs(*a))
+    for on in (False, True):
+        GPT(dataclasses.replace(cfg, qk_rope_warps_8=on))(*args)
+    layers = sum(spec.has_attn for spec in GPT(cfg).plan)
+    assert warps == [4] * layers + [8] * layers
+
+
+@needs_triton
+def test_the_kernels_spill_at_4_warps_and_not_at_8():
+    """Lever 13's premise, compiled for sm_90a (no GPU needed): at the record's head size, with ve, both kernels
+    store registers to local memory at 4 warps per program (measured 28 forward and 288 backward STL, Triton
+    3.6.0, 2026-12-04) and none at 8."""
+    from benchmarks.xent_sass import _compile, _opcodes
+    from train.qk_rope_kernel import backward_kernel, forward_kernel
+
+    types = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out", "q_out", "k_out", "v_out"),
+                          "*bf16")
+    types |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part", "rstd_out"), "*fp32")
+    types |= dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
+                            "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
+    types |= dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "HAS_VE", "eps"), "constexpr")
+    spills = {}
+    for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel)):
+        constants = dict(H=6, HALF=64, BLOCK_R=64, FAST=True, HAS_VE=True)
+        if "eps" in kernel.arg_names:
+            constants["eps"] = EPS
+        for warps in (4, 8):
+            compiled = _compile(kernel, {a: types[a] for a in kernel.arg_names}, constants, [], num_warps=warps)
+            spills[name, warps] = _opcodes(compiled.asm["cubin"])["STL"]
+    assert spills[("forward", 4)] > 0 and spills[("backward", 4)] > 100, spills
+    assert spills[("forward", 8)] == 0 and spills[("backward", 8)] == 0, spills
