@@ -201,6 +201,23 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda(warps):
                                                                                              rtol=1e-2)
 
 
+def compiled_for_sm90a(kernel, warps: int = 4, **modes):
+    """One of train/qk_rope_kernel.py's kernels compiled for sm_90a (no GPU needed) at the record's head size, H = 6
+    heads, bf16 tensors, float32 tables and statistics, int32 strides."""
+    from benchmarks.xent_sass import _compile
+
+    types = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out", "q_out", "k_out", "v_out"),
+                          "*bf16")
+    types |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part", "rstd_out"), "*fp32")
+    types |= dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
+                            "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
+    types |= dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "HAS_VE", "eps"), "constexpr")
+    constants = dict(H=6, HALF=64, BLOCK_R=64, FAST=True, **modes)
+    if "eps" in kernel.arg_names:
+        constants["eps"] = EPS
+    return _compile(kernel, {a: types[a] for a in kernel.arg_names}, constants, [], num_warps=warps)
+
+
 @needs_triton
 def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
     """Compiled for sm_90a (no GPU needed): each mode keeps only its own stores. Where a mode does not write an
@@ -208,20 +225,9 @@ def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
     takes any argument the kernel's code stores to for a mutated one, so a store left in would mean a copy of that
     input per call. Without ve: dq's, dk's and λ₀·dv's halves, λ₀'s partial sum and λ₁'s (a constant 0); with ve
     also dve's halves."""
-    from benchmarks.xent_sass import _compile
     from train.qk_rope_kernel import backward_kernel
 
-    pointers = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out"), "*bf16")
-    pointers |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part"), "*fp32")
-    ints = dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
-                          "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
-    modes = dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "HAS_VE"), "constexpr")
-    signature = {name: {**pointers, **ints, **modes}[name] for name in backward_kernel.arg_names}
-    stores = {}
-    for ve in (False, True):
-        kernel = _compile(backward_kernel, signature, dict(H=6, HALF=64, BLOCK_R=64, FAST=True, HAS_VE=ve), [],
-                          num_warps=4)
-        stores[ve] = kernel.asm["ttir"].count("tt.store")
+    stores = {ve: compiled_for_sm90a(backward_kernel, HAS_VE=ve).asm["ttir"].count("tt.store") for ve in (False, True)}
     assert stores == {False: 6, True: 8}
 
 
@@ -250,22 +256,12 @@ def test_the_kernels_spill_at_4_warps_and_not_at_8():
     """Lever 13's premise, compiled for sm_90a (no GPU needed): at the record's head size, with ve, both kernels
     store registers to local memory at 4 warps per program (measured 28 forward and 288 backward STL, Triton
     3.6.0, 2026-12-04) and none at 8."""
-    from benchmarks.xent_sass import _compile, _opcodes
+    from benchmarks.xent_sass import _opcodes
+    from train.qk_rope import WARPS, WIDE_WARPS
     from train.qk_rope_kernel import backward_kernel, forward_kernel
 
-    types = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out", "q_out", "k_out", "v_out"),
-                          "*bf16")
-    types |= dict.fromkeys(("cos", "sin", "rstd", "sa", "lam_part", "rstd_out"), "*fp32")
-    types |= dict.fromkeys(("g_stride_t", "g_stride_h", "dv_stride_t", "dv_stride_h", "stride_t", "stride_h",
-                            "ve_stride_t", "plane_offset", "out_stride_t", "T"), "i32")
-    types |= dict.fromkeys(("H", "HALF", "BLOCK_R", "FAST", "HAS_VE", "eps"), "constexpr")
-    spills = {}
-    for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel)):
-        constants = dict(H=6, HALF=64, BLOCK_R=64, FAST=True, HAS_VE=True)
-        if "eps" in kernel.arg_names:
-            constants["eps"] = EPS
-        for warps in (4, 8):
-            compiled = _compile(kernel, {a: types[a] for a in kernel.arg_names}, constants, [], num_warps=warps)
-            spills[name, warps] = _opcodes(compiled.asm["cubin"])["STL"]
-    assert spills[("forward", 4)] > 0 and spills[("backward", 4)] > 100, spills
-    assert spills[("forward", 8)] == 0 and spills[("backward", 8)] == 0, spills
+    spills = {(name, warps): _opcodes(compiled_for_sm90a(kernel, warps, HAS_VE=True).asm["cubin"])["STL"]
+              for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel))
+              for warps in (WARPS, WIDE_WARPS)}
+    assert spills[("forward", WARPS)] > 0 and spills[("backward", WARPS)] > 100, spills
+    assert spills[("forward", WIDE_WARPS)] == 0 and spills[("backward", WIDE_WARPS)] == 0, spills
