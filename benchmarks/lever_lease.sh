@@ -12,13 +12,15 @@
 # DRY_RUN (lever_ab.sh's: plans the runs, no GPU; tests/test_lever_ab.py), LEASE_TREE and LEASE_DIR (the copy and
 # the results, /tmp/lever-tree and /tmp/lever-lease). Every call leaves $OUT/lever-lease.tgz
 # (all so far but compile caches) and prints progress. A call's wait ends early once the session is done.
+# The copy, the detached start, the waits and the collection are benchmarks/lease.sh's.
 set -uo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-T=${LEASE_TREE:-/tmp/lever-tree} R=${LEASE_DIR:-/tmp/lever-lease}
-BUDGET_S=${BUDGET_S:-1200} PROFILE_NEED_S=${PROFILE_NEED_S:-150}
+HERE=$(cd "$(dirname "$0")" && pwd)
+export LEASE_TREE=${LEASE_TREE:-/tmp/lever-tree} LEASE_DIR=${LEASE_DIR:-/tmp/lever-lease} LEASE_NAME=lever-lease \
+  LEASE_SHOW=lever-ab.txt BUDGET_S=${BUDGET_S:-1200} PROFILE_NEED_S=${PROFILE_NEED_S:-150}
 
-session() {  # the detached part, in the copy; its levers are the arguments
-  local start=$SECONDS
+session() {  # the detached part, in the copy (lease.sh's COMMAND); its levers are the arguments
+  local R=$LEASE_DIR start=$SECONDS
+  mkdir -p "$R/profile"
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     python3 -c "import torch, triton; print(torch.__version__, triton.__version__)"; } > "$R/gpus.csv" 2>&1
   if [ -n "${PRE:-}" ]; then
@@ -38,35 +40,12 @@ session() {  # the detached part, in the copy; its levers are the arguments
       --set data_cycle=true --set seed=301 "${sets[@]}" --profile "$R/profile" > "$R/profile.txt" 2>&1
     echo "profile rc $? after $((SECONDS - start)) s" >> "$R/progress.txt"
   fi
-  echo all-done >> "$R/progress.txt"
-}
-
-start() {
-  [ $# -gt 0 ] || { echo "usage: lever_lease.sh start SECONDS LEVER..." >&2; exit 2; }
-  rm -rf "$T" "$R" && mkdir -p "$T" "$R/profile" || exit 1
-  # the tree and the carried shards (.devcarry); not a virtual environment or git's objects (CPU tests, 2 GB)
-  tar -C "$REPO" --exclude=./.venv --exclude=./.git --exclude=./cache -cf - . | tar -C "$T" -xf - || exit 1
-  (cd "$T" && LEASE_DIR=$R LEASE_TREE=$T BUDGET_S=$BUDGET_S PROFILE_NEED_S=$PROFILE_NEED_S setsid nohup \
-    bash benchmarks/lever_lease.sh session "$@" > "$R/session.log" 2>&1 < /dev/null &)
-}
-
-collect() {
-  tar -czf "${OUT:-/tmp}/lever-lease.tgz" --exclude=cache -C "$(dirname "$R")" "$(basename "$R")"
-  tail -n 12 "$R/lever-ab.txt" "$R/progress.txt" 2> /dev/null
-}
-
-wait_s() {  # up to N seconds, sooner once the session is done
-  for _ in $(seq $(($1 / 5))); do
-    grep -qs all-done "$R/progress.txt" && return
-    sleep 5
-  done
 }
 
 case ${1:?start, poll or session} in
-  start) wait_for=${2:?seconds to wait}; shift 2; start "$@"; wait_s "$wait_for"; collect ;;
-  poll)  # a machine idle for 30 s is handed back, and the next call gets a fresh one with no session on it
-    [ -d "$R" ] || { echo "lever_lease.sh: no lease session on this machine ($R): it was handed back and this" \
-      "one is fresh; the runs so far are in the last call's lever-lease.tgz. Start again." >&2; exit 3; }
-    wait_s "${2:-540}"; collect ;;
+  start)
+    [ $# -gt 2 ] || { echo "usage: lever_lease.sh start SECONDS LEVER..." >&2; exit 2; }
+    wait_for=$2; shift 2; exec bash "$HERE/lease.sh" start "$wait_for" bash benchmarks/lever_lease.sh session "$@" ;;
+  poll) exec bash "$HERE/lease.sh" poll "${2:-540}" ;;
   session) shift; session "$@" ;;
 esac

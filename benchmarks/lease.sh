@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A device lease's long command, detached from a private copy of the tree (each device call re-syncs the working
+# tree under a running script), and collected by the calls that poll it (a machine idle for 30 s is handed back,
+# and the next call gets a fresh one: poll at once).
+#
+#   bash benchmarks/lease.sh start SECONDS COMMAND...   # first call: copy the tree, start COMMAND in the copy,
+#                                                       # wait up to SECONDS (sooner once it ends), collect
+#   bash benchmarks/lease.sh poll SECONDS               # each later call: wait, collect; exit 3 at once on a
+#                                                       # fresh machine (the session is gone with the last one)
+#
+# The full table of issue 41, native against the record in one lease (benchmarks/device_session.sh's phase one,
+# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1):
+#   bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one
+#
+# COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done",
+# end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches or compile
+# artifacts, and prints the tail of progress.txt and of LEASE_SHOW (a file under LEASE_DIR, where set).
+# Environment: LEASE_TREE (/tmp/lease-tree), LEASE_DIR (/tmp/lease), LEASE_NAME (lease). benchmarks/lever_lease.sh
+# is this with lever_ab.sh's session.
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+T=${LEASE_TREE:-/tmp/lease-tree} R=${LEASE_DIR:-/tmp/lease}
+
+start() {
+  [ $# -gt 0 ] || { echo "usage: lease.sh start SECONDS COMMAND..." >&2; exit 2; }
+  rm -rf "$T" "$R" && mkdir -p "$T" "$R" || exit 1
+  # the tree and the carried shards (.devcarry); not a virtual environment or git's objects (CPU tests, 2 GB)
+  tar -C "$REPO" --exclude=./.venv --exclude=./.git --exclude=./cache -cf - . | tar -C "$T" -xf - || exit 1
+  (cd "$T" && export LEASE_DIR=$R && setsid nohup bash -c \
+    '"$@" > "$LEASE_DIR/session.log" 2>&1; echo "session rc $?" >> "$LEASE_DIR/progress.txt"; echo all-done >> "$LEASE_DIR/progress.txt"' \
+    lease "$@" < /dev/null > /dev/null 2>&1 &)
+}
+
+collect() {
+  tar -czf "${OUT:-/tmp}/${LEASE_NAME:-lease}.tgz" --exclude=cache --exclude='artifacts-*.bin' \
+    -C "$(dirname "$R")" "$(basename "$R")"
+  tail -n 12 ${LEASE_SHOW:+"$R/$LEASE_SHOW"} "$R/progress.txt" 2> /dev/null || echo "(no progress yet)"
+}
+
+wait_s() {  # up to N seconds, sooner once the session is done
+  for _ in $(seq $(($1 / 5))); do
+    grep -qs all-done "$R/progress.txt" && return
+    sleep 5
+  done
+}
+
+case ${1:?start or poll} in
+  start) wait_for=${2:?seconds to wait}; shift 2; start "$@"; wait_s "$wait_for"; collect ;;
+  poll)
+    [ -d "$R" ] || { echo "lease.sh: no lease session on this machine ($R): it was handed back and this one is" \
+      "fresh; the results so far are in the last call's ${LEASE_NAME:-lease}.tgz. Start again." >&2; exit 3; }
+    wait_s "${2:-540}"; collect ;;
+  *) echo "lease.sh: start or poll, not $1" >&2; exit 2 ;;
+esac

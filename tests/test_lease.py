@@ -1,0 +1,55 @@
+"""benchmarks/lease.sh: a long command detached from a copy of the tree, waited on and collected by device calls.
+
+    .venv/bin/python -m pytest -q tests/test_lease.py
+
+Run here with a real detached process (setsid), as the device runs it; benchmarks/lever_lease.sh's use of it is in
+tests/test_lever_ab.py.
+"""
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def lease(tmp_path: Path, *args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OUT=str(tmp_path / "out"), LEASE_TREE=str(tmp_path / "tree"),
+               LEASE_DIR=str(tmp_path / "lease"), LEASE_NAME="table")
+    (tmp_path / "out").mkdir(exist_ok=True)
+    return subprocess.run(["bash", "benchmarks/lease.sh", *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def archived(tmp_path: Path) -> dict[str, bytes]:
+    with tarfile.open(tmp_path / "out" / "table.tgz") as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def test_the_command_runs_in_the_copy_and_its_results_come_back_without_caches(tmp_path):
+    script = ('pwd > "$LEASE_DIR/where.txt"; mkdir -p "$LEASE_DIR/ds/cache"; echo big > "$LEASE_DIR/ds/cache/x";'
+              'echo big > "$LEASE_DIR/ds/artifacts-record.bin"; echo row > "$LEASE_DIR/ds/summary.md"; exit 4')
+    done = lease(tmp_path, "start", "30", "bash", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "session rc 4" in done.stdout and "all-done" in done.stdout  # the wait ended with it, not at 30 s
+    files = archived(tmp_path)
+    assert files["lease/where.txt"].decode().strip() == str(tmp_path / "tree")  # the copy, not the checkout
+    assert files["lease/ds/summary.md"] == b"row\n"
+    assert not [name for name in files if "cache" in name or name.endswith(".bin")]
+    assert (tmp_path / "tree" / "benchmarks" / "lease.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
+
+
+def test_a_poll_waits_for_a_running_session_and_says_so_on_a_fresh_machine(tmp_path):
+    done = lease(tmp_path, "start", "5", "bash", "-c", 'sleep 15; echo late > "$LEASE_DIR/late.txt"')
+    assert done.returncode == 0 and "all-done" not in done.stdout, done.stdout  # back after its 5 s, still running
+    polled = lease(tmp_path, "poll", "40")
+    assert polled.returncode == 0 and "session rc 0" in polled.stdout, polled.stdout
+    assert archived(tmp_path)["lease/late.txt"] == b"late\n"
+    fresh = lease(tmp_path / "out", "poll", "540")  # another LEASE_DIR: nothing started there
+    assert fresh.returncode == 3 and "no lease session on this machine" in fresh.stderr
+
+
+def test_a_start_without_a_command_is_refused(tmp_path):
+    done = lease(tmp_path, "start", "30")
+    assert done.returncode == 2 and "usage: lease.sh start SECONDS COMMAND" in done.stderr
