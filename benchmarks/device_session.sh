@@ -44,8 +44,10 @@
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
 # one lease, 1,800 s of device time held 29 minutes at most, less the machine's start and the collection) is the
 # session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
-# everything). Cold, the default budget holds speed 3 + 3 and parity 4 + 4 (wave 1's second runs and the startup
-# options are dropped: the record's cold compile alone takes half the lease).
+# everything; but the caches measured 125-243 MB compressed, past what one call carries, so no lease has had them).
+# Cold, the default budget holds speed 3 + 3 and parity 5 + 5 (the startup options are dropped: the record's cold
+# compile alone takes half the lease). Started and polled by benchmarks/lease.sh:
+#   bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one   (then ... poll 540)
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
