@@ -101,7 +101,7 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
-    qk_warps: int = QK_WARPS  # train/qk_rope.py's kernels' warps per program (config qk_rope_warps_8: lever 13)
+    qk_warps: int  # train/qk_rope.py's kernels' warps per program (config qk_rope_warps_8: lever 13)
 
 
 class Attention(nn.Module):
