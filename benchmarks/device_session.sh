@@ -42,12 +42,14 @@
 #   DRY_RUN=1 bash benchmarks/device_session.sh RESULTS one     prints that plan with its times and what it drops,
 #                                                               and exits (no GPU, nothing copied)
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
-# one lease, 1,800 s of device time held 29 minutes at most, less the machine's start and the collection) is the
+# one lease, 1,800 s of device time held 29 minutes at most, less what the lease held before the session started,
+# LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start measured, and the collection) is the
 # session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
 # everything; but the caches measured 125-243 MB compressed, past what one call carries, so no lease has had them).
 # Cold, the default budget holds speed 3 + 3 and parity 5 + 5 (the startup options are dropped: the record's cold
 # compile alone takes half the lease). Started and polled by benchmarks/lease.sh:
-#   bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one   (then ... poll 540)
+#   LEASE_T0=<date +%s just before the call> bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh \
+#     /tmp/lease/ds one                                                                        (then ... poll 540)
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
@@ -70,7 +72,8 @@ shift
 PHASES=${*:-ws2 ws1}
 PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
 WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
-ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget)}
+# what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
+ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget ${LEASE_HELD_S:+--held-s "$LEASE_HELD_S"})}
 if [ "${DRY_RUN:-0}" = 1 ]; then  # the plan of phase one and its budget; nothing else
   "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}"; exit $?
 fi
@@ -240,7 +243,7 @@ one_gpu() {
   "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > "$R/plan.txt"
   ONE_PARITY=0; "${PLAN[@]}" has parity --budget-s "$ONE_BUDGET_S" "${WARM[@]}" && ONE_PARITY=1
   note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
-    "budget $ONE_BUDGET_S s; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"
+    "budget $ONE_BUDGET_S s${LEASE_HELD_S:+ (the lease had held $LEASE_HELD_S s)}; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"
   local diff=""
   if [ "${ONE_DIFF:-0}" = 1 ]; then  # not in the plan: its CPU load lengthens the record's cold compile
     ( diff_run 1 0 "$R/diff1" > "$R/diff1.txt" 2>&1; note "one: diff1 (defaults) device_diff exit $?" ) &

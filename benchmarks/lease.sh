@@ -9,12 +9,16 @@
 #                                                       # fresh machine (the session is gone with the last one)
 #
 # The full table of issue 41, native against the record in one lease (benchmarks/device_session.sh's phase one,
-# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1):
-#   bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one
+# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1), with the caller's clock when it made the call:
+#   LEASE_T0=1764851234 bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one
 #
 # COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done",
 # end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches or compile
-# artifacts, and prints the tail of progress.txt and of LEASE_SHOW (a file under LEASE_DIR, where set).
+# artifacts, and prints the tails of LEASE_SHOW (a file under LEASE_DIR, where set), of every progress.txt in a folder
+# below LEASE_DIR (a results folder's, as device_session.sh keeps) and of progress.txt.
+# LEASE_T0, where given (seconds since the epoch when the caller made the start call), gives COMMAND LEASE_HELD_S,
+# what the lease has held so far (the machine's start, 29-87 s measured, and the tree's copy): the session's time
+# budget is the lease's less that, not less the slowest start. A T0 late by the caller's delay only shortens it.
 # Environment: LEASE_TREE (/tmp/lease-tree), LEASE_DIR (/tmp/lease), LEASE_NAME (lease). benchmarks/lever_lease.sh
 # is this with lever_ab.sh's session.
 set -uo pipefail
@@ -26,15 +30,28 @@ start() {
   rm -rf "$T" "$R" && mkdir -p "$T" "$R" || exit 1
   # the tree and the carried shards (.devcarry); not a virtual environment or git's objects (CPU tests, 2 GB)
   tar -C "$REPO" --exclude=./.venv --exclude=./.git --exclude=./cache -cf - . | tar -C "$T" -xf - || exit 1
+  held_since "${LEASE_T0:-}"
   (cd "$T" && export LEASE_DIR=$R && setsid nohup bash -c \
     '"$@" > "$LEASE_DIR/session.log" 2>&1; echo "session rc $?" >> "$LEASE_DIR/progress.txt"; echo all-done >> "$LEASE_DIR/progress.txt"' \
     lease "$@" < /dev/null > /dev/null 2>&1 &)
 }
 
+held_since() {  # LEASE_T0 (the caller's clock when it made the device call) -> LEASE_HELD_S, the lease's time so far
+  [[ $1 =~ ^[0-9]+$ ]] || return 0
+  local held=$(($(date +%s) - $1))
+  # a clock off by minutes, or a stale T0, is no measurement: the session then assumes the slowest start
+  if [ "$held" -ge 0 ] && [ "$held" -le 600 ]; then export LEASE_HELD_S=$held
+  else echo "lease.sh: LEASE_T0 is $held s ago, not a start (0..600 s): ignored" >> "$R/progress.txt"; fi
+}
+
 collect() {
   tar -czf "${OUT:-/tmp}/${LEASE_NAME:-lease}.tgz" --exclude=cache --exclude='artifacts-*.bin' \
     -C "$(dirname "$R")" "$(basename "$R")"
-  tail -n 12 ${LEASE_SHOW:+"$R/$LEASE_SHOW"} "$R/progress.txt" 2> /dev/null || echo "(no progress yet)"
+  # the command's own progress.txt files (a results folder below LEASE_DIR), then the session's
+  local f shown=()
+  for f in ${LEASE_SHOW:+"$R/$LEASE_SHOW"} $(find "$R" -mindepth 2 -name progress.txt 2> /dev/null | sort) \
+    "$R/progress.txt"; do [ -f "$f" ] && shown+=("$f"); done
+  if [ ${#shown[@]} -gt 0 ]; then tail -n 12 "${shown[@]}"; else echo "(no progress yet)"; fi
 }
 
 wait_s() {  # up to N seconds, sooner once the session is done

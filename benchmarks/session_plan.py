@@ -5,19 +5,25 @@ starts, and the check made before each (record, native) pair.
                                                                         # exit 3: speed 3 + 3 does not fit
     python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
     python3 benchmarks/session_plan.py fits pair --left-s N            # exit 0: a pair started now can finish
+    python3 benchmarks/session_plan.py budget [--held-s N]             # the session's clock, in seconds
 
 One lease of `nvidia-h200`: 1,800 s of device time, the machine held 29 minutes at most (LEASE_CAP_S: the
 workplace hands it back at 30, and the minute's difference is the lease's margin). The machine's start, with the
-tree and 23 MB of shards carried, took 29 to 87 s in five fresh starts on 2026-12-04 (a call's held time less its
+tree and 23 MB of shards carried, took 29 to 87 s in six fresh starts on 2026-12-04 (a call's held time less its
 command's wall time); the last call's transfer back, about 15 s. The session runs detached and is polled by calls
 of at most 10 minutes each, so no one call's limit bounds it; the lease does. Its own clock therefore gets
-BUDGET_S = min(1800, 1740) - 90 - 20 s.
+min(1800, 1740) - HELD - 20 s, where HELD is what the lease had held when the session started: measured when the
+caller says when its device call began (benchmarks/lease.sh's LEASE_T0 gives the session LEASE_HELD_S), else the
+slowest start measured, 90 s (BUDGET_S = 1,630).
 
 Every item is gated the same way, in the plan and while it runs: it starts only when the clock's time left covers
-its *need* (the slowest measured run of its kind, times MARGIN) and the end's need after it; it then takes about
-its *expected* time (the median measured). A (record, native) pair is one item, so a cut never falls on one side.
-The startup options are pairs too, timed after wave 2 on the idle GPU, where wave 2's warm startups are measured:
-the same load for both programs and for the baseline they are compared with.
+its *need* (the slowest measured run of each of its kinds, and a pair's own overhead) and the end's need after it;
+it then takes about its *expected* time (the medians). The need has no factor on top (MARGIN 1.0): on 2026-12-04
+the slowest times times 1.1 left the third pair unstarted with 284 s on the clock, 12 s short, though the pair would
+have ended about 150 s inside the lease; the lease's own minute and the collection's 20 s are the margin. A
+(record, native) pair is one item, so a cut never falls on one side. The startup options are pairs too, timed after
+wave 2 on the idle GPU, where wave 2's warm startups are measured: the same load for both programs and for the
+baseline they are compared with.
 
 What the plan holds is chosen by priority, not by time order: the start, wave 1's first runs (they compile, and
 count for parity) and the end always; then speed (wave 2's 3 pairs, required: without them the plan does not fit),
@@ -25,12 +31,15 @@ then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then th
 pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
 higher one out is dropped before the session starts; `plan` prints what it drops. (Startup options the plan drops
 still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
-Cold, the clock must give 1,572 s for speed 3 + 3, 1,622 s with parity 5 + 5, 2,085 s with the startup options too:
-one cold lease holds speed and parity 5 + 5, and the startup options run only where the clock has them left.
+Cold, the clock must give 1,578 s for speed 3 + 3, 1,628 s with parity 5 + 5, 2,057 s with the startup options too:
+one cold lease holds speed and parity 5 + 5 at the medians, and the startup options run only where the clock has
+them left. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293, and the third
+pair then needed a clock of 1,661 s, which a lease has when its machine started in 59 s or less (LEASE_T0).
 
-The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one (80 steps, 524,288
-validation tokens, FlexAttention, world size 1), and its progress.txt for the start and the end. The record's two
-startup options never ran there: their figures are estimates (ESTIMATED), the budget the script gave them then.
+The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one and
+2026-12-04-h200-one-table (80 steps, 524,288 validation tokens, FlexAttention, world size 1), and their progress.txt
+for the start, the end and a pair's overhead. The record's artifacts option has never run: its figure is an estimate
+(ESTIMATED), the budget the script gave it on 2026-12-01.
 """
 
 from __future__ import annotations
@@ -42,30 +51,46 @@ import sys
 from dataclasses import dataclass
 
 DEVICE_S, LEASE_CAP_S, MACHINE_START_S, COLLECT_S = 1800, 29 * 60, 90, 20
-BUDGET_S = min(DEVICE_S, LEASE_CAP_S) - MACHINE_START_S - COLLECT_S
-MARGIN = 1.1
+MARGIN = 1.0
 
-# seconds per run, as measured on 2026-12-01 (h200-one); one tuple per kind
+
+def lease_budget_s(held_s: float = MACHINE_START_S) -> float:
+    """The session's clock: the lease's tighter bound, less what it held before the session started and the
+    collection after."""
+    return min(DEVICE_S, LEASE_CAP_S) - held_s - COLLECT_S
+
+
+BUDGET_S = lease_budget_s()
+
+# seconds per run as measured, one tuple per kind: 2026-12-01 (h200-one) first, then 2026-12-04 (h200-one-table)
 MEASURED: dict[str, tuple[float, ...]] = {
-    # the matmul rate (progress.txt 21:38:57 -> 21:39:05); the loss kernels' GPU check (23 s, to 21:39:28) now
-    # runs in wave 1 before native's runs, beside the record's compile, which starts at once
-    "start": (8.0,),
-    "end": (10.0,),  # summaries and the closing matmul (22:04:05 -> 22:04:15)
-    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s of it to its first timed step); native's check and run
-    # 1 (23 + 256.6 s) end well before
-    "wave1-cold": (802.7,),
+    # the matmul rate (21:38:57 -> 21:39:05; 12:28:30 -> 12:28:42); the loss kernels' GPU check (23 s) runs in wave
+    # 1 before native's runs, beside the record's compile, which starts at once
+    "start": (8.0, 12.0),
+    # the summaries and the closing matmul: 22:04:05 -> 22:04:15 (one summary then); 12:54:41 -> 12:55:02 (the
+    # parity summary and the startup list, 11 s, then the matmul)
+    "end": (10.0, 21.0),
+    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s of it to its first timed step; 733.6 s, 626.5 s); native's
+    # check and runs end well before
+    "wave1-cold": (802.7, 733.6),
     # what the second runs add to it: the record's run 2 starts at run 1's first timed step and takes 149.5 s
-    # (702.5 + 149.5 - 802.7); native's run 2 (107.1 s) still ends before
-    "wave1-cold-second": (49.3,),
-    # wave 1 on carried compile caches: record run 1 as a warm shared run (149.5 s); run 2 from its first timed
-    # step (89.4 s in) adds 89.4 s
-    "wave1-warm": (149.5,),
-    "wave1-warm-second": (89.4,),
-    "record": (155.1, 120.6, 132.2),  # warm, the GPU alone (wave 2)
-    "native": (96.2, 104.2),
-    "native-option": (65.8, 67.1),  # 6 steps: artifacts into empty caches, no AOTAutograd cache
+    # (702.5 + 149.5 - 802.7) and 158.6 s (626.5 + 158.6 - 733.6); native's run 2 still ends before
+    "wave1-cold-second": (49.3, 51.5),
+    # wave 1 on carried compile caches: record run 1 as a warm shared run; run 2 from its first timed step adds
+    # that step's time
+    "wave1-warm": (149.5, 158.6),
+    "wave1-warm-second": (89.4, 96.8),
+    "record": (155.1, 120.6, 132.2, 174.4, 131.4),  # warm, the GPU alone (wave 2)
+    "native": (96.2, 104.2, 109.4, 95.3),
+    # a wave-2 pair's time beyond its two runs' walls (sidebyside's start and summary; 2026-12-04 only, where each
+    # pair is its own call): 12:42:06 -> 12:46:59 is 293 s for 174.4 + 109.4, 12:46:59 -> 12:50:56 237 s for
+    # 131.4 + 95.3
+    "pair-overhead": (9.2, 10.3),
+    # 6 steps, on warm caches without the AOTAutograd cache (125.1 s), and artifacts into empty caches
+    "record-no-aot-cache": (125.1,),
+    "native-option": (65.8, 67.1, 68.3),
 }
-ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "record-no-aot-cache": 160.0}
+ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
 
 
 def expected_s(kind: str) -> float:
@@ -92,7 +117,7 @@ class Item:
         return round(sum(need_s(k) for k in self.parts), 1)
 
 
-PAIR = ("record", "native")
+PAIR = ("record", "native", "pair-overhead")
 OPTIONS = ("artifacts", "no-aot-cache")
 GROUPS = {  # after the base, in priority order: what each gives
     "speed": "speed 3 + 3 (wave 2's pairs)",
@@ -109,7 +134,7 @@ def items(warm: bool) -> list[Item]:
     out = [Item("start", ("start",), "base"), Item("wave 1 runs 1", (wave1,), "base"),
            Item("wave 1 runs 2", (f"{wave1}-second",), "parity")]
     out += [Item(f"wave 2 pair {i}", PAIR, "speed") for i in (1, 2, 3)]
-    out += [Item(f"startup {o}", (f"record-{o}", "native-option"), "startups") for o in OPTIONS]
+    out += [Item(f"startup {o}", (f"record-{o}", "native-option", "pair-overhead"), "startups") for o in OPTIONS]
     return out + [END]
 
 
@@ -177,7 +202,7 @@ def item_of(kind: str) -> Item:
     option = kind.removeprefix("option-")
     if kind == option or option not in OPTIONS:
         raise ValueError(f"{kind}: choose pair, " + ", ".join(f"option-{o}" for o in OPTIONS))
-    return Item(kind, (f"record-{option}", "native-option"), "startups")
+    return Item(kind, (f"record-{option}", "native-option", "pair-overhead"), "startups")
 
 
 def fits(kind: str, left_s: float) -> bool:
@@ -187,8 +212,9 @@ def fits(kind: str, left_s: float) -> bool:
 
 def render(planned: list[Planned], budget_s: float) -> str:
     lines = [f"budget {budget_s:.0f} s on the session's clock (lease: {DEVICE_S} s device time, held "
-             f"{LEASE_CAP_S} s at most, less a {MACHINE_START_S} s machine start and {COLLECT_S} s to collect); "
-             f"need = slowest measured x {MARGIN}, and the end's need after it",
+             f"{LEASE_CAP_S} s at most, less what it held when the session started, {MACHINE_START_S} s unless "
+             f"measured, and {COLLECT_S} s to collect); need = the slowest measured runs and a pair's overhead, "
+             f"and the end's need after it",
              f"{'item':<22} {'group':<9} {'starts':>7} {'expected':>9} {'need':>7}  verdict"]
     for p in planned:
         verdict = "runs" if p.runs else ("CUT (required)" if p.item.group in ("base", "speed") else "dropped")
@@ -209,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     for q in (p, h):
         q.add_argument("--budget-s", type=float, default=BUDGET_S)
         q.add_argument("--warm", action="store_true", help="the compile caches are carried: no cold compile")
-    sub.add_parser("budget", help="print the default budget (s)")
+    b = sub.add_parser("budget", help="print the session's budget (s)")
+    b.add_argument("--held-s", type=float, default=MACHINE_START_S,
+                   help="what the lease had held when the session started (default: the slowest start measured)")
     n = sub.add_parser("need", help="print the seconds one run of a kind needs to start (record, native, ...)")
     n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED}))
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
@@ -217,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--left-s", type=float, required=True)
     a = ap.parse_args(argv)
     if a.command == "budget":
-        print(BUDGET_S)
+        print(f"{lease_budget_s(a.held_s):.0f}")
         return 0
     if a.command == "need":
         print(need_s(a.kind))

@@ -9,14 +9,15 @@ tests/test_lever_ab.py.
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def lease(tmp_path: Path, *args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+def lease(tmp_path: Path, *args: str, timeout: int = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, OUT=str(tmp_path / "out"), LEASE_TREE=str(tmp_path / "tree"),
-               LEASE_DIR=str(tmp_path / "lease"), LEASE_NAME="table")
+               LEASE_DIR=str(tmp_path / "lease"), LEASE_NAME="table", **(env or {}))
     (tmp_path / "out").mkdir(exist_ok=True)
     return subprocess.run(["bash", "benchmarks/lease.sh", *args], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -53,3 +54,18 @@ def test_a_poll_waits_for_a_running_session_and_says_so_on_a_fresh_machine(tmp_p
 def test_a_start_without_a_command_is_refused(tmp_path):
     done = lease(tmp_path, "start", "30")
     assert done.returncode == 2 and "usage: lease.sh start SECONDS COMMAND" in done.stderr
+
+
+def test_the_start_gives_the_command_what_the_lease_held_and_a_poll_shows_nested_progress(tmp_path):
+    """LEASE_T0 (the caller's clock at its device call) becomes LEASE_HELD_S, the session's measured start; a T0
+    that cannot be a start is ignored with a line saying so. The command's own progress.txt, in a results folder
+    below LEASE_DIR as device_session.sh keeps it, is what the call prints (on 2026-12-04 it printed "(no progress
+    yet)" for 18 minutes)."""
+    script = 'mkdir -p "$LEASE_DIR/ds"; echo "held ${LEASE_HELD_S:-none}" > "$LEASE_DIR/ds/progress.txt"'
+    t0 = int(time.time()) - 40
+    done = lease(tmp_path, "start", "30", "bash", "-c", script, env={"LEASE_T0": str(t0)})
+    assert done.returncode == 0, done.stderr
+    held = int(done.stdout.split("held ")[1].split()[0])
+    assert 40 <= held <= 45 and "(no progress yet)" not in done.stdout
+    stale = lease(tmp_path, "start", "30", "bash", "-c", script, env={"LEASE_T0": str(t0 - 3600)})
+    assert "held none" in stale.stdout and "LEASE_T0 is 36" in stale.stdout
