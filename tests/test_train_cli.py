@@ -243,3 +243,19 @@ def test_an_unseeded_run_logs_the_seed_it_drew_and_that_seed_repeats_it(tiny_run
     vals = lambda text: [m[3] for m in map(VAL.match, text.splitlines()) if m]  # noqa: E731
     assert vals((tmp_path / "log.txt").read_text()) == vals((run / "log.txt").read_text())
     assert f"init seed {seed}\n" in again.stdout
+
+
+def test_bf16_weights_cast_once_per_step_train_to_the_same_losses(tmp_path):
+    """Lever 14 through the whole loop (warm-up, its undoing, timed steps, validation): a bf16 tiny run with the
+    matrices cast once per step ends at the validation losses of the same run casting in every micro-step, to
+    the last bit of metrics.jsonl's floats."""
+    train_glob, val_glob = write_corpus(tmp_path / "data")
+    losses = []
+    for on in ("false", "true"):
+        metrics = tmp_path / f"m-{on}.jsonl"
+        done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob, "--set", "seed=5",
+                         "--set", "bf16=true", "--set", f"bf16_weights_per_step={on}", "--metrics-file", str(metrics))
+        assert done.returncode == 0, done.stderr[-3000:]
+        events = [json.loads(line) for line in metrics.read_text().splitlines()]
+        losses.append([e["val_loss"] for e in events if e.get("event") == "val"])
+    assert len(losses[0]) >= 2 and losses[0] == losses[1]

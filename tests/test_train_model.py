@@ -234,20 +234,23 @@ def test_the_residual_add_is_eagers_sum_and_stays_out_of_the_gemm():
     assert "addmm" in codes["plain"] and "addmm" not in codes["block"]
 
 
-def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager():
+@pytest.mark.parametrize("per_step", [False, True], ids=["cast-per-micro-step", "bf16_weights_per_step"])
+def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager(per_step):
     """On a GPU every Triton kernel of train/ runs at the tiny preset's shapes (model_dim 64, head_dim 32): the
-    compiled model's loss and gradients after two micro-steps agree with eager's within bf16's rounding. Before
-    relu2_grad's fallback, the first backward pass died here (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
+    compiled model's loss and gradients after two micro-steps agree with eager's within bf16's rounding, with the
+    record's casts and with lever 14's bf16 copies. Before relu2_grad's fallback, the first backward pass died here
+    (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
     from tests.conftest import cuda_or_skip
 
     cuda_or_skip()
     results = []
     for compile_it in (False, True):
-        m = tiny_model(seed=7, bf16=True).cuda()
+        m = tiny_model(seed=7, bf16=True, bf16_weights_per_step=per_step).cuda()
         gen = torch.Generator().manual_seed(7)
         with torch.no_grad():  # every weight moved a little: the record starts some at zero
             for p in m.parameters():
                 p.add_((torch.randn(p.shape, generator=gen) * 0.05).to(p.device, p.dtype))
+        m.refresh_step_weights()
         step = torch.compile(m, fullgraph=True) if compile_it else m
         losses = []
         for seed in range(2):
@@ -262,3 +265,52 @@ def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager():
     for name, g in eager.items():
         assert torch.isfinite(compiled[name]).all(), name
         assert (compiled[name] - g).norm() <= 0.05 * g.norm() + 1e-6, name
+
+
+def test_bf16_weights_cast_once_per_step_give_autograds_float32_gradients_bit_for_bit():
+    """Lever 14 (config bf16_weights_per_step): Muon's float32 matrices cast to bf16 once per step and each
+    micro-step's bf16 gradient added into .grad by the copies' hooks. Eager on the CPU, two micro-steps, then the
+    weights changed in place (an optimizer step) and one more: the loss and every parameter's gradient are those
+    of the record's cast in every micro-step, bit for bit. The copies are no parameters, and eval casts as before."""
+    runs = {}
+    for on in (False, True):
+        m = tiny_model(seed=3, bf16=True, bf16_weights_per_step=on)
+        gen = torch.Generator().manual_seed(3)
+        with torch.no_grad():  # every weight moved a little: the record starts some at zero
+            for p in m.parameters():
+                p.add_((torch.randn(p.shape, generator=gen) * 0.05).to(p.dtype))
+        losses, grads = [], []
+        for step, micro_steps in enumerate((2, 1)):
+            m.refresh_step_weights()
+            for seed in range(micro_steps):
+                losses.append(m(*tiny_batch(seed=10 * step + seed), 16, 32, 0.1))
+                losses[-1].backward()
+            grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
+            with torch.no_grad():
+                for p in m.parameters():
+                    if p.grad is not None:
+                        p.sub_(0.01 * p.grad.sign())
+            m.zero_grad(set_to_none=True)
+        m.eval()
+        with torch.no_grad():
+            losses.append(m(*tiny_batch(seed=99), 16, 32, 0.1))
+        runs[on] = (torch.stack(losses), grads, m)
+    (off_losses, off_grads, off), (on_losses, on_grads, on) = runs[False], runs[True]
+    assert torch.equal(off_losses, on_losses)
+    for before, after in zip(off_grads, on_grads):
+        assert before.keys() == after.keys() and "blocks.1.mlp.fc" in after and "blocks.1.attn.qkvo" in after
+        for name, g in before.items():
+            assert after[name].dtype == g.dtype and torch.equal(after[name], g), name
+    assert off.step_weights is None and len(on.step_weights.copies) == 4 + 2 * 5  # tiny: 4 attention, 5 MLPs
+    assert all(c.dtype == torch.bfloat16 and c.grad is None for c in on.step_weights.copies)
+    params = {id(p) for p in on.parameters()}
+    assert not any(id(c) in params for c in on.step_weights.copies)
+    assert on.state_dict().keys() == off.state_dict().keys()
+    # the training forward multiplies by the copies (a copy changed by hand changes the loss), eval by the casts
+    on.train()
+    with torch.no_grad():
+        before = on(*tiny_batch(seed=5), 16, 32, 0.1)
+        on.blocks[1].mlp.copies[0].mul_(2)
+        assert not torch.equal(on(*tiny_batch(seed=5), 16, 32, 0.1), before)
+        on.eval()
+        assert torch.equal(on(*tiny_batch(seed=99), 16, 32, 0.1), on_losses[-1])

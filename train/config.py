@@ -75,6 +75,9 @@ class TrainConfig:
     # issue 41, lever 13, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
     # deleted: train/qk_rope.py's kernels at 8 warps per program instead of 4, at which they spill registers
     qk_rope_warps_8: bool = False
+    # issue 41, lever 14, off until measured end to end: Muon's float32 matrices cast to bf16 once per step instead
+    # of in every micro-step, each micro-step's bf16 gradient added into .grad in one pass (train/step_weights.py)
+    bf16_weights_per_step: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

@@ -136,6 +136,7 @@ def set_hyperparameters(adam: DistAdam, muon: Muon, cfg: TrainConfig, step: int)
 def accumulate_gradients(forward, model: GPT, loader: TrainLoader, grad_accum: int, device: torch.device,
                          attn_args: tuple) -> None:
     """grad_accum forward/backward micro-steps (summed losses), then grads / grad_accum; see the module docstring."""
+    model.refresh_step_weights()  # the weights the optimizers last wrote, in bf16, where lever 14 is on
     for _ in range(grad_accum):
         b = loader.next_batch().to(device)
         forward(b.inputs, b.targets, b.doc_bounds, *attn_args).backward()
@@ -239,6 +240,7 @@ def warm_up(run: Run) -> None:
         ws_long = new_long
         b = loader.next_batch().to(run.env.device)
         args = run.attn_args(ws_long // 2, ws_long, model.yarn.attn_scale)
+        model.refresh_step_weights()
         run.forward(b.inputs, b.targets, b.doc_bounds, *args).backward()
         run.adam.step()
         run.muon.step()

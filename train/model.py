@@ -24,6 +24,7 @@ from train.kernels import Kernels, record_loss, select_kernels
 from train.qk_rope import WARPS as QK_WARPS
 from train.qk_rope import WIDE_WARPS, attention_inputs, rotary
 from train.relu2_grad import record_mlp, relu2_mlp
+from train.step_weights import StepWeights
 from train.xent_triton import runs_triton
 
 GATE_INPUTS = 12  # the gates read the first 12 channels of their input
@@ -116,10 +117,14 @@ class Attention(nn.Module):
             self.qkvo.view(4, dim, dim)[3].zero_()
         self.gate = nn.Linear(GATE_INPUTS, num_heads, bias=False)
         nn.init.zeros_(self.gate.weight)
+        self.qkvo_copy: Tensor | None = None  # qkvo in bf16 for this step (GPT.refresh_step_weights; lever 14)
 
     def forward(self, x: Tensor, ve: Tensor | None, sa_lambdas: Tensor, window, shared: AttnInputs) -> Tensor:
         T, H = x.size(0), self.num_heads
-        w = self.qkvo.view(4, self.dim, self.dim)
+        if self.training and self.qkvo_copy is not None:
+            w = self.qkvo_copy.view(4, self.dim, self.dim)
+        else:  # the record's cast in every micro-step
+            w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1)  # (T, 3H, hd)
         if runs_triton(qkv):  # QK-norm, rotary and the value mix as one op (train/qk_rope.py) writing dL/dqkv whole
             q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin, shared.qk_warps)
@@ -143,10 +148,13 @@ class MLP(nn.Module):
             bound = uniform_init_bound(dim)
             self.fc.uniform_(-bound, bound)
             self.proj.zero_()
+        self.copies: tuple[Tensor, Tensor] | None = None  # (fc, proj) in bf16 for this step (lever 14)
 
     def forward(self, x: Tensor) -> Tensor:
         # relu(x·fc)²·projᵀ, (T, D); where Triton runs, ReLU²'s backward rides the grad GEMM (train/relu2_grad.py)
         mlp = relu2_mlp if runs_triton(x) else record_mlp
+        if self.training and self.copies is not None:
+            return mlp(x, *self.copies)
         return mlp(x, self.fc.type_as(x), self.proj.type_as(x))
 
 
@@ -213,6 +221,25 @@ class GPT(nn.Module):
         for module in self.modules():
             if cfg.bf16 and isinstance(module, (nn.Embedding, nn.Linear)):
                 module.bfloat16()
+        self.step_weights: StepWeights | None = None  # built on the model's device by refresh_step_weights
+
+    def refresh_step_weights(self) -> None:
+        """Issue 41's lever 14 (config bf16_weights_per_step, with bf16): attention's qkvo and the MLPs' fc and
+        proj cast to bf16 once, for every micro-step of the coming step, their gradients summed into the float32
+        .grad (train/step_weights.py). Call before each step's micro-steps, after any change to the weights;
+        without the lever it does nothing and each micro-step casts, as the record does."""
+        if not (self.cfg.bf16_weights_per_step and self.cfg.bf16):
+            return
+        attn = [b.attn for b in self.blocks if b.attn is not None]
+        mlps = [b.mlp for b in self.blocks if b.mlp is not None]
+        matrices = [a.qkvo for a in attn] + [p for m in mlps for p in (m.fc, m.proj)]
+        if self.step_weights is None or self.step_weights.copies[0].device != matrices[0].device:
+            self.step_weights = StepWeights(matrices, torch.bfloat16)
+            for a in attn:
+                a.qkvo_copy = self.step_weights.of(a.qkvo)
+            for m in mlps:
+                m.copies = (self.step_weights.of(m.fc), self.step_weights.of(m.proj))
+        self.step_weights.refresh()
 
     # ---- parameter sets for the optimizers ------------------------------------------------------------
     def muon_params(self) -> tuple[list[nn.Parameter], list[str]]:
