@@ -8,10 +8,11 @@
 
 The record keeps Muon's matrices in float32 and casts each to bf16 in every micro-step's forward pass
 (`w.type_as(x)`); autograd casts each bf16 dW back to float32 and adds it to .grad. At world size 1 that is 8
-casts forward, 8 back and 7 float32 adds per matrix and step: three kernels of 176 to 231 calls, about 4 ms per
-step in the 2026-12-04 profile. Here the forward cast happens once per step, and each micro-step's bf16 dW is added
-to .grad by one kernel that reads it as bf16 (fp32 += bf16): the same float32 sums in the same order, so .grad is
-bit for bit what autograd gives, and the forward multiplies by the same bf16 values.
+casts forward, 8 back and 7 float32 adds per matrix and step: 2.8 ms of casts and 2.3 ms of adds per step in the
+2026-12-04 profile (train/BENCHMARKS.md, lever 14). Here the forward cast happens once per step, and each
+micro-step's bf16 dW is added to .grad by one kernel that reads it as bf16 (fp32 += bf16): the same float32 sums
+in the same order, so .grad is bit for bit what autograd gives, and the forward multiplies by the same bf16
+values.
 
 The copies are leaves that require grad, not parameters: optimizers and state_dict see only the float32 matrices.
 A copy's gradient lives only inside its hook, which moves it into the matrix's .grad. Refresh after every change
