@@ -120,6 +120,9 @@ class ModelSpy:
     def zero_grad(self, set_to_none: bool = True) -> None:
         pass
 
+    def refresh_step_weights(self) -> None:  # GPT's lever 14 refresh, before each step's micro-steps: no weights here
+        pass
+
     def parameters(self):
         return [self._param]
 

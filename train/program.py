@@ -20,7 +20,7 @@ FILES = (
     "__init__.py", "__main__.py", "adam.py", "attention.py", "config.py", "data.py", "fp8.py", "kernels.py",
     "log.py", "loop.py", "loss.py", "model.py", "muon.py", "newton_schulz.py", "ns_triton.py", "profile.py",
     "program.py", "qk_rope.py", "qk_rope_kernel.py", "relu2_grad.py", "relu2_grad_kernel.py", "schedule.py",
-    "xent_kernels.py", "xent_triton.py",
+    "step_weights.py", "xent_kernels.py", "xent_triton.py",
 )
 
 
