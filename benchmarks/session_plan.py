@@ -118,6 +118,11 @@ class Item:
 
 
 PAIR = ("record", "native", "pair-overhead")
+
+
+def option_parts(option: str) -> tuple[str, ...]:
+    """A startup option's pair: the record's run with it, native's, and the pair's overhead."""
+    return (f"record-{option}", "native-option", "pair-overhead")
 OPTIONS = ("artifacts", "no-aot-cache")
 GROUPS = {  # after the base, in priority order: what each gives
     "speed": "speed 3 + 3 (wave 2's pairs)",
@@ -134,7 +139,7 @@ def items(warm: bool) -> list[Item]:
     out = [Item("start", ("start",), "base"), Item("wave 1 runs 1", (wave1,), "base"),
            Item("wave 1 runs 2", (f"{wave1}-second",), "parity")]
     out += [Item(f"wave 2 pair {i}", PAIR, "speed") for i in (1, 2, 3)]
-    out += [Item(f"startup {o}", (f"record-{o}", "native-option", "pair-overhead"), "startups") for o in OPTIONS]
+    out += [Item(f"startup {o}", option_parts(o), "startups") for o in OPTIONS]
     return out + [END]
 
 
@@ -202,7 +207,7 @@ def item_of(kind: str) -> Item:
     option = kind.removeprefix("option-")
     if kind == option or option not in OPTIONS:
         raise ValueError(f"{kind}: choose pair, " + ", ".join(f"option-{o}" for o in OPTIONS))
-    return Item(kind, (f"record-{option}", "native-option", "pair-overhead"), "startups")
+    return Item(kind, option_parts(option), "startups")
 
 
 def fits(kind: str, left_s: float) -> bool:
