@@ -1,21 +1,20 @@
-"""Issue 41, levers 9 and 13: one attention layer's input side, forward and backward, as the record's expression
-and as train/qk_rope.py's op (the QKV projection's gradient written whole), at the record's shape.
+"""Issue 41, lever 9: one attention layer's input side, forward and backward, as the record's expression and as
+train/qk_rope.py's op (the QKV projection's gradient written whole), at the record's shape.
 
-    python3 benchmarks/qkv_grad_time.py              # on a GPU: about a minute (three compiles)
+    python3 benchmarks/qkv_grad_time.py              # on a GPU: about a minute (two compiles)
     python3 benchmarks/qkv_grad_time.py --small      # CPU smoke run of the code (the op's torch forms; no timing)
 
 From x (T, D) to the attention's inputs and back: qkv = x·Wᵀ viewed (T, 3H, hd), QK-norm and rotary on q and k,
-v = λ₀·v + λ₁·ve, then the backward from given gradients of q, k and v down to dx, dW, dve and dλ. Three forms,
+v = λ₀·v + λ₁·ve, then the backward from given gradients of q, k and v down to dx, dW, dve and dλ. Two forms,
 each compiled whole by Inductor as train/model.py's layer is:
   record: QK-norm, rotary and the value mix as the record writes them, all in Inductor; autograd concatenates dq,
           dk and λ₀·dv into dqkv (lever 9 was first timed against train/qk_rope.py's earlier op for QK-norm and
           rotary alone, in place of this expression: train/BENCHMARKS.md, 2026-12-04);
   lever 9: train/qk_rope.py's attention_inputs, whose backward kernel writes dqkv's three planes itself, and dve
-           and dλ's partial sums with the third;
-  lever 13: the same at 8 warps per program (config qk_rope_warps_8), where 4 spill registers.
-Each is compared with lever 9 first (elements apart: the record's graph rounds in other places,
-tests/test_train_qk_rope.py bounds how far; lever 13 should give the same bits), then timed as means of 20 calls,
-5 rounds alternating. One Python dict per line; the last holds the medians in ms per layer.
+           and dλ's partial sums with the third.
+The two are compared first (elements apart: the record's graph rounds in other places, tests/test_train_qk_rope.py
+bounds how far), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds
+the medians in ms per layer.
 """
 
 import argparse
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
 from train.model import rms_norm
-from train.qk_rope import WARPS, WIDE_WARPS, attention_inputs, rotary
+from train.qk_rope import attention_inputs, rotary
 
 
 def record(x, w, ve, sa, cos, sin, H):
@@ -36,12 +35,8 @@ def record(x, w, ve, sa, cos, sin, H):
     return q, k, sa[0] * v + sa[1] * ve.view_as(v)
 
 
-def lever9(x, w, ve, sa, cos, sin, H, warps=WARPS):
-    return attention_inputs(F.linear(x, w).view(x.size(0), 3 * H, -1), ve, sa, cos, sin, warps)[:3]
-
-
-def lever13(x, w, ve, sa, cos, sin, H):
-    return lever9(x, w, ve, sa, cos, sin, H, warps=WIDE_WARPS)
+def lever9(x, w, ve, sa, cos, sin, H):
+    return attention_inputs(F.linear(x, w).view(x.size(0), 3 * H, -1), ve, sa, cos, sin)[:3]
 
 
 def main() -> None:
@@ -64,11 +59,10 @@ def main() -> None:
         torch.autograd.backward(list(fn(xs, ws, es, ls, cos, sin, H)), ups)
         return xs.grad, ws.grad, es.grad, ls.grad
 
-    forms = {"record": torch.compile(record), "lever 9": torch.compile(lever9), "lever 13": torch.compile(lever13)}
+    forms = {"record": torch.compile(record), "lever 9": torch.compile(lever9)}
     results = {name: step(fn) for name, fn in forms.items()}
-    for other in ("record", "lever 13"):
-        print({f"apart, {other} against lever 9": {name: (a != b).sum().item() for name, a, b in zip(
-            ("dx", "dW", "dve", "dlambda"), results[other], results["lever 9"])}})
+    print({"apart": {name: (a != b).sum().item() for name, a, b in zip(
+        ("dx", "dW", "dve", "dlambda"), results["record"], results["lever 9"])}})
     if args.small:
         return
     times = {name: [] for name in forms}

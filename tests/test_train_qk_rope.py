@@ -21,7 +21,7 @@ from tests.conftest import cuda_or_skip
 from tests.helpers_triton import needs_triton, run_interpreted
 from train.config import preset
 from train.model import GPT, Yarn, rms_norm, rotary
-from train.qk_rope import EPS, attention_inputs
+from train.qk_rope import EPS, WARPS, attention_inputs
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -148,7 +148,7 @@ def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
     for form in ("op", "expression"):
         monkeypatch.setattr(train.model, "attention_inputs", (
             lambda *a: calls.append(1) or qk_rope.attention_inputs(*a)) if form == "op" else (
-            lambda qkv, ve, sa, cos, sin, warps: (*expression(qkv, ve, sa, cos, sin), None)))
+            lambda qkv, ve, sa, cos, sin: (*expression(qkv, ve, sa, cos, sin), None)))
         torch.manual_seed(0)
         model = GPT(cfg)
         with torch.no_grad():  # nonzero everywhere, so that every gradient is tested
@@ -165,8 +165,7 @@ def test_the_model_calls_the_op_in_every_attention_layer(monkeypatch):
         assert ((a - b).norm() <= 2e-2 * b.norm() + 1e-6).item(), name
 
 
-@pytest.mark.parametrize("warps", [4, 8])
-def test_attention_inputs_compile_with_their_kernels_on_cuda(warps):
+def test_attention_inputs_compile_with_their_kernels_on_cuda():
     """Inductor traces the triton_ops: q, k, v, 1/rms and dqkv the same bits as the eager op, with and without ve.
     Fails with eps a run-time argument of the forward kernel: Inductor types a float argument fp64 (3 q and k
     elements one bf16 step apart on an H200, docs/device-runs/2026-12-03-h200-levers/qk-diff.txt). Fails when the
@@ -183,14 +182,14 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda(warps):
     ve = torch.randn(T, H * hd, generator=g).bfloat16().cuda()
     sa = torch.tensor([0.7, -0.3], device="cuda")
     for e in (ve, None):
-        ours = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin, warps)[:3]  # noqa: E731
+        ours = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[:3]  # noqa: E731
         model = lambda x, e_, lam: model_expression(rms_norm)(x, e_, lam, cos, sin)  # noqa: E731
         (eager_out, eager), (compiled_out, compiled), (_, model_compiled) = (
             mixed_grads(qkv, e, sa, ups, H, hd, fn, torch.bfloat16)
             for fn in (ours, torch.compile(ours, fullgraph=True), torch.compile(model, fullgraph=True)))
         apart = {name: (a != b).sum().item() for name, a, b in zip(
             ("q", "k", "v", "dqkv"), (*eager_out, eager[0]), (*compiled_out, compiled[0]))}
-        rstd = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin, warps)[3]  # noqa: E731
+        rstd = lambda x, e_, lam: attention_inputs(x, e_, lam, cos, sin)[3]  # noqa: E731
         x = qkv.view(T, 3 * H, hd)
         apart["rstd"] = (rstd(x, e, sa) != torch.compile(rstd, fullgraph=True)(x, e, sa)).sum().item()
         assert all(n == 0 for n in apart.values()), f"elements apart, eager and compiled: {apart}"
@@ -201,9 +200,9 @@ def test_attention_inputs_compile_with_their_kernels_on_cuda(warps):
                                                                                              rtol=1e-2)
 
 
-def compiled_for_sm90a(kernel, warps: int = 4, **modes):
+def compiled_for_sm90a(kernel, warps: int = WARPS, **modes):
     """One of train/qk_rope_kernel.py's kernels compiled for sm_90a (no GPU needed) at the record's head size, H = 6
-    heads, bf16 tensors, float32 tables and statistics, int32 strides."""
+    heads, bf16 tensors, float32 tables and statistics, int32 strides; the op's warps per program unless told."""
     from benchmarks.xent_sass import _compile
 
     types = dict.fromkeys(("dq", "dk", "dv", "q", "k", "v", "ve", "dqkv", "dve_out", "q_out", "k_out", "v_out"),
@@ -231,37 +230,15 @@ def test_the_backward_kernel_compiles_for_an_h100_with_only_its_modes_stores():
     assert stores == {False: 6, True: 8}
 
 
-def test_the_model_passes_lever_13s_warps_to_the_op(monkeypatch):
-    """Config qk_rope_warps_8 (lever 13): every attention layer's op gets 8 warps, 4 without it."""
-    import dataclasses
-
-    import train.model
-    from train import qk_rope
-
-    cfg = preset("tiny")
-    T = cfg.train_max_seq_len
-    args = (torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,)),
-            torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32), torch.tensor(0.1))
-    monkeypatch.setattr(train.model, "runs_triton", lambda q: True)
-    warps = []
-    monkeypatch.setattr(train.model, "attention_inputs", lambda *a: warps.append(a[5]) or qk_rope.attention_inputs(*a))
-    for on in (False, True):
-        GPT(dataclasses.replace(cfg, qk_rope_warps_8=on))(*args)
-    layers = sum(spec.has_attn for spec in GPT(cfg).plan)
-    assert warps == [4] * layers + [8] * layers
-
-
 @needs_triton
-def test_the_kernels_spill_at_4_warps_and_not_at_8():
-    """Lever 13's premise, compiled for sm_90a (no GPU needed): at the record's head size, with ve, both kernels
-    store registers to local memory at 4 warps per program (measured 28 forward and 288 backward STL, Triton
-    3.6.0, 2026-12-04) and none at 8."""
+def test_the_kernels_do_not_spill_at_their_warps():
+    """Why WARPS is 8, compiled for sm_90a (no GPU needed): at the record's head size, with ve, both kernels store
+    registers to local memory at 4 warps per program (measured 28 forward and 288 backward STL, Triton 3.6.0,
+    2026-12-04) and none at WARPS."""
     from benchmarks.xent_sass import _opcodes
-    from train.qk_rope import WARPS, WIDE_WARPS
     from train.qk_rope_kernel import backward_kernel, forward_kernel
 
     spills = {(name, warps): _opcodes(compiled_for_sm90a(kernel, warps, HAS_VE=True).asm["cubin"])["STL"]
-              for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel))
-              for warps in (WARPS, WIDE_WARPS)}
-    assert spills[("forward", WARPS)] > 0 and spills[("backward", WARPS)] > 100, spills
-    assert spills[("forward", WIDE_WARPS)] == 0 and spills[("backward", WIDE_WARPS)] == 0, spills
+              for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel)) for warps in (4, WARPS)}
+    assert spills[("forward", 4)] > 0 and spills[("backward", 4)] > 100, spills
+    assert spills[("forward", WARPS)] == 0 and spills[("backward", WARPS)] == 0, spills

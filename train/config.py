@@ -72,9 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 13, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
-    # deleted: train/qk_rope.py's kernels at 8 warps per program instead of 4, at which they spill registers
-    qk_rope_warps_8: bool = False
     # issue 41, lever 14, off until measured end to end: Muon's float32 matrices cast to bf16 once per step instead
     # of in every micro-step, each micro-step's bf16 gradient added into .grad in one pass (train/step_weights.py)
     bf16_weights_per_step: bool = False

@@ -21,8 +21,7 @@ from train.attention import attention
 from train.config import TrainConfig
 from train.fp8 import fp8_linear
 from train.kernels import Kernels, record_loss, select_kernels
-from train.qk_rope import WARPS as QK_WARPS
-from train.qk_rope import WIDE_WARPS, attention_inputs, rotary
+from train.qk_rope import attention_inputs, rotary
 from train.relu2_grad import record_mlp, relu2_mlp
 from train.step_weights import StepWeights
 from train.xent_triton import runs_triton
@@ -102,7 +101,6 @@ class AttnInputs:
     scale: object  # float (FA3) or 0-dim tensor
     backend: str
     max_seqlen: int
-    qk_warps: int  # train/qk_rope.py's kernels' warps per program (config qk_rope_warps_8: lever 13)
 
 
 class Attention(nn.Module):
@@ -127,7 +125,7 @@ class Attention(nn.Module):
             w = self.qkvo.view(4, self.dim, self.dim)
         qkv = F.linear(x, w[:3].flatten(end_dim=1).type_as(x)).view(T, 3 * H, -1)  # (T, 3H, hd)
         if runs_triton(qkv):  # QK-norm, rotary and the value mix as one op (train/qk_rope.py) writing dL/dqkv whole
-            q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin, shared.qk_warps)
+            q, k, v, _ = attention_inputs(qkv, ve, sa_lambdas, shared.cos, shared.sin)
         else:  # QK-norm, rotary, the value mix
             q, k, v = qkv.chunk(3, dim=1)
             q, k = rotary(rms_norm(q), shared.cos, shared.sin), rotary(rms_norm(k), shared.cos, shared.sin)
@@ -278,8 +276,7 @@ class GPT(nn.Module):
         sa_lambdas = self.scalars[3 * L:5 * L].view(L, 2)
         shared = AttnInputs(doc_bounds=doc_bounds, cos=self.yarn.cos, sin=self.yarn.sin, scale=attn_scale,
                             backend=self.attention_backend,
-                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot,
-                            qk_warps=WIDE_WARPS if self.cfg.qk_rope_warps_8 else QK_WARPS)
+                            max_seqlen=self.cfg.train_max_seq_len if self.training else self.cfg.val_tokens_per_slot)
         half, skips = L // 2, []
         for i in range(1, L):
             spec = self.plan[i]

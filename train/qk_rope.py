@@ -28,10 +28,11 @@ from torch.library import triton_op, wrap_triton
 from train.xent_triton import runs_triton
 
 EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default eps for bf16 input (its float32 opmath)
-BLOCK_R, WARPS = 64, 4  # rows (token, head) per program; the issue-28 form's measured choice
-# issue 41's lever 13 (config qk_rope_warps_8), off until measured end to end: 8 warps per program, where the mixed
-# kernels at 4 spill registers compiled for sm_90a (the backward 288 local stores, the forward 28; none at 8)
-WIDE_WARPS = 8
+# rows (token, head) per program, and warps: issue 28's two-plane kernels chose 4, which spill registers since the
+# value mix gave each program a third plane (sm_90a: 288 local stores in the backward, 28 in the forward; none at 8).
+# At 8 one layer's input side took 1.234 ms against 1.260 and a step 595.5 ms against 596.4 (issue 41's lever 13,
+# docs/device-runs/2026-12-04-h200-levers-13-14/)
+BLOCK_R, WARPS = 64, 8
 
 
 def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -80,8 +81,8 @@ def _traced(kernel, fast: bool):
     return wrap_triton(kernel) if fast else kernel
 
 
-def launch(q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, fast: bool,
-           warps: int = WARPS) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def launch(q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, fast: bool
+           ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The forward kernel (fast=False: the form for Triton's interpreter on CPU tensors): q, k, v (T, H, hd) views
     of the projection, ve (T, H·hd) or None -> q, k normalised and rotated, the mixed v, each (T, H, hd) contiguous,
     and (T, 2H) float32 1/rms."""
@@ -95,13 +96,12 @@ def launch(q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor, cos: 
     _traced(forward_kernel, fast)[(triton_cdiv(T * H, BLOCK_R), 3)](
         q, k, v, v if ve is None else ve, sa, cos, sin, q_out, k_out, v_out, rstd, T, q.stride(0), q.stride(1),
         0 if ve is None else ve.stride(0), EPS, H=H, HALF=hd // 2, BLOCK_R=BLOCK_R, FAST=fast, HAS_VE=ve is not None,
-        num_warps=warps)
+        num_warps=WARPS)
     return q_out, k_out, v_out, rstd
 
 
 def launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, q: Tensor, k: Tensor, v: Tensor, ve: Tensor | None,
-                    cos: Tensor, sin: Tensor, rstd: Tensor, sa: Tensor, fast: bool, warps: int = WARPS
-                    ) -> tuple[Tensor, Tensor, Tensor]:
+                    cos: Tensor, sin: Tensor, rstd: Tensor, sa: Tensor, fast: bool) -> tuple[Tensor, Tensor, Tensor]:
     """The backward kernel, from dL/dq, dL/dk, dL/dv of launch's outputs: the gradient of the whole (T, 3H, hd) QKV
     projection in one tensor, QK-norm's and rotary's backward in its first two planes and λ₀·dv in its third;
     dL/dve = λ₁·dv (T, H, hd) (an empty tensor without ve); and dL/d(λ₀, λ₁) (2,) float32."""
@@ -120,7 +120,7 @@ def launch_backward(dq: Tensor, dk: Tensor, dv: Tensor, q: Tensor, k: Tensor, v:
     _traced(backward_kernel, fast)[(blocks, 3)](
         dq, dk, dv, dq.stride(0), dq.stride(1), dv.stride(0), dv.stride(1), q, k, v, e, q.stride(0), q.stride(1),
         e.stride(0), cos, sin, rstd, sa, dqkv, dve, lam_part, H * hd, 3 * H * hd, T, H=H, HALF=hd // 2,
-        BLOCK_R=BLOCK_R, FAST=fast, HAS_VE=ve is not None, num_warps=warps)
+        BLOCK_R=BLOCK_R, FAST=fast, HAS_VE=ve is not None, num_warps=WARPS)
     return dqkv, dve if ve is not None else dv.new_empty(0), lam_part.sum(0)
 
 
@@ -145,14 +145,13 @@ def reference_mix(v: Tensor, ve: Tensor | None, sa: Tensor) -> Tensor:
 
 
 @triton_op("repro_train::attention_inputs", mutates_args={})
-def attention_inputs(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor, warps: int = WARPS
+def attention_inputs(qkv: Tensor, ve: Tensor | None, sa: Tensor, cos: Tensor, sin: Tensor
                      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """qkv (T, 3H, hd) bf16 (the projection), ve (T, H·hd) or None, sa = (λ₀, λ₁) float32 -> q, k normalised and
-    rotated, v = λ₀·v + λ₁·ve, each (T, H, hd) contiguous, and (T, 2H) float32 1/rms. warps: the kernels' warps
-    per program (both directions)."""
+    rotated, v = λ₀·v + λ₁·ve, each (T, H, hd) contiguous, and (T, 2H) float32 1/rms."""
     q, k, v = qkv.chunk(3, dim=1)
     if runs_triton(qkv):
-        return launch(q, k, v, ve, sa, cos, sin, fast=True, warps=warps)
+        return launch(q, k, v, ve, sa, cos, sin, fast=True)
     q_out, k_out, rstd = reference(q, k, cos, sin)
     return q_out, k_out, reference_mix(v, ve, sa), rstd
 
@@ -171,27 +170,25 @@ def reference_mix_backward(dv: Tensor, v: Tensor, ve: Tensor | None, sa: Tensor)
 
 @triton_op("repro_train::attention_inputs_backward", mutates_args={})
 def attention_inputs_backward(dq: Tensor, dk: Tensor, dv: Tensor, qkv: Tensor, ve: Tensor | None, cos: Tensor,
-                              sin: Tensor, rstd: Tensor, sa: Tensor, warps: int = WARPS
-                              ) -> tuple[Tensor, Tensor, Tensor]:
+                              sin: Tensor, rstd: Tensor, sa: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """dL/dq, dL/dk, dL/dv of attention_inputs' outputs -> dL/dqkv (T, 3H, hd): QK-norm's and rotary's backward
     for the first two planes, λ₀·dv for the third; dL/dve (T, H, hd), empty without ve; dL/dsa (2,) float32."""
     q, k, v = qkv.chunk(3, dim=1)
     if runs_triton(qkv):
-        return launch_backward(dq, dk, dv, q, k, v, ve, cos, sin, rstd, sa, fast=True, warps=warps)
+        return launch_backward(dq, dk, dv, q, k, v, ve, cos, sin, rstd, sa, fast=True)
     dq_in, dk_in = reference_backward(dq, dk, q, k, cos, sin, rstd)
     return (torch.cat((dq_in, dk_in, reference_mix(dv, None, sa)), dim=1), *reference_mix_backward(dv, v, ve, sa))
 
 
 def _inputs_setup_context(ctx, inputs, output) -> None:
-    qkv, ve, sa, cos, sin, warps = inputs
+    qkv, ve, sa, cos, sin = inputs
     ctx.save_for_backward(qkv, ve, sa, cos, sin, output[3])
-    ctx.warps = warps
 
 
 def _inputs_backward(ctx, dq: Tensor, dk: Tensor, dv: Tensor, _grad_rstd: Tensor):
     qkv, ve, sa, cos, sin, rstd = ctx.saved_tensors
-    dqkv, dve, dsa = attention_inputs_backward(dq, dk, dv, qkv, ve, cos, sin, rstd, sa, ctx.warps)
-    return dqkv, None if ve is None else dve.view(ve.shape), dsa, None, None, None
+    dqkv, dve, dsa = attention_inputs_backward(dq, dk, dv, qkv, ve, cos, sin, rstd, sa)
+    return dqkv, None if ve is None else dve.view(ve.shape), dsa, None, None
 
 
 attention_inputs.register_autograd(_inputs_backward, setup_context=_inputs_setup_context)
