@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     # ---- training mode: windows (3, 7) after one YaRN step, loss and every gradient -------------------------------
     for m in (ours,):
         m.yarn.extend(3, 7)
-        m.refresh_step_weights()  # where lever 14 is on, the bf16 copies the training forward multiplies by
+        m.refresh_step_weights()  # the bf16 copies the training forward multiplies by
     for m in (record, ref):
         m.yarn.apply(3, 7)
     loss_ours = fwd_ours(inputs, targets, bounds, *attn_args(3, 7, ours.yarn.attn_scale))

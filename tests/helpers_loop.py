@@ -120,7 +120,7 @@ class ModelSpy:
     def zero_grad(self, set_to_none: bool = True) -> None:
         pass
 
-    def refresh_step_weights(self) -> None:  # GPT's lever 14 refresh, before each step's micro-steps: no weights here
+    def refresh_step_weights(self) -> None:  # GPT's bf16 casts, before each step's micro-steps: no weights here
         pass
 
     def parameters(self):

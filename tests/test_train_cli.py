@@ -245,16 +245,23 @@ def test_an_unseeded_run_logs_the_seed_it_drew_and_that_seed_repeats_it(tiny_run
     assert f"init seed {seed}\n" in again.stdout
 
 
+# the trainer with GPT.refresh_step_weights doing nothing: every micro-step casts the matrices, as the record does
+CAST_PER_MICRO_STEP = ("import runpy, train.model; train.model.GPT.refresh_step_weights = lambda self: None; "
+                       "runpy.run_module('train', run_name='__main__')")
+
+
 def test_bf16_weights_cast_once_per_step_train_to_the_same_losses(tmp_path):
     """Lever 14 through the whole loop (warm-up, its undoing, timed steps, validation): a bf16 tiny run with the
     matrices cast once per step ends at the validation losses of the same run casting in every micro-step, to
-    the last bit of metrics.jsonl's floats."""
+    the last bit of metrics.jsonl's floats. A loop that misses a refresh after the weights change fails here."""
     train_glob, val_glob = write_corpus(tmp_path / "data")
     losses = []
-    for on in ("false", "true"):
-        metrics = tmp_path / f"m-{on}.jsonl"
-        done = run_train("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob, "--set", "seed=5",
-                         "--set", "bf16=true", "--set", f"bf16_weights_per_step={on}", "--metrics-file", str(metrics))
+    for once in (False, True):
+        metrics = tmp_path / f"m-{once}.jsonl"
+        args = ("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob, "--set", "seed=5",
+                "--set", "bf16=true", "--metrics-file", str(metrics))
+        done = run_train(*args) if once else subprocess.run(
+            [sys.executable, "-c", CAST_PER_MICRO_STEP, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         events = [json.loads(line) for line in metrics.read_text().splitlines()]
         losses.append([e["val_loss"] for e in events if e.get("event") == "val"])

@@ -234,23 +234,24 @@ def test_the_residual_add_is_eagers_sum_and_stays_out_of_the_gemm():
     assert "addmm" in codes["plain"] and "addmm" not in codes["block"]
 
 
-@pytest.mark.parametrize("per_step", [False, True], ids=["cast-per-micro-step", "bf16_weights_per_step"])
+@pytest.mark.parametrize("per_step", [False, True], ids=["cast-per-micro-step", "cast-once-per-step"])
 def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager(per_step):
     """On a GPU every Triton kernel of train/ runs at the tiny preset's shapes (model_dim 64, head_dim 32): the
     compiled model's loss and gradients after two micro-steps agree with eager's within bf16's rounding, with the
-    record's casts and with lever 14's bf16 copies. Before relu2_grad's fallback, the first backward pass died here
-    (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
+    record's casts (no refresh) and with the bf16 copies refreshed once per step. Before relu2_grad's fallback,
+    the first backward pass died here (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
     from tests.conftest import cuda_or_skip
 
     cuda_or_skip()
     results = []
     for compile_it in (False, True):
-        m = tiny_model(seed=7, bf16=True, bf16_weights_per_step=per_step).cuda()
+        m = tiny_model(seed=7, bf16=True).cuda()
         gen = torch.Generator().manual_seed(7)
         with torch.no_grad():  # every weight moved a little: the record starts some at zero
             for p in m.parameters():
                 p.add_((torch.randn(p.shape, generator=gen) * 0.05).to(p.device, p.dtype))
-        m.refresh_step_weights()
+        if per_step:
+            m.refresh_step_weights()
         step = torch.compile(m, fullgraph=True) if compile_it else m
         losses = []
         for seed in range(2):
@@ -268,20 +269,21 @@ def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager(per_step):
 
 
 def test_bf16_weights_cast_once_per_step_give_autograds_float32_gradients_bit_for_bit():
-    """Lever 14 (config bf16_weights_per_step): Muon's float32 matrices cast to bf16 once per step and each
+    """Lever 14 (GPT.refresh_step_weights, in bf16): Muon's float32 matrices cast to bf16 once per step and each
     micro-step's bf16 gradient added into .grad by the copies' hooks. Eager on the CPU, two micro-steps, then the
     weights changed in place (an optimizer step) and one more: the loss and every parameter's gradient are those
     of the record's cast in every micro-step, bit for bit. The copies are no parameters, and eval casts as before."""
     runs = {}
     for on in (False, True):
-        m = tiny_model(seed=3, bf16=True, bf16_weights_per_step=on)
+        m = tiny_model(seed=3, bf16=True)  # never refreshed, it casts in every micro-step as the record does
         gen = torch.Generator().manual_seed(3)
         with torch.no_grad():  # every weight moved a little: the record starts some at zero
             for p in m.parameters():
                 p.add_((torch.randn(p.shape, generator=gen) * 0.05).to(p.dtype))
         losses, grads = [], []
         for step, micro_steps in enumerate((2, 1)):
-            m.refresh_step_weights()
+            if on:
+                m.refresh_step_weights()
             for seed in range(micro_steps):
                 losses.append(m(*tiny_batch(seed=10 * step + seed), 16, 32, 0.1))
                 losses[-1].backward()

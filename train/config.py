@@ -72,9 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 14, off until measured end to end: Muon's float32 matrices cast to bf16 once per step instead
-    # of in every micro-step, each micro-step's bf16 gradient added into .grad in one pass (train/step_weights.py)
-    bf16_weights_per_step: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

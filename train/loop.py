@@ -136,7 +136,7 @@ def set_hyperparameters(adam: DistAdam, muon: Muon, cfg: TrainConfig, step: int)
 def accumulate_gradients(forward, model: GPT, loader: TrainLoader, grad_accum: int, device: torch.device,
                          attn_args: tuple) -> None:
     """grad_accum forward/backward micro-steps (summed losses), then grads / grad_accum; see the module docstring."""
-    model.refresh_step_weights()  # the weights the optimizers last wrote, in bf16, where lever 14 is on
+    model.refresh_step_weights()  # the weights the optimizers last wrote, cast to bf16 once for the micro-steps
     for _ in range(grad_accum):
         b = loader.next_batch().to(device)
         forward(b.inputs, b.targets, b.doc_bounds, *attn_args).backward()

@@ -222,11 +222,12 @@ class GPT(nn.Module):
         self.step_weights: StepWeights | None = None  # built on the model's device by refresh_step_weights
 
     def refresh_step_weights(self) -> None:
-        """Issue 41's lever 14 (config bf16_weights_per_step, with bf16): attention's qkvo and the MLPs' fc and
-        proj cast to bf16 once, for every micro-step of the coming step, their gradients summed into the float32
-        .grad (train/step_weights.py). Call before each step's micro-steps, after any change to the weights;
-        without the lever it does nothing and each micro-step casts, as the record does."""
-        if not (self.cfg.bf16_weights_per_step and self.cfg.bf16):
+        """With bf16 (issue 41's lever 14): attention's qkvo and the MLPs' fc and proj cast to bf16 once, for
+        every micro-step of the coming step, their gradients summed into the float32 .grad (train/step_weights.py);
+        the record casts in every micro-step, the same bits 3 to 8 times over. Call before each step's micro-steps,
+        after any change to the weights. Never called, each micro-step casts as the record does; in float32 it
+        does nothing."""
+        if not self.cfg.bf16:
             return
         attn = [b.attn for b in self.blocks if b.attn is not None]
         mlps = [b.mlp for b in self.blocks if b.mlp is not None]
