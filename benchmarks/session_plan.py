@@ -118,11 +118,6 @@ class Item:
 
 
 PAIR = ("record", "native", "pair-overhead")
-
-
-def option_parts(option: str) -> tuple[str, ...]:
-    """A startup option's pair: the record's run with it, native's, and the pair's overhead."""
-    return (f"record-{option}", "native-option", "pair-overhead")
 OPTIONS = ("artifacts", "no-aot-cache")
 GROUPS = {  # after the base, in priority order: what each gives
     "speed": "speed 3 + 3 (wave 2's pairs)",
@@ -130,6 +125,11 @@ GROUPS = {  # after the base, in priority order: what each gives
     "startups": "the startup options, timed as pairs on the idle GPU",
 }
 END = Item("end", ("end",), "base")
+
+
+def option_parts(option: str) -> tuple[str, ...]:
+    """A startup option's pair: the record's run with it, native's, and the pair's overhead."""
+    return (f"record-{option}", "native-option", "pair-overhead")
 
 
 def items(warm: bool) -> list[Item]:

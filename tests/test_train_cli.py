@@ -23,8 +23,10 @@ STEP = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms
 PEAK = re.compile(r"^peak memory allocated: (\d+) MiB reserved: (\d+) MiB$")
 
 
-def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "train", *args], cwd=REPO, capture_output=True, text=True,
+def run_train(*args: str, timeout: int = 300, entry: tuple[str, ...] = ("-m", "train")
+              ) -> subprocess.CompletedProcess:
+    """The trainer's command line in a fresh Python; entry ("-c", code) runs code that starts it instead."""
+    return subprocess.run([sys.executable, *entry, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -260,8 +262,7 @@ def test_bf16_weights_cast_once_per_step_train_to_the_same_losses(tmp_path):
         metrics = tmp_path / f"m-{once}.jsonl"
         args = ("--preset", "tiny", "--train-files", train_glob, "--val-files", val_glob, "--set", "seed=5",
                 "--set", "bf16=true", "--metrics-file", str(metrics))
-        done = run_train(*args) if once else subprocess.run(
-            [sys.executable, "-c", CAST_PER_MICRO_STEP, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+        done = run_train(*args) if once else run_train(*args, entry=("-c", CAST_PER_MICRO_STEP))
         assert done.returncode == 0, done.stderr[-3000:]
         events = [json.loads(line) for line in metrics.read_text().splitlines()]
         losses.append([e["val_loss"] for e in events if e.get("event") == "val"])

@@ -224,9 +224,9 @@ class GPT(nn.Module):
     def refresh_step_weights(self) -> None:
         """With bf16 (issue 41's lever 14): attention's qkvo and the MLPs' fc and proj cast to bf16 once, for
         every micro-step of the coming step, their gradients summed into the float32 .grad (train/step_weights.py);
-        the record casts in every micro-step, the same bits 3 to 8 times over. Call before each step's micro-steps,
-        after any change to the weights. Never called, each micro-step casts as the record does; in float32 it
-        does nothing."""
+        the record casts the same bits again in each micro-step (8 at world size 1). Call before each step's
+        micro-steps, after any change to the weights. Never called, each micro-step casts as the record does; in
+        float32 it does nothing."""
         if not self.cfg.bf16:
             return
         attn = [b.attn for b in self.blocks if b.attn is not None]

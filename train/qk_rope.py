@@ -30,8 +30,8 @@ from train.xent_triton import runs_triton
 EPS = torch.finfo(torch.float32).eps  # F.rms_norm's default eps for bf16 input (its float32 opmath)
 # rows (token, head) per program, and warps: issue 28's two-plane kernels chose 4, which spill registers since the
 # value mix gave each program a third plane (sm_90a: 288 local stores in the backward, 28 in the forward; none at 8).
-# At 8 one layer's input side took 1.234 ms against 1.260 and a step 595.5 ms against 596.4 (issue 41's lever 13,
-# docs/device-runs/2026-12-04-h200-levers-13-14/)
+# At 8 one layer's input side took 1.234 ms against 1.260 and a step 595.5 ms against 596.4, one pair (issue 41's
+# lever 13, docs/device-runs/2026-12-04-h200-levers-13-14/)
 BLOCK_R, WARPS = 64, 8
 
 

@@ -12,9 +12,9 @@ casts forward, 8 back and 7 float32 adds per matrix and step: 2.8 ms of casts an
 2026-12-04 profile (train/BENCHMARKS.md, lever 14). Here the forward cast happens once per step, and each
 micro-step's bf16 dW is added to .grad by one kernel that reads it as bf16 (fp32 += bf16): the same float32 sums
 in the same order, so .grad is bit for bit what autograd gives, and the forward multiplies by the same bf16
-values. Measured on an H200 at world size 1, three pairs of 20-step runs: 1.7 ms per step faster (0.997 ×) over
-all steps, and faster in each pair's every phase but one pair's overall median
-(docs/device-runs/2026-12-04-h200-levers-13-14/).
+values. Measured on an H200 at world size 1, three pairs of 20-step runs in two device calls: 1.7 ms per step
+faster (0.997 ×) over all steps, and faster in each pair's every phase but one pair's overall median
+(docs/device-runs/2026-12-04-h200-levers-13-14/; the reason to keep it, not a speed claim of its own).
 
 The copies are leaves that require grad, not parameters: optimizers and state_dict see only the float32 matrices.
 A copy's gradient lives only inside its hook, which moves it into the matrix's .grad. Refresh after every change
