@@ -14,7 +14,9 @@ write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
      persistent and one program per tile.
 Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fused forward (pre and h written by the
 epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/,
-run with this file as of commit 699dfb3). Each way is checked against (a) first (bf16: elements apart, largest
+run with this file as of commit 699dfb3). Lever 15 (config relu2_prologue) squares pre where the next GEMM reads it
+instead: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, in each
+tile shape of PROJ_TILES; and (c)'s backward writing h as well, which (d) leaves to it. Each way is checked against (a) first (bf16: elements apart, largest
 distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds the
 medians.
 """
@@ -26,7 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
-from train.relu2_grad import launch
+from train.relu2_grad import PROJ_STAGES, PROJ_TILE, PROJ_WARPS, launch, launch_proj
+
+# (d)'s shapes, (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps): train/relu2_grad.py's first; each fits sm_90's shared memory
+PROJ_TILES = [(*PROJ_TILE, PROJ_STAGES, PROJ_WARPS), (128, 128, 64, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 2, 8)]
 
 
 def relu2(pre):
@@ -62,15 +67,26 @@ def main() -> None:
     pre = x @ fc
     grad_pre = ew_b(grad_y @ proj, pre)
     forms = {"persistent": sms, "one tile each": 0} if cuda else {"one tile each": 0}
+    h = ew(pre)
+    y = F.linear(h, proj)
+    with_h = launch(grad_y, proj, pre, sms, with_h=True)
+    tiles = PROJ_TILES if cuda else [(64, 32, 64, 2, 4)]
     print({"check (elements apart, largest distance) against (a), of": pre.numel(),
-           **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()}}, flush=True)
+           **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()},
+           "c with h: grad_pre": apart(with_h[0], grad_pre), "c with h: h": apart(with_h[1], h),
+           **{f"d {t}: y": apart(launch_proj(pre, proj, sms, t[:3], *t[3:]), y) for t in tiles}}, flush=True)
     if not cuda:
         return
 
     ways = {"a_forward": lambda: ew(x @ fc), "mm_alone": lambda: x @ fc,
-            "a_backward": lambda: ew_b(grad_y @ proj, pre)}
+            "a_backward": lambda: ew_b(grad_y @ proj, pre),
+            "a_forward_proj (h, then h·projᵀ)": lambda: F.linear(ew(pre), proj),
+            "proj_mm_alone": lambda: F.linear(h, proj)}
     for form, p in forms.items():
         ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, p)
+    ways["c_backward with h"] = lambda: launch(grad_y, proj, pre, sms, with_h=True)
+    for t in PROJ_TILES:
+        ways[f"d_forward_proj {t}"] = lambda t=t: launch_proj(pre, proj, sms, t[:3], *t[3:])
     if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")

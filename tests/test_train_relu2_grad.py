@@ -22,24 +22,37 @@ from train.relu2_grad import record_mlp, relu2_mlp
 
 INTERPRETED = """
 import torch
-from train.relu2_grad import launch, reference
+import torch.nn.functional as F
+from train.relu2_grad import launch, launch_proj, reference
+def apart(got, want):
+    far = ((got.float() - want.float()).abs() > want.float().abs() * 2 ** -9).sum().item()
+    return dict(flips=(got != want).sum().item() / want.numel(), beyond_one_step=far)
 out = {}
 for M, D in ((256, 64), (200, 64)):   # 200: a row tile that the descriptors cut at the edge
     g = torch.Generator().manual_seed(M)
     grad_y, proj = torch.randn(M, D, generator=g).half(), (torch.randn(D, 4 * D, generator=g) * 0.1).half()
     pre = torch.randn(M, 4 * D, generator=g).half()
-    got, want = launch(grad_y, proj, pre, 0), reference(grad_y, proj, pre)
-    far = ((got.float() - want.float()).abs() > want.float().abs() * 2 ** -9).sum().item()
-    out[f"{M}x{D}"] = dict(flips=(got != want).sum().item() / want.numel(), beyond_one_step=far,
-                           zeros_kept=bool((got[pre <= 0] == 0).all()))
+    want, h_want = reference(grad_y, proj, pre), F.relu(pre).square()
+    got = launch(grad_y, proj, pre, 0)
+    got_h, h = launch(grad_y, proj, pre, 0, with_h=True)
+    out[f"grad {M}x{D}"] = dict(**apart(got, want), zeros_kept=bool((got[pre <= 0] == 0).all()))
+    out[f"grad with h {M}x{D}"] = dict(**apart(got_h, want), h_equal=torch.equal(h, h_want))
+    # the forward kernel on a small tile, so that K (4D) has four blocks and N (D) is cut at the edge
+    y = launch_proj(pre, proj[:48], 0, tile=(64, 32, 64), stages=2, warps=4)
+    out[f"proj {M}x{D}"] = apart(y, F.linear(h_want, proj[:48]))
 print(out)
 """
 
 
 @needs_triton
-def test_the_kernel_in_the_interpreter_equals_its_torch_form():
-    for shape, r in run_interpreted("-c", INTERPRETED).items():
-        assert r["flips"] < 0.01 and r["beyond_one_step"] == 0 and r["zeros_kept"], (shape, r)
+def test_the_kernels_in_the_interpreter_equal_their_torch_forms():
+    """Both kernels against torch's ops: equal but for one-step flips of float32 sums in another order; h, which
+    the backward kernel writes for lever 15, bit for bit."""
+    results = run_interpreted("-c", INTERPRETED)
+    assert len(results) == 6
+    for name, r in results.items():
+        assert r["flips"] < 0.01 and r["beyond_one_step"] == 0, (name, r)
+        assert r.get("zeros_kept", True) and r.get("h_equal", True), (name, r)
 
 
 def mlp_inputs(device: str, dtype: torch.dtype, T: int = 96, D: int = 64):
@@ -50,6 +63,11 @@ def mlp_inputs(device: str, dtype: torch.dtype, T: int = 96, D: int = 64):
     return [t.to(device, dtype) for t in (x, fc, proj, grad_y)]
 
 
+def prologue_mlp(x, fc, proj):
+    """Lever 15: relu(pre)² made inside the GEMM that reads it (config relu2_prologue)."""
+    return relu2_mlp(x, fc, proj, True)
+
+
 def run(fn, x, fc, proj, grad_y):
     leaves = [t.detach().clone().requires_grad_() for t in (x, fc, proj)]
     y = fn(*leaves)
@@ -57,48 +75,57 @@ def run(fn, x, fc, proj, grad_y):
     return y.detach(), [t.grad for t in leaves]
 
 
-def test_the_mlp_gives_the_records_values_on_the_cpu():
+@pytest.mark.parametrize("mlp", [relu2_mlp, prologue_mlp])
+def test_the_mlp_gives_the_records_values_on_the_cpu(mlp):
     inputs = mlp_inputs("cpu", torch.float32)
-    y, grads = run(relu2_mlp, *inputs)
+    y, grads = run(mlp, *inputs)
     y_rec, grads_rec = run(record_mlp, *inputs)
     assert torch.equal(y, y_rec)
     for name, a, b in zip(("x", "fc", "proj"), grads, grads_rec):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (name, (a - b).abs().max().item())
 
 
+@pytest.mark.parametrize("mlp", [relu2_mlp, prologue_mlp])
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_the_mlp_compiles_whole_with_the_same_values(device):
-    """Dynamo traces the autograd.Function and the custom op (fullgraph); Inductor gives the eager values."""
+def test_the_mlp_compiles_whole_with_the_same_values(device, mlp):
+    """Dynamo traces the autograd.Function and the custom ops (fullgraph); Inductor gives the eager values."""
     if device == "cuda":
         cuda_or_skip()
     inputs = mlp_inputs(device, torch.bfloat16 if device == "cuda" else torch.float32, T=1000, D=128)
-    y, grads = run(torch.compile(relu2_mlp, fullgraph=True), *inputs)
-    y_eager, grads_eager = run(relu2_mlp, *inputs)
+    y, grads = run(torch.compile(mlp, fullgraph=True), *inputs)
+    y_eager, grads_eager = run(mlp, *inputs)
     assert torch.equal(y, y_eager)
     for name, a, b in zip(("x", "fc", "proj"), grads, grads_eager):
         assert torch.equal(a, b), (name, (a != b).sum().item())
 
 
-def test_the_mlp_on_cuda_is_as_close_to_float64_as_the_record():
-    """The kernel's grad_pre rounds once where eager bf16 rounds twice: at least as close to the truth."""
+@pytest.mark.parametrize("mlp", [relu2_mlp, prologue_mlp])
+def test_the_mlp_on_cuda_is_as_close_to_float64_as_the_record(mlp):
+    """The kernel's grad_pre rounds once where eager bf16 rounds twice: at least as close to the truth. The
+    forward is cuBLAS's bits, or with lever 15 a Triton sum over K as close to the truth as cuBLAS's."""
     cuda_or_skip()
     inputs = mlp_inputs("cuda", torch.bfloat16, T=1000, D=128)
-    y, grads = run(relu2_mlp, *inputs)
+    y, grads = run(mlp, *inputs)
     y_rec, grads_rec = run(record_mlp, *inputs)
-    _, truth = run(record_mlp, *[t.double() for t in inputs])
-    assert torch.equal(y, y_rec)
-    for name, ours, rec, t in zip(("x", "fc", "proj"), grads, grads_rec, truth):
+    y_true, truth = run(record_mlp, *[t.double() for t in inputs])
+    if mlp is relu2_mlp:
+        assert torch.equal(y, y_rec)
+    for name, ours, rec, t in zip(("y", "x", "fc", "proj"), (y, *grads), (y_rec, *grads_rec), (y_true, *truth)):
         err_ours, err_rec = (((g.double() - t).norm() / t.norm()).item() for g in (ours, rec))
         assert err_ours <= err_rec * 1.05 + 1e-4, (name, err_ours, err_rec)
 
 
-def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch):
+@pytest.mark.parametrize("prologue", [False, True])
+def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch, prologue):
     """Made true here, runs_triton sends the CPU through the autograd.Function (its backward's torch form): every
-    MLP goes through it, and the loss and gradients are the record expression's (float32 rounding apart)."""
+    MLP goes through it, with config relu2_prologue (lever 15) as given, and the loss and gradients are the record
+    expression's (float32 rounding apart)."""
+    import dataclasses
+
     import train.model
 
     calls = []
-    cfg = preset("tiny")
+    cfg = dataclasses.replace(preset("tiny"), relu2_prologue=prologue)
     T = cfg.train_max_seq_len
     inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
     args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
@@ -114,9 +141,9 @@ def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch):
     model = GPT(cfg)
     record = loss_and_grads(model)
     monkeypatch.setattr(train.model, "runs_triton", lambda t: True)
-    monkeypatch.setattr(train.model, "relu2_mlp", lambda *a: calls.append(1) or relu2_mlp(*a))
+    monkeypatch.setattr(train.model, "relu2_mlp", lambda *a: calls.append(a[3]) or relu2_mlp(*a))
     ours = loss_and_grads(model)
-    assert len(calls) == sum(spec.has_mlp for spec in model.plan) > 0
+    assert calls == [prologue] * sum(spec.has_mlp for spec in model.plan) and calls
     assert torch.allclose(ours[0], record[0], rtol=1e-5)
     assert ours[1].keys() == record[1].keys()
     for name, g in ours[1].items():
@@ -126,26 +153,33 @@ def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch):
 H100_SHARED_BYTES = 232448  # the most shared memory one program may take on an H100 or H200 (sm_90)
 
 
-def shared_bytes_on_sm90a(M: int, N: int, K: int) -> int:
-    """The kernel compiled as launch() compiles it, for sm_90a, by Triton's own ptxas (no GPU needed): its shared
-    memory in bytes, which Triton checks against the GPU's limit at the first launch."""
+def compiled_on_sm90a(kernel, signature: dict, constants: dict, warps: int, stages: int):
+    """A kernel compiled as the launches compile it, for sm_90a, by Triton's own ptxas (no GPU needed)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
+    signature = {**signature, **dict.fromkeys(constants, "constexpr")}
+    src = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
+def shared_bytes_on_sm90a(M: int, N: int, K: int, write_h: bool = False) -> int:
+    """The backward kernel's shared memory in bytes, which Triton checks against the GPU's limit at the first
+    launch."""
     from train.relu2_grad import GROUP_M, STAGES, TILE, WARPS
     from train.relu2_grad_kernel import relu2_grad_kernel
 
     bm, bn, bk = TILE
     tiles = -(-M // bm) * -(-N // bn)
     signature = {"a_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bk},{bn}]>",
-                 "pre_desc": f"tensordesc<bf16[{bm},{bn}]>", "out_desc": f"tensordesc<bf16[{bm},{bn}]>",
-                 **dict.fromkeys(("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS"),
-                                 "constexpr")}
+                 "pre_desc": f"tensordesc<bf16[{bm},{bn}]>", "out_desc": f"tensordesc<bf16[{bm},{bn}]>"}
     constants = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                     NUM_PROGRAMS=min(132, tiles))
-    src = triton.compiler.ASTSource(fn=relu2_grad_kernel, signature=signature, constexprs=constants)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=WARPS, num_stages=STAGES)).metadata.shared
+                     NUM_PROGRAMS=min(132, tiles), WRITE_H=write_h)
+    if write_h:
+        signature["h_desc"] = f"tensordesc<bf16[{bm},{bn}]>"
+    else:
+        constants["h_desc"] = None
+    return compiled_on_sm90a(relu2_grad_kernel, signature, constants, WARPS, STAGES).metadata.shared
 
 
 @needs_triton
@@ -154,8 +188,31 @@ def test_the_kernel_fits_an_h100_at_the_records_shape_and_not_with_one_k_block()
     shared memory than an H100 or H200 has per program (measured 278,568 bytes, 2026-12-03, Triton 3.6.0), which
     the lease of that day hit on a GPU; from two K blocks on it fits (213,016), the record's 768 included."""
     assert shared_bytes_on_sm90a(49152, 3072, 768) <= H100_SHARED_BYTES
+    assert shared_bytes_on_sm90a(49152, 3072, 768, write_h=True) <= H100_SHARED_BYTES
     assert shared_bytes_on_sm90a(1000, 512, 128) <= H100_SHARED_BYTES
     assert shared_bytes_on_sm90a(512, 256, 64) > H100_SHARED_BYTES
+
+
+@needs_triton
+def test_the_forward_kernel_fits_an_h100_and_takes_h_from_registers():
+    """Lever 15's GEMM at the record's shape: within an H100's shared memory, no register spills, and each wgmma
+    takes its A operand (h, squared in the loop) from registers where the backward kernel's reads shared memory."""
+    import re
+
+    from train.relu2_grad import GROUP_M, PROJ_STAGES, PROJ_TILE, PROJ_WARPS
+    from train.relu2_grad_kernel import relu2_proj_kernel
+
+    bm, bn, bk = PROJ_TILE
+    signature = {"pre_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bn},{bk}]>",
+                 "out_desc": f"tensordesc<bf16[{bm},{bn}]>"}
+    constants = dict(M=49152, N=768, K=3072, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=132)
+    compiled = compiled_on_sm90a(relu2_proj_kernel, signature, constants, PROJ_WARPS, PROJ_STAGES)
+    ptx = compiled.asm["ptx"]
+    assert compiled.metadata.shared <= H100_SHARED_BYTES
+    assert "st.local" not in ptx and "ld.local" not in ptx
+    # wgmma D, A, B-descriptor, ...: A in braces (registers) rather than a 64-bit descriptor
+    operands = [re.split(r"\}\s*,\s*", m)[1] for m in re.findall(r"wgmma\.mma_async[^;]*;", ptx)]
+    assert operands and all(op.startswith("{") for op in operands), operands[:2]
 
 
 def test_a_shape_the_gpu_refuses_takes_the_torch_form_once_asked(monkeypatch):
@@ -179,7 +236,7 @@ def test_a_shape_the_gpu_refuses_takes_the_torch_form_once_asked(monkeypatch):
     pre = torch.randn(grad_y.size(0), proj.size(1))
     for _ in range(2):
         assert torch.equal(mod.relu2_grad(grad_y, proj, pre), mod.reference(grad_y, proj, pre))
-    assert len(launches) == 1 and mod.NO_FIT == {(96, 256, 64)}
+    assert len(launches) == 1 and mod.NO_FIT == {("relu2_grad", 96, 256, 64)}
 
 
 def test_the_tiny_shape_on_cuda_gives_the_torch_forms_bits():

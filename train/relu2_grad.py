@@ -29,9 +29,11 @@ from train.xent_triton import runs_triton
 # and the loops flattened were 4 % faster alone and no faster end to end (lever 12, 2026-12-04, train/BENCHMARKS.md)
 TILE = (128, 256, 64)
 STAGES, WARPS, GROUP_M = 3, 8, 8
-# (M, N, K) for which Triton refused the kernel at its first launch (OutOfResources: before anything ran); each
-# is asked once per process, then goes straight to `reference`
-NO_FIT: set[tuple[int, int, int]] = set()
+# the forward kernel's (lever 15): its output has D = 768 columns, three 256-wide tiles
+PROJ_TILE, PROJ_STAGES, PROJ_WARPS = (128, 256, 64), 3, 8
+# (kernel, M, N, K...) for which Triton refused the kernel at its first launch (OutOfResources: before anything
+# ran); each is asked once per process, then goes straight to the torch form
+NO_FIT: set[tuple] = set()
 
 
 def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
@@ -40,8 +42,9 @@ def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return (2 * F.relu(pre.float()) * grad_h).to(pre.dtype)
 
 
-def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
-    """The kernel: programs > 0 persistent on that many programs, 0 one program per tile (the interpreter's)."""
+def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, with_h: bool = False):
+    """The backward kernel: programs > 0 persistent on that many programs, 0 one program per tile (the
+    interpreter's). Returns grad_pre, or (grad_pre, h = relu(pre)²) with_h."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from train.relu2_grad_kernel import relu2_grad_kernel  # imports Triton: at the first launch only
@@ -50,33 +53,90 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
     bm, bn, bk = TILE
     grad_y, proj, pre = grad_y.contiguous(), proj.contiguous(), pre.contiguous()
     out = torch.empty_like(pre)
-    tiles = -(-M // bm) * -(-N // bn)
-    persistent = min(programs, tiles)
+    h = torch.empty_like(pre) if with_h else None
+    grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
     descs = (TensorDescriptor.from_tensor(grad_y, [bm, bk]), TensorDescriptor.from_tensor(proj, [bk, bn]),
-             TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]))
-    relu2_grad_kernel[(persistent or tiles,)](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                              GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=STAGES,
-                                              num_warps=WARPS)
+             TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]),
+             TensorDescriptor.from_tensor(h, [bm, bn]) if with_h else None)
+    relu2_grad_kernel[grid](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
+                            NUM_PROGRAMS=persistent, WRITE_H=with_h, num_stages=STAGES, num_warps=WARPS)
+    return (out, h) if with_h else out
+
+
+def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, int] = PROJ_TILE,
+                stages: int = PROJ_STAGES, warps: int = PROJ_WARPS) -> Tensor:
+    """The forward kernel, relu(pre)²·projᵀ: pre (M, K), proj (N, K) -> (M, N); programs as in `launch`."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from train.relu2_grad_kernel import relu2_proj_kernel
+
+    (M, K), N = pre.shape, proj.size(0)
+    bm, bn, bk = tile
+    pre, proj = pre.contiguous(), proj.contiguous()
+    out = pre.new_empty(M, N)
+    grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
+    relu2_proj_kernel[grid](TensorDescriptor.from_tensor(pre, [bm, bk]), TensorDescriptor.from_tensor(proj, [bn, bk]),
+                            TensorDescriptor.from_tensor(out, [bm, bn]), M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn,
+                            BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=stages,
+                            num_warps=warps)
     return out
+
+
+def programs_for(tiles: int, programs: int) -> tuple[tuple[int], int]:
+    """(grid, NUM_PROGRAMS): persistent on min(programs, tiles) programs, or one program per tile for 0."""
+    persistent = min(programs, tiles)
+    return (persistent or tiles,), persistent
+
+
+def triton_or_reference(key: tuple, on: Tensor, kernel, reference_fn):
+    """kernel(SMs) where Triton runs on `on` and the key (op, shape) has not been refused, else reference_fn()."""
+    if runs_triton(on) and key not in NO_FIT:
+        from triton.runtime.errors import OutOfResources
+
+        try:
+            return kernel(torch.cuda.get_device_properties(on.device).multi_processor_count)
+        except OutOfResources:
+            NO_FIT.add(key)
+    return reference_fn()
 
 
 @torch.library.custom_op("repro_train::relu2_grad", mutates_args=())
 def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring)."""
-    shape = (grad_y.size(0), proj.size(1), grad_y.size(1))
-    if runs_triton(pre) and shape not in NO_FIT:
-        from triton.runtime.errors import OutOfResources
-
-        try:
-            return launch(grad_y, proj, pre, torch.cuda.get_device_properties(pre.device).multi_processor_count)
-        except OutOfResources:
-            NO_FIT.add(shape)
-    return reference(grad_y, proj, pre)
+    return triton_or_reference(("relu2_grad", grad_y.size(0), proj.size(1), grad_y.size(1)), pre,
+                               lambda sms: launch(grad_y, proj, pre, sms), lambda: reference(grad_y, proj, pre))
 
 
 @relu2_grad.register_fake
 def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return torch.empty_like(pre, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("repro_train::relu2_grad_h", mutates_args=())
+def relu2_grad_h(grad_y: Tensor, proj: Tensor, pre: Tensor) -> tuple[Tensor, Tensor]:
+    """relu2_grad and h = relu(pre)² (T, 4D) from the same kernel, for proj's gradient (lever 15)."""
+    return triton_or_reference(("relu2_grad_h", grad_y.size(0), proj.size(1), grad_y.size(1)), pre,
+                               lambda sms: launch(grad_y, proj, pre, sms, with_h=True),
+                               lambda: (reference(grad_y, proj, pre), F.relu(pre).square()))
+
+
+@relu2_grad_h.register_fake
+def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> tuple[Tensor, Tensor]:
+    return (torch.empty_like(pre, memory_format=torch.contiguous_format),
+            torch.empty_like(pre, memory_format=torch.contiguous_format))
+
+
+@torch.library.custom_op("repro_train::relu2_proj", mutates_args=())
+def relu2_proj(pre: Tensor, proj: Tensor) -> Tensor:
+    """pre (T, 4D), proj (D, 4D) -> relu(pre)²·projᵀ (T, D), h never written (lever 15)."""
+    return triton_or_reference(("relu2_proj", pre.size(0), proj.size(0), pre.size(1)), pre,
+                               lambda sms: launch_proj(pre, proj, sms),
+                               lambda: F.linear(F.relu(pre).square(), proj))
+
+
+@relu2_proj.register_fake
+def _(pre: Tensor, proj: Tensor) -> Tensor:
+    return pre.new_empty(pre.size(0), proj.size(0))
 
 
 def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
@@ -87,18 +147,26 @@ def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
 
 class _Relu2MLP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
+    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor, prologue: bool) -> Tensor:
         pre = F.linear(x, fc.T)  # (T, 4D), the model's expression
+        ctx.prologue = prologue
+        if prologue:  # lever 15: h made inside the GEMM that reads it, and again by the backward kernel
+            ctx.save_for_backward(x, fc, proj, pre)
+            return relu2_proj(pre, proj)
         h = F.relu(pre).square()
         ctx.save_for_backward(x, fc, proj, pre, h)
         return F.linear(h, proj)  # (T, D)
 
     @staticmethod
     def backward(ctx, grad_y: Tensor):
-        x, fc, proj, pre, h = ctx.saved_tensors
-        grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
-        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h
+        if ctx.prologue:
+            x, fc, proj, pre = ctx.saved_tensors
+            grad_pre, h = relu2_grad_h(grad_y, proj, pre)  # (T, 4D) each
+        else:
+            x, fc, proj, pre, h = ctx.saved_tensors
+            grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
+        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h, None
 
 
-def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
-    return _Relu2MLP.apply(x, fc, proj)
+def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor, prologue: bool = False) -> Tensor:
+    return _Relu2MLP.apply(x, fc, proj, prologue)
