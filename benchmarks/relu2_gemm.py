@@ -15,10 +15,10 @@ write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
 Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fused forward (pre and h written by the
 epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/,
 run with this file as of commit 699dfb3). Lever 15 (config relu2_prologue) squares pre where the next GEMM reads it
-instead: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, in each
-tile shape of PROJ_TILES; and (c)'s backward writing h as well, which (d) leaves to it. Each way is checked against (a) first (bf16: elements apart, largest
-distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds the
-medians.
+instead: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, in
+each tile shape of PROJ_TILES; and (c)'s backward writing h as well, which (d) leaves to it. Each way is checked
+against (a) first (bf16: elements apart, largest distance), then timed as means of 20 calls, 5 rounds alternating.
+One Python dict per line; the last holds the medians.
 """
 
 import argparse
