@@ -14,11 +14,13 @@ write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
      persistent and one program per tile.
 Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fused forward (pre and h written by the
 epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/,
-run with this file as of commit 699dfb3). Lever 15 (config relu2_prologue) squares pre where the next GEMM reads it
-instead: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, in
-each tile shape of PROJ_TILES; and (c)'s backward writing h as well, which (d) leaves to it. Each way is checked
-against (a) first (bf16: elements apart, largest distance), then timed as means of 20 calls, 5 rounds alternating.
-One Python dict per line; the last holds the medians.
+run with this file as of commit 699dfb3). Levers 15 and 16 (config relu2_prologue) square pre where the next GEMM
+reads it: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel,
+which stores h from its registers. Lever 15's (d) left h to (c), which wrote it in its epilogue: (d) took 0.360
+against 0.443 ms, in the fastest of four tile shapes, and (c) 0.604 against 0.472 (docs/device-runs/
+2026-12-04-h200-table-lost-lever15/, with this file as of commit bfe3f3f). Each way is checked against (a) first
+(bf16: elements apart, largest distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict
+per line; the last holds the medians.
 """
 
 import argparse
@@ -29,9 +31,6 @@ import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
 from train.relu2_grad import PROJ_STAGES, PROJ_TILE, PROJ_WARPS, launch, launch_proj
-
-# (d)'s shapes, (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps): train/relu2_grad.py's first; each fits sm_90's shared memory
-PROJ_TILES = [(*PROJ_TILE, PROJ_STAGES, PROJ_WARPS), (128, 128, 64, 4, 8), (256, 128, 64, 3, 8), (128, 256, 128, 2, 8)]
 
 
 def relu2(pre):
@@ -69,12 +68,10 @@ def main() -> None:
     forms = {"persistent": sms, "one tile each": 0} if cuda else {"one tile each": 0}
     h = ew(pre)
     y = F.linear(h, proj)
-    with_h = launch(grad_y, proj, pre, sms, with_h=True)
-    tiles = PROJ_TILES if cuda else [(64, 32, 64, 2, 4)]
+    d_y, d_h = launch_proj(pre, proj, sms, *(PROJ_TILE, PROJ_STAGES, PROJ_WARPS) if cuda else ((64, 32, 64), 2, 4))
     print({"check (elements apart, largest distance) against (a), of": pre.numel(),
            **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()},
-           "c with h: grad_pre": apart(with_h[0], grad_pre), "c with h: h": apart(with_h[1], h),
-           **{f"d {t}: y": apart(launch_proj(pre, proj, sms, t[:3], *t[3:]), y) for t in tiles}}, flush=True)
+           "d: y": apart(d_y, y), "d: h": apart(d_h, h)}, flush=True)
     if not cuda:
         return
 
@@ -84,9 +81,7 @@ def main() -> None:
             "proj_mm_alone": lambda: F.linear(h, proj)}
     for form, p in forms.items():
         ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, p)
-    ways["c_backward with h"] = lambda: launch(grad_y, proj, pre, sms, with_h=True)
-    for t in PROJ_TILES:
-        ways[f"d_forward_proj {t}"] = lambda t=t: launch_proj(pre, proj, sms, t[:3], *t[3:])
+    ways["d_forward_proj"] = lambda: launch_proj(pre, proj, sms)
     if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")

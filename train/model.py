@@ -140,7 +140,7 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, dim: int, prologue: bool):
         super().__init__()
-        self.prologue = prologue  # lever 15 (config relu2_prologue), where Triton runs
+        self.prologue = prologue  # lever 16 (config relu2_prologue), where Triton runs
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():

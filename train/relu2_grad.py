@@ -29,7 +29,8 @@ from train.xent_triton import runs_triton
 # and the loops flattened were 4 % faster alone and no faster end to end (lever 12, 2026-12-04, train/BENCHMARKS.md)
 TILE = (128, 256, 64)
 STAGES, WARPS, GROUP_M = 3, 8, 8
-# the forward kernel's (lever 15): its output has D = 768 columns, three 256-wide tiles
+# the forward kernel's (lever 16), the fastest of four shapes measured (lever 15, 2026-12-04): its output has
+# D = 768 columns, three 256-wide tiles
 PROJ_TILE, PROJ_STAGES, PROJ_WARPS = (128, 256, 64), 3, 8
 # (kernel, M, N, K...) for which Triton refused the kernel at its first launch (OutOfResources: before anything
 # ran); each is asked once per process, then goes straight to the torch form
@@ -42,9 +43,9 @@ def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return (2 * F.relu(pre.float()) * grad_h).to(pre.dtype)
 
 
-def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, with_h: bool = False):
+def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
     """The backward kernel: programs > 0 persistent on that many programs, 0 one program per tile (the
-    interpreter's). Returns grad_pre, or (grad_pre, h = relu(pre)²) with_h."""
+    interpreter's)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from train.relu2_grad_kernel import relu2_grad_kernel  # imports Triton: at the first launch only
@@ -53,19 +54,18 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, with_h: boo
     bm, bn, bk = TILE
     grad_y, proj, pre = grad_y.contiguous(), proj.contiguous(), pre.contiguous()
     out = torch.empty_like(pre)
-    h = torch.empty_like(pre) if with_h else None
     grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
     descs = (TensorDescriptor.from_tensor(grad_y, [bm, bk]), TensorDescriptor.from_tensor(proj, [bk, bn]),
-             TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]),
-             TensorDescriptor.from_tensor(h, [bm, bn]) if with_h else None)
+             TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]))
     relu2_grad_kernel[grid](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                            NUM_PROGRAMS=persistent, WRITE_H=with_h, num_stages=STAGES, num_warps=WARPS)
-    return (out, h) if with_h else out
+                            NUM_PROGRAMS=persistent, num_stages=STAGES, num_warps=WARPS)
+    return out
 
 
 def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, int] = PROJ_TILE,
-                stages: int = PROJ_STAGES, warps: int = PROJ_WARPS) -> Tensor:
-    """The forward kernel, relu(pre)²·projᵀ: pre (M, K), proj (N, K) -> (M, N); programs as in `launch`."""
+                stages: int = PROJ_STAGES, warps: int = PROJ_WARPS) -> tuple[Tensor, Tensor]:
+    """The forward kernel: pre (M, K), proj (N, K) -> (relu(pre)²·projᵀ (M, N), h = relu(pre)² (M, K)); programs
+    as in `launch`."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from train.relu2_grad_kernel import relu2_proj_kernel
@@ -73,13 +73,13 @@ def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, 
     (M, K), N = pre.shape, proj.size(0)
     bm, bn, bk = tile
     pre, proj = pre.contiguous(), proj.contiguous()
-    out = pre.new_empty(M, N)
+    out, h = pre.new_empty(M, N), torch.empty_like(pre)
     grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
     relu2_proj_kernel[grid](TensorDescriptor.from_tensor(pre, [bm, bk]), TensorDescriptor.from_tensor(proj, [bn, bk]),
-                            TensorDescriptor.from_tensor(out, [bm, bn]), M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn,
+                            TensorDescriptor.from_tensor(out, [bm, bn]), h, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn,
                             BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=stages,
                             num_warps=warps)
-    return out
+    return out, h
 
 
 def programs_for(tiles: int, programs: int) -> tuple[tuple[int], int]:
@@ -112,31 +112,20 @@ def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return torch.empty_like(pre, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("repro_train::relu2_grad_h", mutates_args=())
-def relu2_grad_h(grad_y: Tensor, proj: Tensor, pre: Tensor) -> tuple[Tensor, Tensor]:
-    """relu2_grad and h = relu(pre)² (T, 4D) from the same kernel, for proj's gradient (lever 15)."""
-    return triton_or_reference(("relu2_grad_h", grad_y.size(0), proj.size(1), grad_y.size(1)), pre,
-                               lambda sms: launch(grad_y, proj, pre, sms, with_h=True),
-                               lambda: (reference(grad_y, proj, pre), F.relu(pre).square()))
-
-
-@relu2_grad_h.register_fake
-def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> tuple[Tensor, Tensor]:
-    return (torch.empty_like(pre, memory_format=torch.contiguous_format),
-            torch.empty_like(pre, memory_format=torch.contiguous_format))
-
-
 @torch.library.custom_op("repro_train::relu2_proj", mutates_args=())
-def relu2_proj(pre: Tensor, proj: Tensor) -> Tensor:
-    """pre (T, 4D), proj (D, 4D) -> relu(pre)²·projᵀ (T, D), h never written (lever 15)."""
+def relu2_proj(pre: Tensor, proj: Tensor) -> tuple[Tensor, Tensor]:
+    """pre (T, 4D), proj (D, 4D) -> (relu(pre)²·projᵀ (T, D), h = relu(pre)² (T, 4D)) from one kernel (lever 16)."""
+    def torch_form():
+        h = F.relu(pre).square()
+        return F.linear(h, proj), h
+
     return triton_or_reference(("relu2_proj", pre.size(0), proj.size(0), pre.size(1)), pre,
-                               lambda sms: launch_proj(pre, proj, sms),
-                               lambda: F.linear(F.relu(pre).square(), proj))
+                               lambda sms: launch_proj(pre, proj, sms), torch_form)
 
 
 @relu2_proj.register_fake
-def _(pre: Tensor, proj: Tensor) -> Tensor:
-    return pre.new_empty(pre.size(0), proj.size(0))
+def _(pre: Tensor, proj: Tensor) -> tuple[Tensor, Tensor]:
+    return pre.new_empty(pre.size(0), proj.size(0)), torch.empty_like(pre, memory_format=torch.contiguous_format)
 
 
 def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
@@ -149,22 +138,18 @@ class _Relu2MLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor, prologue: bool) -> Tensor:
         pre = F.linear(x, fc.T)  # (T, 4D), the model's expression
-        ctx.prologue = prologue
-        if prologue:  # lever 15: h made inside the GEMM that reads it, and again by the backward kernel
-            ctx.save_for_backward(x, fc, proj, pre)
-            return relu2_proj(pre, proj)
-        h = F.relu(pre).square()
+        if prologue:  # lever 16: h squared inside the GEMM that reads it, and stored from there
+            y, h = relu2_proj(pre, proj)
+        else:
+            h = F.relu(pre).square()
+            y = F.linear(h, proj)  # (T, D)
         ctx.save_for_backward(x, fc, proj, pre, h)
-        return F.linear(h, proj)  # (T, D)
+        return y
 
     @staticmethod
     def backward(ctx, grad_y: Tensor):
-        if ctx.prologue:
-            x, fc, proj, pre = ctx.saved_tensors
-            grad_pre, h = relu2_grad_h(grad_y, proj, pre)  # (T, 4D) each
-        else:
-            x, fc, proj, pre, h = ctx.saved_tensors
-            grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
+        x, fc, proj, pre, h = ctx.saved_tensors
+        grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
         return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h, None
 
 
