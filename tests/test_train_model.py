@@ -234,18 +234,20 @@ def test_the_residual_add_is_eagers_sum_and_stays_out_of_the_gemm():
     assert "addmm" in codes["plain"] and "addmm" not in codes["block"]
 
 
-@pytest.mark.parametrize("per_step", [False, True], ids=["cast-per-micro-step", "cast-once-per-step"])
-def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager(per_step):
+@pytest.mark.parametrize("per_step, prologue", [(False, False), (True, False), (True, True)],
+                         ids=["cast-per-micro-step", "cast-once-per-step", "relu2-prologue"])
+def test_the_tiny_model_on_cuda_compiled_in_bf16_trains_as_eager(per_step, prologue):
     """On a GPU every Triton kernel of train/ runs at the tiny preset's shapes (model_dim 64, head_dim 32): the
     compiled model's loss and gradients after two micro-steps agree with eager's within bf16's rounding, with the
-    record's casts (no refresh) and with the bf16 copies refreshed once per step. Before relu2_grad's fallback,
-    the first backward pass died here (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
+    record's casts (no refresh), with the bf16 copies refreshed once per step, and with lever 16's MLP forward
+    (config relu2_prologue). Before relu2_grad's fallback, the first backward pass died here
+    (docs/device-runs/2026-12-03-h200-levers-5-8/)."""
     from tests.conftest import cuda_or_skip
 
     cuda_or_skip()
     results = []
     for compile_it in (False, True):
-        m = tiny_model(seed=7, bf16=True).cuda()
+        m = tiny_model(seed=7, bf16=True, relu2_prologue=prologue).cuda()
         gen = torch.Generator().manual_seed(7)
         with torch.no_grad():  # every weight moved a little: the record starts some at zero
             for p in m.parameters():
