@@ -151,13 +151,14 @@ def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch, prolog
 H100_SHARED_BYTES = 232448  # the most shared memory one program may take on an H100 or H200 (sm_90)
 
 
-def compiled_on_sm90a(kernel, signature: dict, constants: dict, warps: int, stages: int):
-    """A kernel compiled as the launches compile it, for sm_90a, by Triton's own ptxas (no GPU needed)."""
+def compiled_on_sm90a(kernel, signature: dict, constants: dict, warps: int, stages: int, attrs: dict | None = None):
+    """A kernel compiled as the launches compile it, for sm_90a, by Triton's own ptxas (no GPU needed); attrs: the
+    arguments' specializations a launch would make (a pointer's 16-byte alignment)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
-    src = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants)
+    src = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
@@ -188,8 +189,9 @@ def test_the_kernel_fits_an_h100_at_the_records_shape_and_not_with_one_k_block()
 
 @needs_triton
 def test_the_forward_kernel_fits_an_h100_and_takes_h_from_registers():
-    """Lever 16's GEMM at the record's shape: within an H100's shared memory, no register spills, and each wgmma
-    takes its A operand (h, squared in the loop) from registers where the backward kernel's reads shared memory."""
+    """Lever 16's GEMM at the record's shape: within an H100's shared memory, no register spills, each wgmma takes
+    its A operand (h, squared in the loop) from registers where the backward kernel's reads shared memory, and h
+    leaves in 16-byte stores (given the alignment Triton specializes torch's tensors for; without it, 2-byte ones)."""
     import re
 
     from train.relu2_grad import GROUP_M, PROJ_STAGES, PROJ_TILE, PROJ_WARPS
@@ -199,10 +201,12 @@ def test_the_forward_kernel_fits_an_h100_and_takes_h_from_registers():
     signature = {"pre_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bn},{bk}]>",
                  "out_desc": f"tensordesc<bf16[{bm},{bn}]>", "h_ptr": "*bf16"}
     constants = dict(M=49152, N=768, K=3072, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=132)
-    compiled = compiled_on_sm90a(relu2_proj_kernel, signature, constants, PROJ_WARPS, PROJ_STAGES)
+    h_aligned = {(list(signature).index("h_ptr"),): [["tt.divisibility", 16]]}
+    compiled = compiled_on_sm90a(relu2_proj_kernel, signature, constants, PROJ_WARPS, PROJ_STAGES, h_aligned)
     ptx = compiled.asm["ptx"]
     assert compiled.metadata.shared <= H100_SHARED_BYTES
     assert "st.local" not in ptx and "ld.local" not in ptx
+    assert set(re.findall(r"st\.global[.\w]*", ptx)) == {"st.global.v4.b32"}
     # wgmma D, A, B-descriptor, ...: A in braces (registers) rather than a 64-bit descriptor
     operands = [re.split(r"\}\s*,\s*", m)[1] for m in re.findall(r"wgmma\.mma_async[^;]*;", ptx)]
     assert operands and all(op.startswith("{") for op in operands), operands[:2]
