@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline.data.shards import BOS, read_tokens
-from pipeline.data.tokenize import load_gpt2, tokenize
+from pipeline.data.tokenize import load_gpt2, start_pool, tokenize
 from pipeline.data.verify import read_local_lock, verify_dir
 from pipeline.errors import InputError
 from tests.conftest import shared_path
@@ -133,3 +134,28 @@ def test_cli_tokenize_json(tmp_path, tokenizer_dir):
                               "--out", str(tmp_path / "o2"), "--tokenizer-dir", str(tokenizer_dir)],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 3 and "none.txt does not exist" in missing.stderr
+
+
+def sigterm_as_ctrl_c(signum, frame):  # the CLI's handler (pipeline/cli/__init__.py)
+    raise KeyboardInterrupt
+
+
+def signal_handlers():
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def test_workers_stop_on_sigterm_whatever_the_callers_handler(tokenizer_dir):
+    """Under the CLI's Python handler, a worker that Pool.terminate() signalled between its fork and its start-up
+    never got the signal (Python drops it) and the command hung; workers now take SIGTERM's default action and
+    leave SIGINT to the parent, whose own handlers are back once they are forked."""
+    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)
+    try:
+        pool = start_pool(2, str(tokenizer_dir))
+        try:
+            assert {pool.apply(signal_handlers) for _ in range(4)} == {(signal.SIG_DFL, signal.SIG_IGN)}
+        finally:
+            pool.terminate()
+            pool.join()
+        assert signal_handlers() == (sigterm_as_ctrl_c, signal.default_int_handler)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,6 +143,23 @@ def _init_worker(tokenizer_dir: str | None, encoding=None) -> None:
         _encoding = encoding
     elif _encoding is None:
         _encoding = load_gpt2(Path(tokenizer_dir) if tokenizer_dir else None)
+
+
+def start_pool(workers: int, tokenizer_arg: str | None):
+    """`workers` encoding processes. They are forked with SIGTERM's default action and SIGINT ignored, whatever the
+    caller's handlers (the CLI turns SIGTERM into KeyboardInterrupt): Python drops a signal that reaches a child
+    between fork and its own start-up, so a worker told to stop by Pool.terminate() that early, under a Python
+    handler, lived on and terminate() waited for it forever (1 run in 200 of a one-document input, 6 at once on 2
+    cores). Ctrl-C is the parent's to handle: it stops the workers."""
+    handlers = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.SIG_IGN}
+    main_thread = threading.current_thread() is threading.main_thread()  # signal.signal works there only
+    saved = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if main_thread else {}
+    try:
+        return get_context("spawn" if sys.platform == "darwin" else "fork").Pool(
+            workers, initializer=_init_worker, initargs=(tokenizer_arg,))
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def encode_batch(docs: list[str]) -> np.ndarray:
@@ -268,8 +287,7 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
         _init_worker(tokenizer_arg, encoding)  # forked workers inherit it instead of loading it again
         if workers > 1:
             # Started before the progress bar's monitor thread: forking a process with threads is fragile.
-            pool = get_context("spawn" if sys.platform == "darwin" else "fork").Pool(
-                workers, initializer=_init_worker, initargs=(tokenizer_arg,))
+            pool = start_pool(workers, tokenizer_arg)
             encoded = pool.imap(encode_batch, _batches(docs, BATCH_DOCS), chunksize=1)
         else:
             encoded = map(encode_batch, _batches(docs, BATCH_DOCS))
@@ -284,12 +302,15 @@ def tokenize(inputs: list[Path], out_dir: Path, *, tokenizer_dir: Path | None = 
             if bar is not None:
                 bar.update(tokens.size)
         writer.close()
+        if pool is not None:  # every batch is back: the workers end at their queue's end, no signal needed
+            pool.close()
     except BaseException:
         writer.abort()  # a full disk or Ctrl-C leaves no partial shard and no incomplete set behind
+        if pool is not None:
+            pool.terminate()
         raise
     finally:
         if pool is not None:
-            pool.terminate()
             pool.join()
         if bar is not None:
             bar.close()
