@@ -149,7 +149,7 @@ def start_pool(workers: int, tokenizer_arg: str | None):
     """`workers` encoding processes. They are forked with SIGTERM's default action and SIGINT ignored, whatever the
     caller's handlers (the CLI turns SIGTERM into KeyboardInterrupt): Python drops a signal that reaches a child
     between fork and its own start-up, so a worker told to stop by Pool.terminate() that early, under a Python
-    handler, lived on and terminate() waited for it forever (1 run in 200 of a one-document input, 6 at once on 2
+    handler, lived on and terminate() waited for it forever (6 runs in 400 of a one-document input, 6 at once on 2
     cores). Ctrl-C is the parent's to handle: it stops the workers."""
     handlers = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.SIG_IGN}
     main_thread = threading.current_thread() is threading.main_thread()  # signal.signal works there only
