@@ -60,7 +60,7 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int) -> Tensor:
     bm, bn, bk = TILE
     grad_y, proj, pre = grad_y.contiguous(), proj.contiguous(), pre.contiguous()
     out = torch.empty_like(pre)
-    grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
+    grid, persistent = programs_for(M, N, bm, bn, programs)
     descs = (TensorDescriptor.from_tensor(grad_y, [bm, bk]), TensorDescriptor.from_tensor(proj, [bk, bn]),
              TensorDescriptor.from_tensor(pre, [bm, bn]), TensorDescriptor.from_tensor(out, [bm, bn]))
     relu2_grad_kernel[grid](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
@@ -80,7 +80,7 @@ def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, 
     bm, bn, bk = tile
     pre, proj = pre.contiguous(), proj.contiguous()
     out, h = pre.new_empty(M, N), torch.empty_like(pre)
-    grid, persistent = programs_for(-(-M // bm) * -(-N // bn), programs)
+    grid, persistent = programs_for(M, N, bm, bn, programs)
     relu2_proj_kernel[grid](TensorDescriptor.from_tensor(pre, [bm, bk]), TensorDescriptor.from_tensor(proj, [bn, bk]),
                             TensorDescriptor.from_tensor(out, [bm, bn]), h, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn,
                             BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=stages,
@@ -88,8 +88,10 @@ def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, 
     return out, h
 
 
-def programs_for(tiles: int, programs: int) -> tuple[tuple[int], int]:
-    """(grid, NUM_PROGRAMS): persistent on min(programs, tiles) programs, or one program per tile for 0."""
+def programs_for(M: int, N: int, bm: int, bn: int, programs: int) -> tuple[tuple[int], int]:
+    """(grid, NUM_PROGRAMS) for an (M, N) output in (bm, bn) tiles: persistent on min(programs, tiles) programs,
+    or one program per tile for 0."""
+    tiles = -(-M // bm) * -(-N // bn)
     persistent = min(programs, tiles)
     return (persistent or tiles,), persistent
 
