@@ -13,15 +13,15 @@ write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
   c. train/relu2_grad.py's persistent Triton GEMM on TMA descriptors with the elementwise work in its epilogue,
      persistent and one program per tile.
 Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fused forward (pre and h written by the
-epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/,
-run with this file as of commit 699dfb3). Levers 15 and 16 (config relu2_prologue) square pre where the next GEMM
-reads it: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel,
-which stores h from its registers. Lever 15's (d) left h to (c), which wrote it in its epilogue: (d) took 0.360
-against 0.443 ms, in the fastest of four tile shapes, and (c) 0.604 against 0.472 (docs/device-runs/
+epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/, run
+with this file as of commit 699dfb3). Levers 15 and 16 (config relu2_prologue) square pre where the next GEMM reads
+it: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, which stores
+h from its registers. Lever 15's (d) left h to (c), which wrote it in its epilogue: (d) took 0.360 against 0.443 ms,
+in the fastest of four tile shapes, and (c) 0.604 against 0.472 (docs/device-runs/
 2026-12-04-h200-table-lost-lever15/, with this file as of commit bfe3f3f). (c)'s "pair" form is lever 17's (config
-relu2_two_per_sm): one program per 128 × 128 tile, two programs an SM. Each way is checked against (a) first
-(bf16: elements apart, largest distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict
-per line; the last holds the medians.
+relu2_two_per_sm): one program per 128 × 128 tile, two programs an SM; (d)'s "pair" times the same launch for the
+forward. Each way is checked against (a) first (bf16: elements apart, largest distance), then timed as means of 20
+calls, 5 rounds alternating. One Python dict per line; the last holds the medians.
 """
 
 import argparse
@@ -86,6 +86,10 @@ def main() -> None:
     for form, p in forms.items():
         ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, *p)
     ways["d_forward_proj"] = lambda: launch_proj(pre, proj, sms)
+    # lever 17's idea on the forward, timed only: one program per tile, 128 x 128, two an SM (81,968 bytes and 125
+    # registers compiled for sm_90a); its values: the check line below
+    ways["d_forward_proj pair"] = lambda: launch_proj(pre, proj, 0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)
+    print({"d pair: y": apart(ways["d_forward_proj pair"]()[0], y)}, flush=True)
     if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")
