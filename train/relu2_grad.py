@@ -47,8 +47,8 @@ PROJ_TILE, PROJ_STAGES, PROJ_WARPS = (128, 256, 64), 3, 8
 # lever 17's: compiled for sm_90a, 98,328 bytes of shared memory and 91 registers a thread, so two programs fit an
 # SM (228 KiB, 64 Ki registers); TILE's kernel takes 213,016 bytes and 244 registers (tests/test_train_relu2_grad.py)
 PAIR_TILE, PAIR_STAGES, PAIR_WARPS = (128, 128, 64), 3, 8
-# (kernel, M, N, K...) for which Triton refused the kernel at its first launch (OutOfResources: before anything
-# ran); each is asked once per process, then goes straight to the torch form
+# (op, M, N, K, and relu2_grad's launch) for which Triton refused the kernel at its first launch (OutOfResources:
+# before anything ran); each is asked once per process, then goes straight to the torch form
 NO_FIT: set[tuple] = set()
 
 
@@ -127,7 +127,7 @@ def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor, two_per_sm: bool = Fal
             return launch(grad_y, proj, pre, 0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)
         return launch(grad_y, proj, pre, sms)
 
-    return triton_or_reference(("relu2_grad", two_per_sm, grad_y.size(0), proj.size(1), grad_y.size(1)), pre,
+    return triton_or_reference(("relu2_grad", grad_y.size(0), proj.size(1), grad_y.size(1), two_per_sm), pre,
                                kernel, lambda: reference(grad_y, proj, pre))
 
 
