@@ -67,9 +67,8 @@ def main() -> None:
     pre = x @ fc
     grad_pre = ew_b(grad_y @ proj, pre)
     # (c)'s forms: launch's arguments after (grad_y, proj, pre); "pair" is lever 17's, two programs an SM
-    pair = (0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)
-    forms = {"persistent": (sms,), "one tile each": (0,), "pair": pair} if cuda else {"one tile each": (0,),
-                                                                                      "pair": pair}
+    forms = {"persistent": (sms,)} if cuda else {}
+    forms |= {"one tile each": (0,), "pair": (0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)}
     h = ew(pre)
     y = F.linear(h, proj)
     d_y, d_h = launch_proj(pre, proj, sms, *(PROJ_TILE, PROJ_STAGES, PROJ_WARPS) if cuda else ((64, 32, 64), 2, 4))
