@@ -102,6 +102,8 @@ def name_problem(name: str) -> str | None:
         return "the name is not UTF-8"
     if "\0" in name:
         return "NUL byte in the name"
+    if not name.isprintable():  # a newline would print a line of the bundle's own; ESC drives the terminal
+        return "a control or format character in the name"
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         return "absolute path"
     if "\\" in name:
@@ -117,6 +119,11 @@ def name_problem(name: str) -> str | None:
     if long is not None:
         return f"a path component is {len(long.encode('utf-8', 'surrogateescape'))} bytes, over NAME_MAX ({NAME_MAX})"
     return None
+
+
+def _visible(name: str) -> str:
+    """A name as it may be printed: one whose characters are not all printable is shown escaped, as repr shows it."""
+    return name if name.isprintable() else ascii(name)[1:-1]
 
 
 def _type_problem(kind: bytes, linkname: str, mode: int) -> str | None:
@@ -141,6 +148,8 @@ class _Stream:
         self.read_bytes = 0
 
     def exact(self, n: int) -> bytes:
+        if n < 0:  # read(-1) is the whole rest of the stream
+            raise _Malformed(f"a negative size ({n}) in a header")
         data = self.raw.read(n)
         self.read_bytes += len(data)
         if len(data) != n:
@@ -166,6 +175,8 @@ def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
         try:
             _Reader(stream=_Stream(gz), out=out, max_member=max_member_bytes, max_total=max_total_bytes,
                     max_members=max_members).read()
+            if out.complete:
+                _read_to_end(gz, out)
         except _Malformed as exc:
             out.problems.append(Problem(ARCHIVE, f"not a readable bundle: {exc}"))
             out.stopped = str(exc)
@@ -173,6 +184,26 @@ def read_members(path: Path, max_member_bytes: int, max_total_bytes: int,
             out.problems.append(Problem(ARCHIVE, f"not a readable tar.gz ({exc}); the file is damaged or truncated"))
             out.stopped = "the gzip stream is damaged"
     return out
+
+
+TAIL_LIMIT = 1 << 20  # bytes after the end-of-archive block: tar pads to 10 KiB records, never more than that
+
+
+def _read_to_end(gz: gzip.GzipFile, out: Members) -> None:
+    """The rest of the stream after the end-of-archive block, so that gzip checks its trailer (CRC and length: a
+    bundle cut short in its last bytes, or with bytes appended, fails here) and the padding is only zeros. Read in
+    small pieces and at most TAIL_LIMIT bytes: a tail that inflates without end is stopped, not held."""
+    seen = 0
+    while piece := gz.read(BLOCK * 128):
+        seen += len(piece)
+        if piece.strip(b"\0"):
+            out.problems.append(Problem(ARCHIVE, "data after the end of the archive; a bundle written by repro "
+                                                 "ends with its last member"))
+            out.stopped = "data after the end of the archive"
+            return
+        if seen > TAIL_LIMIT:
+            _stop(out, ARCHIVE, f"more than {TAIL_LIMIT} bytes of padding after the end of the archive")
+            return
 
 
 def _stop(out: Members, member: str, problem: str, fix: str = "") -> None:
@@ -254,7 +285,7 @@ class _Reader:
         mode = _number(block[100:108], "mode")
         self.pending_pax, self.pending_long_name, self.pending_long_link = {}, None, None  # this member's only
         problem, rel = self._placement(name_text, kind)
-        shown = rel if problem is None and rel else name_text
+        shown = rel if problem is None and rel else _visible(name_text)
         self.out.listing.append((shown, size))
         problem = problem or _type_problem(kind, link, mode)
         if not self._within_limits(shown, size):
@@ -280,11 +311,10 @@ class _Reader:
         name_text = pax.get("path") or self.pending_long_name or name.decode("utf-8", "surrogateescape")
         link = (pax.get("linkpath") or self.pending_long_link
                 or block[157:257].split(b"\0", 1)[0].decode("utf-8", "replace"))
-        if "size" in pax:
-            try:
-                size = int(pax["size"])
-            except ValueError:
-                raise _Malformed(f"pax size {pax['size'][:20]!r} is not a number") from None
+        if "size" in pax:  # digits only: int() would take "-1" (read to the stream's end) and "1_0"
+            if not re.fullmatch(r"[0-9]{1,20}", pax["size"]):
+                raise _Malformed(f"pax size {pax['size'][:20]!r} is not a size in bytes")
+            size = int(pax["size"])
         return name_text, link, size
 
     def _placement(self, name_text: str, kind: bytes) -> tuple[str | None, str]:
