@@ -221,3 +221,55 @@ def test_alias_bomb_in_other_bundle_yaml(bundle, tmp_path, member):
     assert not check.ok
     text = "\n".join(f"{p} {p.fix}" for p in check.problems)
     assert member in text and "anchors and aliases are not accepted" in text
+
+
+def test_a_negative_pax_size_is_refused_before_anything_is_read(tmp_path):
+    """`size=-1` in a pax record made the reader call read(-1): the whole rest of the stream into memory (a 1 MB
+    bundle of 1 GiB of zeros took 2 GB, and --max-total-mb did not stop it)."""
+    record = b"11 size=-1\n"  # 11 bytes: the record's length counts its own digits
+    pax, member = tarfile.TarInfo("b/PaxHeaders/x"), tarfile.TarInfo("b/x")
+    pax.type, pax.size = tarfile.XHDTYPE, len(record)
+    raw = (pax.tobuf(tarfile.USTAR_FORMAT) + record.ljust(512, b"\0") + member.tobuf(tarfile.USTAR_FORMAT)
+           + b"A" * (4 << 20))
+    path = tmp_path / "negpax.tar.gz"
+    path.write_bytes(gzip.compress(raw))
+    check = verify_bundle(path, max_total_bytes=1 << 20)
+    assert any("pax size '-1' is not a size in bytes" in p.problem for p in check.problems)
+
+
+@pytest.mark.parametrize("damage", ["cut", "appended", "appended-gzip"])
+def test_a_bundle_cut_in_its_gzip_trailer_or_with_bytes_after_it_is_not_verified(bundle, tmp_path, damage):
+    """The reader stopped at the end-of-archive block: a bundle missing its last 20 bytes (the gzip CRC and
+    length) or with bytes appended verified. Now the stream is read to its end."""
+    raw = bundle.read_bytes()
+    data = {"cut": raw[:-20], "appended": raw + os.urandom(512),
+            "appended-gzip": raw + gzip.compress(b"x" * 1000)}[damage]
+    path = tmp_path / f"{damage}.tar.gz"
+    path.write_bytes(data)
+    assert verify_bundle(bundle).ok
+    check = verify_bundle(path)
+    assert not check.ok and any(p.member == "(archive)" for p in check.problems)
+
+
+@pytest.mark.parametrize("name", ["a\nproblem: none", "a\x1b]0;PWNED\x07\x1b[2Jb"], ids=["newline", "osc"])
+def test_a_member_name_with_control_characters_is_a_problem_printed_escaped(bundle, tmp_path, name):
+    top = bundle.name[:-len(".tar.gz")]
+    path = write_all(tmp_path / "esc.tar.gz", read_all(bundle) + [entry(f"{top}/runs/{name}/log.txt", b"x")])
+    done = repro("bundle", "verify", path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "a control or format character in the name" in done.stdout
+    assert "\x1b" not in done.stdout and "\nproblem: none" not in done.stdout
+    assert ascii(name)[1:-1] in done.stdout  # shown as repr shows it, on one line
+
+
+@pytest.mark.parametrize("name, why", [("n" * 300, "is 300 characters long, over 121"),
+                                       (".hidden", "does not start with a letter or a digit"),
+                                       ("ok\n", "has characters other than")])
+def test_a_bundle_name_is_checked_before_it_is_looked_up(tmp_path, name, why):
+    """A 300-character --name into an existing --out folder raised ENAMETOOLONG from the look-up (a traceback);
+    "ok\\n" passed NAME_RE's `$`."""
+    runs = three_runs(tmp_path)
+    (tmp_path / "bundles").mkdir()
+    done = repro("archive", *runs, "--out", tmp_path / "bundles", "--name", name)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert why in done.stderr and not any((tmp_path / "bundles").iterdir())
