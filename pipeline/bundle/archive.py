@@ -83,7 +83,22 @@ MANIFEST = "manifest.yaml"
 # node.json: where a campaign task ran (pipeline/campaign/model.py TaskRecord); absent for other runs
 RUN_FILES = ("status", "run.yaml", "log.txt", "stdout.txt", "metrics.jsonl", "preflight.json", "node.json")
 MAX_MEMBER_BYTES = 256 << 20  # a run's stdout is megabytes; anything this large is not a run's record
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}\Z")  # \Z: `$` would also take a name ending in "\n"
+
+
+def check_bundle_name(name: str) -> None:
+    """A bundle's name (its file and its one folder): NAME_RE, with a message that says which rule it breaks."""
+    if NAME_RE.match(name):
+        return
+    if len(name) > 121:
+        why = f"is {len(name)} characters long, over 121"
+    elif not re.match(r"^[A-Za-z0-9]", name):
+        why = "does not start with a letter or a digit" if name else "is empty"
+    else:
+        why = "has characters other than letters, digits, '.', '_' and '-'"
+    raise InputError(f"bundle name {name!r} {why}", "choose a plain name with --name")
+
+
 FIRST = (MANIFEST, SUMS, SIGNATURE)  # read first, so `bundle show` finds them at the head of the stream
 PATHS = "relative to the bundle; run files' paths relative to the work folder that held the runs"
 
@@ -399,13 +414,13 @@ def archive(record: Record, run_dirs: list[Path], out_dir: Path, *, work_dir: Pa
     key = load_private_key(sign_key) if sign_key else None
     environ = os.environ if environ is None else environ
     attempt_dirs = [p for p in all_dirs if p.name in attempt_ids]
-    if name and (Path(out_dir) / f"{name}.tar.gz").exists():
-        raise InputError(f"{Path(out_dir) / (name + '.tar.gz')} exists: a bundle is never rewritten",
-                         "choose another --name (or leave it out: the default name is always new)")
+    if name:  # checked first: a name of 300 characters would fail the look-up below (ENAMETOOLONG)
+        check_bundle_name(name)
+        if (Path(out_dir) / f"{name}.tar.gz").exists():
+            raise InputError(f"{Path(out_dir) / (name + '.tar.gz')} exists: a bundle is never rewritten",
+                             "choose another --name (or leave it out: the default name is always new)")
     name = name or unused_name(out_dir, name_for(record, run_dirs, attempt_dirs))
-    if not NAME_RE.match(name):
-        raise InputError(f"bundle name {name!r} has characters other than letters, digits, '.', '_' and '-'",
-                         "choose a plain name with --name")
+    check_bundle_name(name)
     request = _Request(record=record, name=name, run_dirs=run_dirs, attempt_dirs=attempt_dirs, work_dir=work_dir,
                        sources=sources, key=key, environ=environ)
     try:
