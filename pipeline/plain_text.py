@@ -70,5 +70,7 @@ def _kept(ch: str, lines: bool) -> bool:
 def plain(text: str, lines: bool = False) -> str:
     """Whole escape sequences (an OSC 8 link leaves nothing behind), then every control, format, private-use or
     unassigned character and every separator but the space (newline and tab kept with lines=True)."""
+    if text.isascii() and (text.replace("\n", "").replace("\t", "") if lines else text).isprintable():
+        return text  # the common case (every CLI line goes through here), in one C-speed check
     text = _SEQUENCE.sub("", text)
     return "".join(ch for ch in text if _kept(ch, lines))

@@ -80,3 +80,14 @@ def test_scheduler_values_take_ascii_digits_only(tmp_path, value):
     done = repro("--root", tmp_path, "campaign", "submit", "--demo", "--time", value, "--campaign", tmp_path / "c")
     assert done.returncode == 2 and "not a Slurm time limit" in done.stderr, done.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_a_log_named_with_an_escape_sequence_prints_plain(tmp_path):
+    """Every human-readable line goes through pipeline/cli/output.py's echo: a log's file name that sets the
+    window title (OSC) and clears the screen reached the terminal raw in `repro verify`'s output."""
+    run = three_runs(tmp_path)[0]
+    hostile = tmp_path / "a\x1b]0;PWNED\x07\x1b[2Jb.txt"
+    shutil.copy(run / "log.txt", hostile)
+    done = repro("verify", hostile)
+    assert "Traceback" not in done.stderr and "ab.txt" in done.stdout
+    assert not any(ch in done.stdout + done.stderr for ch in UNSAFE)

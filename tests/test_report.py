@@ -70,3 +70,18 @@ def test_report_cli(runs, tmp_path):
     assert (tmp_path / "cli" / "plots" / "val_loss.png").stat().st_size > 10_000
     bad = repro("report", runs[0], "--record", "no-such-record", "--out", tmp_path / "x")
     assert bad.returncode == 3 and "unknown record 'no-such-record'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_plots_link_in_the_out_folder_is_replaced_not_followed(runs, tmp_path):
+    """A `plots` symlink planted in --out took the PNGs to where it pointed; report.md quoted a log's escape."""
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.mkdir()
+    (out / "plots").symlink_to(victim)
+    log = runs[0] / "log.txt"
+    log.write_text(log.read_text().replace("Running PyTorch", "Running \x1b]0;PWNED\x07PyTorch", 1))
+    result = repro("report", *runs[:2], "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert not any(victim.iterdir()) and not (out / "plots").is_symlink()
+    assert (out / "plots" / "val_loss.png").stat().st_size > 10_000
+    assert "\x1b" not in (out / "report.md").read_text()

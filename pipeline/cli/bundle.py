@@ -24,7 +24,7 @@ from pipeline.outcome import Outcome
 from pipeline.records.model import load_record
 from pipeline.verdict.render import render
 
-from .output import emit_json, pass_workspace
+from .output import echo, emit_json, pass_workspace, secho
 
 
 @click.command()
@@ -54,11 +54,11 @@ def archive(ws, runs, record_name, out_dir, name, sign_key, preflight, env_lock,
     if as_json:
         emit_json(result)
         return
-    click.echo(f"bundle {result.path} ({len(result.members)} members, sha256 {result.sha256})")
-    click.echo(f"  verdict: {result.outcome}" + ("; signed" if result.signed else ""))
+    echo(f"bundle {result.path} ({len(result.members)} members, sha256 {result.sha256})")
+    echo(f"  verdict: {result.outcome}" + ("; signed" if result.signed else ""))
     for member, count in result.redactions:
-        click.echo(f"  redacted {count} secret value(s) in {member}")
-    click.echo(f"  check it with: repro bundle verify {result.path}")
+        echo(f"  redacted {count} secret value(s) in {member}")
+    echo(f"  check it with: repro bundle verify {result.path}")
 
 
 @click.group()
@@ -85,23 +85,23 @@ def verify(ws, path, pubkey, require_signature, max_member_mb, max_total_mb, as_
     if as_json:
         emit_json(check.to_dict())
         return Outcome.check(check.ok)
-    click.echo(check.proven)
-    click.echo(f"bundle {check.path}: {len(check.members)} members, signature {check.signature.status}")
+    echo(check.proven)
+    echo(f"bundle {check.path}: {len(check.members)} members, signature {check.signature.status}")
     if check.judged_against:
-        click.echo(f"  record: judged by your registry's {check.judged_against}, not by the bundle's own copy")
+        echo(f"  record: judged by your registry's {check.judged_against}, not by the bundle's own copy")
     if check.recomputed_outcome:
-        click.echo(f"  verdict: {check.recomputed_outcome} (recomputed from the logs inside; "
+        echo(f"  verdict: {check.recomputed_outcome} (recomputed from the logs inside; "
                    f"the manifest says {check.manifest_outcome})")
     for note in check.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     for problem in check.problems:
-        click.secho(f"  problem: {problem}", fg="red")
+        secho(f"  problem: {problem}", fg="red")
         if problem.fix:
-            click.echo(f"    fix: {problem.fix}")
+            echo(f"    fix: {problem.fix}")
     if check.ok:
-        click.secho("bundle verified: every hash, the manifest and the verdict check out", fg="green", bold=True)
+        secho("bundle verified: every hash, the manifest and the verdict check out", fg="green", bold=True)
     else:
-        click.secho(f"bundle NOT verified: {len(check.problems)} problem(s)", fg="red", bold=True)
+        secho(f"bundle NOT verified: {len(check.problems)} problem(s)", fg="red", bold=True)
     return Outcome.check(check.ok)
 
 
@@ -119,35 +119,35 @@ def show(path, as_json):
                    "problems": [{"member": p.member, "problem": p.problem} for p in summary.problems]})
         return Outcome.check(summary.intact)
     if not summary.intact:  # first, so that nothing below is read as a whole bundle's word
-        click.secho(f"bundle NOT intact ({len(summary.problems)} problem(s)): what follows is what its damaged "
+        secho(f"bundle NOT intact ({len(summary.problems)} problem(s)): what follows is what its damaged "
                     "copy says", fg="red", bold=True)
-    click.echo(f"bundle {m.name} (schema {m.schema_version}, created {m.created or '?'}) -- what it says; "
+    echo(f"bundle {m.name} (schema {m.schema_version}, created {m.created or '?'}) -- what it says; "
                "`repro bundle verify` checks it")
-    click.echo(f"  record   {m.record.name}: target {m.record.target_val_loss} (p < {m.record.p_value_max}), "
+    echo(f"  record   {m.record.name}: target {m.record.target_val_loss} (p < {m.record.p_value_max}), "
                f"rules version {m.record.rules_version}")
-    click.echo(f"  verdict  {m.verdict.outcome}")
+    echo(f"  verdict  {m.verdict.outcome}")
     for finding in m.verdict.findings:  # rendered by this tool's templates, whatever the writer's wording was
-        click.echo(f"    - {'deviation: ' if finding.severity == 'deviation' else ''}{render(finding)}")
+        echo(f"    - {'deviation: ' if finding.severity == 'deviation' else ''}{render(finding)}")
     for run in m.runs:
         loss = f"{run.final_val_loss:.4f}" if run.final_val_loss is not None else "—"
         time = f"{run.train_time_s:.3f} s" if run.train_time_s is not None else "—"
-        click.echo(f"  run      {run.id}  {run.status} (exit {run.exit_code})  "
+        echo(f"  run      {run.id}  {run.status} (exit {run.exit_code})  "
                    f"steps {run.steps}  val_loss {loss}  time {time}")
     for run in m.attempts:
         why = "; ".join(render(f) for f in run.findings if f.severity == "problem") or "replaced"
-        click.echo(f"  attempt  {run.id}  {run.status} (exit {run.exit_code})  steps {run.steps}  not judged: {why}")
+        echo(f"  attempt  {run.id}  {run.status} (exit {run.exit_code})  steps {run.steps}  not judged: {why}")
     env = m.environment
-    click.echo(f"  env      runtime {', '.join(env.runtimes) or '?'}; image "
+    echo(f"  env      runtime {', '.join(env.runtimes) or '?'}; image "
                f"{', '.join(env.image_ids) or 'none'}; lock {env.lock_sha256 or 'none'}")
-    click.echo(f"  data     {m.data.dataset or '?'}: {len(m.data.shards)} shard(s), "
+    echo(f"  data     {m.data.dataset or '?'}: {len(m.data.shards)} shard(s), "
                f"lock {m.data.lock_sha256 or 'none'}")
-    click.echo(f"  signed   {'yes' if m.signature else 'no'}")
-    click.echo(f"  members  {len(summary.members)}:")
+    echo(f"  signed   {'yes' if m.signature else 'no'}")
+    echo(f"  members  {len(summary.members)}:")
     for name, size in summary.members:
-        click.echo(f"    {size:>10}  {name}")
+        echo(f"    {size:>10}  {name}")
     if not summary.intact:
         for problem in summary.problems:
-            click.echo(f"  problem  {problem.member}: {problem.problem}")
-        click.secho(f"bundle NOT intact: {len(summary.problems)} problem(s); `repro bundle verify {path}` checks "
+            echo(f"  problem  {problem.member}: {problem.problem}")
+        secho(f"bundle NOT intact: {len(summary.problems)} problem(s); `repro bundle verify {path}` checks "
                     "it fully", fg="red", bold=True)
     return Outcome.check(summary.intact)

@@ -27,7 +27,7 @@ from pipeline.outcome import Outcome
 from pipeline.registry import Registry
 from pipeline.verdict.outcomes import passed
 
-from .output import emit_json, pass_registry, pass_workspace
+from .output import echo, emit_json, pass_registry, pass_workspace, secho
 
 if TYPE_CHECKING:
     from pipeline.campaign.model import Campaign
@@ -119,16 +119,16 @@ def _resubmission(folder: Path, current: Campaign, options: SubmitOptions) -> Ca
 def _submit_and_show(ws: Workspace, current: Campaign, folder: Path, as_json: bool) -> None:
     from pipeline.campaign.submit import submit as submit_campaign
 
-    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo  # JSON alone on stdout
+    say = (lambda line: echo(line, err=True)) if as_json else echo  # JSON alone on stdout
     submission = submit_campaign(ws, current, say)
     if as_json:
         emit_json({"campaign": str(folder), "submission": submission.to_dict() if submission else None})
     else:
-        click.echo(f"campaign: {folder}")
+        echo(f"campaign: {folder}")
         if submission is not None and submission.engine == "slurm":
-            click.echo(f"next:     repro campaign wait {folder} && repro campaign collect {folder}")
+            echo(f"next:     repro campaign wait {folder} && repro campaign collect {folder}")
         elif submission is not None:
-            click.echo(f"next:     repro campaign collect {folder}")
+            echo(f"next:     repro campaign collect {folder}")
 
 
 def _load(folder: Path):
@@ -149,7 +149,7 @@ def status(ws, folder, as_json):
     if as_json:
         emit_json(view.to_dict())
     else:
-        click.echo(render(view))
+        echo(render(view))
 
 
 @campaign.command()
@@ -163,12 +163,12 @@ def wait(ws, folder, timeout_s, poll_s, as_json):
     from pipeline.campaign.status import render
     from pipeline.campaign.status import wait as wait_for
 
-    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    say = (lambda line: echo(line, err=True)) if as_json else echo
     view = wait_for(ws, _load(folder), poll_s, timeout_s, say)
     if as_json:
         emit_json(view.to_dict())
     else:
-        click.echo(render(view))
+        echo(render(view))
     if view.prepare is not None and view.prepare.state.startswith(("FAILED", "CANCELLED", "TIMEOUT")):
         job, logs = view.prepare.job, view.campaign.logs_dir
         # the last attempt's own log; Slurm's file for scripts written before attempts had one
@@ -192,19 +192,19 @@ def collect(ws, folder, sign_key, as_json):
     """Every finished run into one bundle (failed ones as attempts), its report and a per-node table."""
     from pipeline.campaign.collect import collect as collect_runs
 
-    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    say = (lambda line: echo(line, err=True)) if as_json else echo
     result = collect_runs(ws, _load(folder), say, sign_key)
     if as_json:
         emit_json(result)
     else:
-        click.echo(result.nodes_table)
+        echo(result.nodes_table)
         color = "green" if passed(result.outcome) and result.bundle_verified else "red"
-        click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)"
+        secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)"
                     + (f", {len(result.attempts)} attempt(s) kept aside" if result.attempts else ""), fg=color)
         for reason in result.reasons:
-            click.echo(f"  - {reason}")
-        click.echo(f"bundle:  {result.bundle} ({'bundle verified' if result.bundle_verified else 'NOT verified'})")
-        click.echo(f"report:  {result.report}")
+            echo(f"  - {reason}")
+        echo(f"bundle:  {result.bundle} ({'bundle verified' if result.bundle_verified else 'NOT verified'})")
+        echo(f"report:  {result.report}")
     if not result.bundle_verified:
         raise CheckFailed(f"the bundle {result.bundle} does not verify: {'; '.join(result.problems[:3])}",
                           f"see `repro bundle verify {result.bundle}`")
@@ -219,8 +219,8 @@ def cancel(folder):
 
     current = _load(folder)
     slurm_jobs = any(s.engine == "slurm" for s in current.submissions)
-    ids = get_engine("slurm" if slurm_jobs else current.engine).cancel(current, click.echo)
-    click.echo(f"cancelled job(s) {', '.join(ids)}" if ids else "nothing of the campaign is queued or running")
+    ids = get_engine("slurm" if slurm_jobs else current.engine).cancel(current, echo)
+    echo(f"cancelled job(s) {', '.join(ids)}" if ids else "nothing of the campaign is queued or running")
 
 
 # ---- what the jobs run (the generated scripts call these) ---------------------------------------------
@@ -233,8 +233,8 @@ def prepare(ws, folder, submission):
     """The prepare job: image and data, once, before the tasks."""
     from pipeline.campaign.work import prepare as prepare_campaign
 
-    prepared = prepare_campaign(ws, _load(folder), click.echo)
-    click.echo(f"prepared on {prepared.node}: data {prepared.data_dir} ({prepared.data_action})")
+    prepared = prepare_campaign(ws, _load(folder), echo)
+    echo(f"prepared on {prepared.node}: data {prepared.data_dir} ({prepared.data_action})")
 
 
 @campaign.command(hidden=True)
@@ -246,8 +246,8 @@ def task(ws, folder, submission, index):
     """One array task: one `repro train`, its node recorded in its run directory."""
     from pipeline.campaign.work import run_task
 
-    done = run_task(ws, _load(folder), index, submission, click.echo, terminal=sys.stdout.buffer)
-    click.echo(f"[task {index}] {done.outcome}" + (f": {done.run_dir}" if done.run_dir else "")
+    done = run_task(ws, _load(folder), index, submission, echo, terminal=sys.stdout.buffer)
+    echo(f"[task {index}] {done.outcome}" + (f": {done.run_dir}" if done.run_dir else "")
                + (f" ({done.detail})" if done.detail else ""))
     if done.outcome in ("aborted", "aborted-before-run"):
         raise Interrupted(f"task {index} was interrupted; the campaign records it as {done.outcome}",

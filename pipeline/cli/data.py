@@ -20,7 +20,7 @@ import click
 from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
 from pipeline.registry import Registry
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry
 
 
 @click.group()
@@ -75,20 +75,20 @@ def fetch(registry, record_name, dataset, train_shards, val_shards, files, sourc
     if as_json:
         emit_json({"ok": result.ok, **result.__dict__})
     else:
-        click.echo(f"{len(result.files)} of {len(names)} files in {result.data_dir} ({result.source})")
+        echo(f"{len(result.files)} of {len(names)} files in {result.data_dir} ({result.source})")
         for f in result.files:
             how = "present" if f.reused else f"downloaded {_mib(f.downloaded_bytes)}"
-            click.echo(f"  ok   {f.name}  {f.size} B  {f.tokens} tokens  sha256 {f.sha256[:16]}…  "
+            echo(f"  ok   {f.name}  {f.size} B  {f.tokens} tokens  sha256 {f.sha256[:16]}…  "
                        f"[{', '.join(f.checked)}]  {how}")
         for f in result.failures:
-            click.echo(f"  FAIL {f.name}: {f.what}")
+            echo(f"  FAIL {f.name}: {f.what}")
         if result.unhashed:
-            click.echo(f"warning: no sha256 was known for {', '.join(result.unhashed)}: only header and size "
+            echo(f"warning: no sha256 was known for {', '.join(result.unhashed)}: only header and size "
                        "were checked; `repro data fetch --lock` from the hub records the hashes", err=True)
         if result.locked:
-            click.echo(f"recorded {len(result.locked)} hashes in {manifest.path}")
+            echo(f"recorded {len(result.locked)} hashes in {manifest.path}")
         if result.lock_digest:
-            click.echo(f"lock {result.lock_path}  digest {result.lock_digest}")
+            echo(f"lock {result.lock_path}  digest {result.lock_digest}")
     _raise_for_failures(result)
 
 
@@ -135,10 +135,10 @@ def verify(registry, data_dir, dataset, jobs, as_json):
         for f in report.files:
             state = "ok  " if f.ok else "BAD "
             note = "" if f.hash_checked or not f.ok else "  (no recorded sha256: header and size only)"
-            click.echo(f"  {state} {f.name}{note}")
+            echo(f"  {state} {f.name}{note}")
             for problem in f.problems:
-                click.echo(f"         {problem}")
-        click.echo(f"{len(report.files) - len(report.bad)} of {len(report.files)} files ok in {report.data_dir}"
+                echo(f"         {problem}")
+        echo(f"{len(report.files) - len(report.bad)} of {len(report.files)} files ok in {report.data_dir}"
                    + (f"; lock digest {digest}" if digest else ""))
     if not report.ok:
         raise CheckFailed(f"{len(report.bad)} bad files in {report.data_dir}: "
@@ -175,11 +175,11 @@ def tokenize(inputs, out_dir, tokenizer_dir, fmt, field, shard_tokens, val_token
         emit_json({**result.__dict__, "tokens_per_s": result.tokens_per_s})
         return
     for name, tokens, split in result.shards:
-        click.echo(f"  {split:5} {name}  {tokens} tokens")
-    click.echo(f"{result.documents} documents, {result.tokens} tokens in {result.seconds:.1f} s "
+        echo(f"  {split:5} {name}  {tokens} tokens")
+    echo(f"{result.documents} documents, {result.tokens} tokens in {result.seconds:.1f} s "
                f"({result.tokens_per_s:,.0f} tokens/s) into {result.out_dir}")
     if not any(split == "train" for _, _, split in result.shards):
-        click.echo(f"warning: everything went to val; lower --val-tokens (now {val_tokens})", err=True)
+        echo(f"warning: everything went to val; lower --val-tokens (now {val_tokens})", err=True)
 
 
 @data.command()
@@ -207,8 +207,8 @@ def synth(out_dir, train_tokens, val_tokens, seed, vocab, branching, end_prob, s
         emit_json(result)
         return
     for name, tokens, split in result.shards:
-        click.echo(f"  {split:5} {name}  {tokens} tokens")
-    click.echo(f"unigram entropy {result.unigram_entropy:.4f} nats (the loss without context); "
+        echo(f"  {split:5} {name}  {tokens} tokens")
+    echo(f"unigram entropy {result.unigram_entropy:.4f} nats (the loss without context); "
                f"conditional entropy {result.conditional_entropy:.4f} nats (the best achievable loss)")
-    click.echo(f"measured on val: {result.val_unigram_entropy:.4f} / {result.val_conditional_entropy:.4f} nats; "
+    echo(f"measured on val: {result.val_unigram_entropy:.4f} / {result.val_conditional_entropy:.4f} nats; "
                f"{result.seconds:.1f} s")

@@ -19,7 +19,7 @@ import click
 
 from pipeline.errors import CheckFailed, InputError
 
-from .output import emit_json, pass_registry, pass_workspace
+from .output import echo, emit_json, pass_registry, pass_workspace, secho
 
 ENV_OPTION = click.option("--env", "env_name", default=None, metavar="NAME",
                           help="Environment (manifests/environments/NAME.yaml); default: the default record's.")
@@ -33,7 +33,7 @@ def _env_name(registry, name: str | None) -> str:
 
 
 def _say(as_json: bool):
-    return (lambda line: None) if as_json else click.echo
+    return (lambda line: None) if as_json else echo
 
 
 def _deviations(findings) -> None:
@@ -41,7 +41,7 @@ def _deviations(findings) -> None:
     from pipeline.verdict.render import render
 
     for finding in findings:
-        click.secho(f"DEVIATION: {render(finding)}", fg="yellow", err=True)
+        secho(f"DEVIATION: {render(finding)}", fg="yellow", err=True)
 
 
 @click.group()
@@ -73,7 +73,7 @@ def list_(ws, as_json):
         return
     for row in rows:
         flag = "  (deviates from the record)" if row["deviations"] else ""
-        click.echo(f"{row['name']:24} record {row['record'] or '-':30} lock: {row['lock']}{flag}")
+        echo(f"{row['name']:24} record {row['record'] or '-':30} lock: {row['lock']}{flag}")
 
 
 @env.command()
@@ -95,7 +95,7 @@ def lock(registry, env_name, wheelhouse, from_pypi, as_json):
                    "deviations": result.deviations})
         return
     _deviations(result.deviations)
-    click.echo(f"wrote {result.path} ({len(result.packages)} packages, sha256 {result.sha256})")
+    echo(f"wrote {result.path} ({len(result.packages)} packages, sha256 {result.sha256})")
 
 
 @env.command()
@@ -116,7 +116,7 @@ def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
         emit_json(result)
         return
     _deviations(result.deviations)  # the lock's: what this image does not share with the record
-    click.echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
+    echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
                f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
 
 
@@ -133,10 +133,10 @@ def verify(ws, env_name, image, as_json):
     if as_json:
         emit_json({"ok": report.ok, **report.__dict__, "checks": report.checks})
     else:
-        click.echo(f"image {report.image_id} against {report.environment} (lock {report.lock_sha256[:12]})")
+        echo(f"image {report.image_id} against {report.environment} (lock {report.lock_sha256[:12]})")
         for c in report.checks:
             mark = "ok  " if c.ok else "DIFF"
-            click.echo(f"  {mark} {c.component:28} expected {c.expected:20} found {c.found}")
+            echo(f"  {mark} {c.component:28} expected {c.expected:20} found {c.found}")
         _deviations(report.deviations)
     if not report.ok:
         names = ", ".join(c.component for c in report.mismatches)
@@ -172,7 +172,7 @@ def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_f
         from pipeline.env.choose import choose_environment
 
         record = registry.record_or_default(record_name)
-        say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+        say = (lambda line: echo(line, err=True)) if as_json else echo
         choice = choose_environment(ws, record, ws.work / record.name, wheelhouse=wheelhouse, say=say)
         environment, lock = choice.environment, choice.lock
     identity = build_venv(ws, environment, lock, wheelhouse=wheelhouse, index_url=index_url, python=python,
@@ -183,7 +183,7 @@ def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_f
     if choice is not None:
         _deviations(choice.deviations)
     _deviations(identity.deviations)
-    click.echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
+    echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
                f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"
                f"  use it: repro train --runtime host --venv {identity.path}")
 
@@ -201,7 +201,7 @@ def save(ws, out, image, as_json):
     if as_json:
         emit_json(saved)
         return
-    click.echo(f"saved {saved.image_id} to {saved.path} ({saved.bytes / 1e6:.1f} MB)\n  sha256 {saved.sha256}")
+    echo(f"saved {saved.image_id} to {saved.path} ({saved.bytes / 1e6:.1f} MB)\n  sha256 {saved.sha256}")
 
 
 @env.command()
@@ -217,7 +217,7 @@ def load(ws, tarball, sha256, as_json):
     if as_json:
         emit_json(state)
         return
-    click.echo(f"loaded {state.image_id} (environment {state.environment or '?'}, "
+    echo(f"loaded {state.image_id} (environment {state.environment or '?'}, "
                f"lock {state.lock_sha256[:12] or '?'})")
     _deviations(state.deviations)
 
@@ -234,7 +234,7 @@ def compare(image_a, image_b, as_json):
     if as_json:
         emit_json({"identical": diff.identical, "layers_identical": diff.layers_identical, **diff.__dict__})
         return
-    click.echo("\n".join(describe(diff)))
+    echo("\n".join(describe(diff)))
 
 
 @env.command("check-dockerfile")
@@ -257,8 +257,8 @@ def check_dockerfile_(ws, path, build_args, as_json):
         emit_json({"ok": report.ok, **report.__dict__})
     else:
         for v in report.violations:
-            click.echo(f"{report.path}:{v.line}: {v.instruction}: {v.problem}\n  fix: {v.fix}")
-        click.echo(f"{report.path}: {report.instructions_checked} instructions, "
+            echo(f"{report.path}:{v.line}: {v.instruction}: {v.problem}\n  fix: {v.fix}")
+        echo(f"{report.path}: {report.instructions_checked} instructions, "
                    f"{len(report.violations)} violation(s); bases: {', '.join(report.base_images) or '-'}")
     if not report.ok:
         raise CheckFailed(f"{report.path} has {len(report.violations)} unpinned instruction(s)",

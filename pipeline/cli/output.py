@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.plain_text import escaped_controls
+from pipeline.plain_text import escaped_controls, plain
 from pipeline.registry import Registry
 
 # The `repro` group builds one Registry (records, environments, the default record) over one Workspace
@@ -61,3 +61,15 @@ def to_json(obj) -> str:
 
 def emit_json(obj) -> None:
     click.echo(to_json(obj))
+
+
+def echo(text: object = "", **kwargs) -> None:
+    """click.echo for every human-readable line: a line may quote a file name, a log's header or a bundle's
+    member, so escape sequences and control characters are removed before a terminal sees them (a log's OSC
+    sequence set the window title, a member name with a newline printed a forged `problem:` line)."""
+    click.echo(plain(str(text), lines=True), **kwargs)
+
+
+def secho(text: object = "", **styles) -> None:
+    """click.secho, its text made safe as `echo`'s; the colours are added after."""
+    click.secho(plain(str(text), lines=True), **styles)

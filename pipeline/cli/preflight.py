@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import CheckFailed, MissingDependency
+from pipeline.plain_text import plain
 from pipeline.preflight.collect import SAVED_FILES, HostSources, SavedSources
 from pipeline.preflight.run import (
     RUNTIMES,
@@ -21,7 +22,7 @@ from pipeline.preflight.run import (
 from pipeline.preflight.run import preflight as run_preflight
 from pipeline.registry import Registry
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry
 
 
 def _gib(kib_or_bytes: int, unit: int) -> str:
@@ -63,16 +64,18 @@ def _summary(report: PreflightReport) -> list[str]:
 
 def _print_human(report: PreflightReport, written: Path | None) -> None:
     for line in _summary(report):
-        click.echo(line)
-    click.echo("checks")
+        echo(line)
+    echo("checks")
     colors = {"pass": "green", "warn": "yellow", "fail": "red", "skip": None}
     for c in report.checks:
-        click.echo("  " + click.style(f"{c.status.upper():4}", fg=colors[c.status]) + f"  {c.name:17} {c.reason}")
+        # the status word in colour; the name and reason (which quote the node's own answers) made plain first
+        status = click.style(f"{c.status.upper():4}", fg=colors[c.status])
+        click.echo(f"  {status}" + plain(f"  {c.name:17} {c.reason}"))
         if c.status in ("warn", "fail"):
-            click.echo(f"  {'':4}  {'':17} timing: {c.timing_impact}")
+            echo(f"  {'':4}  {'':17} timing: {c.timing_impact}")
     failed, warned = len(report.by_status("fail")), len(report.by_status("warn"))
     strict = " (--strict: warnings fail)" if report.strict and warned else ""
-    click.echo(f"outcome: {report.outcome}{strict}: {failed} failed, {warned} warned"
+    echo(f"outcome: {report.outcome}{strict}: {failed} failed, {warned} warned"
                + (f"; wrote {written}" if written else ""))
 
 

@@ -9,19 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from pipeline.errors import CheckFailed, InputError
-from pipeline.plain_text import plain, plain_text
+from pipeline.plain_text import plain_text
 from pipeline.workspace import Workspace
 
 if TYPE_CHECKING:  # imported where used: a re-import that replays its memo loads no record model (issue 39)
     from pipeline.records.environment_choice import EnvironmentChoice
     from pipeline.records.model import Record
 
-from .output import emit_json, pass_registry, pass_workspace
-
-
-def echo(text: str = "") -> None:
-    """Every line these commands print: titles, file names and README words are untrusted, printed plain."""
-    click.echo(plain(str(text), lines=True))
+from .output import echo, emit_json, pass_registry, pass_workspace
 
 
 @click.group()

@@ -13,7 +13,7 @@ from pipeline.errors import CheckFailed, InputError
 from pipeline.records.published import published_logs_dir
 from pipeline.report.render import REPORT_FILES, report_runs
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry
 
 
 @click.command()
@@ -46,9 +46,9 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
         emit_json({"outcome": verdict.outcome, "out_dir": str(out_dir), "files": list(REPORT_FILES),
                    "published_source": published_source})
         return
-    click.echo(f"verdict {verdict.outcome}; record curves from {published_source}")
+    echo(f"verdict {verdict.outcome}; record curves from {published_source}")
     for rel in REPORT_FILES:
-        click.echo(f"  wrote {Path(out_dir) / rel}")
+        echo(f"  wrote {Path(out_dir) / rel}")
 
 
 def _html(ws, paths, record_name, record_logs, out_dir, as_json):
@@ -69,5 +69,5 @@ def _html(ws, paths, record_name, record_logs, out_dir, as_json):
         emit_json({"outcome": report_input.verdict.outcome, "html": str(path),
                    "integrity": report_input.proven, "published_source": report_input.published_source})
         return
-    click.echo(f"verdict {report_input.verdict.outcome}; {report_input.proven}")
-    click.echo(f"  wrote {path}")
+    echo(f"verdict {report_input.verdict.outcome}; {report_input.proven}")
+    echo(f"  wrote {path}")

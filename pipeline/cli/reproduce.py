@@ -27,7 +27,7 @@ from pipeline.registry import Registry
 from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
 from pipeline.reproduce.flow import reproduce as run_reproduce
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry, secho
 
 
 @click.command()
@@ -115,12 +115,12 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         return _print_plan(registry.workspace, request, as_json)
     out = sys.stderr if as_json else sys.stdout
     if request.runs < 2 and request.smoke_steps is None:
-        click.echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
+        echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
                    "target needs at least 2 runs (the record's own rules ask for more; --plan says how many)", file=out)
     from pipeline.verdict.outcomes import passed
 
     started = time.monotonic()
-    result = run_reproduce(registry, request, say=lambda line: click.echo(line, file=out),
+    result = run_reproduce(registry, request, say=lambda line: echo(line, file=out),
                            terminal=out.buffer if stream else None, screen=out)
     seconds = time.monotonic() - started
     if as_json:
@@ -143,16 +143,16 @@ def _print_result(result, seconds: float) -> None:
     from pipeline.verdict.outcomes import passed
 
     color = "green" if passed(result.outcome) and result.bundle_verified else "red"
-    click.secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
+    secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)", fg=color, bold=True)
     for reason in result.reasons:
-        click.echo(f"  - {reason}")
-    click.echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
-    click.echo(f"report:  {result.report}")
+        echo(f"  - {reason}")
+    echo(f"bundle:  {result.bundle} ({'verified' if result.bundle_verified else 'NOT verified'})")
+    echo(f"report:  {result.report}")
     if result.report_html:
-        click.echo(f"html:    {result.report_html}  (open it in a browser; it works offline)")
-    click.echo(f"time:    {seconds:.0f} s")
+        echo(f"html:    {result.report_html}  (open it in a browser; it works offline)")
+    echo(f"time:    {seconds:.0f} s")
     if any(s.stage == "runs" and s.action == "skipped" for s in result.stages):
-        click.echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
+        echo(f"(the runs were already in {result.work_dir}; remove that folder for fresh ones)")
 
 
 def _print_plan(ws, request, as_json: bool) -> Outcome:
@@ -162,7 +162,7 @@ def _print_plan(ws, request, as_json: bool) -> Outcome:
     if as_json:
         emit_json(plan.to_dict())
     else:
-        click.echo("\n".join(render_plan(plan)))
+        echo("\n".join(render_plan(plan)))
     return Outcome.check(not plan.refusals)
 
 
@@ -174,5 +174,5 @@ def _print_plans(ws, requests, as_json: bool) -> Outcome:
     if as_json:
         emit_json([plan.to_dict() for plan in plans])
     else:
-        click.echo("\n\n".join("\n".join(render_plan(plan)) for plan in plans))
+        echo("\n\n".join("\n".join(render_plan(plan)) for plan in plans))
     return Outcome.check(not any(plan.refusals for plan in plans))

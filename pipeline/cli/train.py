@@ -23,7 +23,7 @@ from pipeline.runs.runtime_docker import ALL_GPUS, UNLIMITED
 from pipeline.runs.train_plan import RUNTIMES, TRAINERS, TrainRequest, plan_train
 from pipeline.runs.train_run import run_train
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry
 
 
 def _memlock(value: str) -> int:
@@ -93,14 +93,14 @@ def train(registry, record_name, trainer, runtime, nproc, preset, overrides, ste
         if as_json:
             emit_json(plan.to_dict())
         else:
-            click.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False, width=1000), nl=False)
+            echo(yaml.safe_dump(plan.to_dict(), sort_keys=False, width=1000), nl=False)
         return
     result = run_train(plan, terminal=sys.stderr.buffer if as_json else sys.stdout.buffer)
     if as_json:
         emit_json(result)
     else:
         loss = f"{result.final_val_loss:.4f}" if result.final_val_loss is not None else "—"
-        click.echo(f"{result.status}: {result.run_dir}  steps {result.last_step}/{result.scheduled_steps or '?'}  "
+        echo(f"{result.status}: {result.run_dir}  steps {result.last_step}/{result.scheduled_steps or '?'}  "
                    f"val_loss {loss}")
     if result.status == "aborted":
         raise Interrupted(f"the run was interrupted; {result.run_dir} is marked aborted",

@@ -18,7 +18,7 @@ from pipeline.verdict.judge import Verdict, verify_runs
 from pipeline.verdict.outcomes import VerdictOutcome, passed
 from pipeline.verdict.render import hardware_line
 
-from .output import emit_json, pass_registry
+from .output import echo, emit_json, pass_registry, secho
 
 
 def record_of(paths: list[Path]) -> str | None:
@@ -37,25 +37,25 @@ def record_of(paths: list[Path]) -> str | None:
 
 def print_verdict(v: Verdict) -> None:
     color = ("yellow" if v.outcome == VerdictOutcome.WITH_DEVIATIONS else "green") if passed(v.outcome) else "red"
-    click.echo(f"record {v.record} (rules v{v.rules_version}): {len(v.runs)} run(s)")
+    echo(f"record {v.record} (rules v{v.rules_version}): {len(v.runs)} run(s)")
     for r in v.runs:
         loss = f"{r.final_val_loss:.4f}" if r.final_val_loss is not None else "—"
         time = f"{r.train_time_s:.3f} s" if r.train_time_s is not None else "—"
         steps = f"{r.last_step}/{r.scheduled_steps or '?'}"
-        click.echo(f"  {r.source}\n      steps {steps}  val_loss {loss}  time {time}  "
+        echo(f"  {r.source}\n      steps {steps}  val_loss {loss}  time {time}  "
                    f"program {r.program.status}  status {r.status}")
         for problem in r.problems:
-            click.echo(f"      problem: {problem}")
+            echo(f"      problem: {problem}")
     for line in sorted({hardware_line(r.hardware, r.software) for r in v.runs if r.hardware}):
-        click.echo(f"  {line}")
+        echo(f"  {line}")
     if v.loss is not None:
         sd = f"{v.loss.sd:.4f}" if v.loss.sd is not None else "—"
         p = f"{v.loss.p_value:.4f}" if v.loss.p_value is not None else "—"
-        click.echo(f"  losses: mean {v.loss.mean:.4f}  sd {sd}  p {p} (target {v.loss.target}, "
+        echo(f"  losses: mean {v.loss.mean:.4f}  sd {sd}  p {p} (target {v.loss.target}, "
                    f"p < {v.loss.p_value_max})  runs needed {v.loss.runs_needed or '—'}")
-    click.secho(f"verdict: {v.outcome}", fg=color, bold=True)
+    secho(f"verdict: {v.outcome}", fg=color, bold=True)
     for reason in v.reasons:
-        click.echo(f"  - {reason}")
+        echo(f"  - {reason}")
 
 
 @click.command()
@@ -81,7 +81,7 @@ def verify(registry, runs, record_name, as_json, submission, markdown):
         if not record_name:
             raise InputError("--submission needs --record PARENT", "name the record the submission improves on")
         report = judge_submission(registry.record(record_name), list(runs))
-        emit_json(report.to_dict()) if as_json else click.echo(render_markdown(report))
+        emit_json(report.to_dict()) if as_json else echo(render_markdown(report))
         return Outcome.check(report.passed)
     record = registry.record_or_default(record_name or record_of(list(runs)))
     verdict = verify_runs(record, list(runs))

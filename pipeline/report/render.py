@@ -176,8 +176,7 @@ def _plot_val_loss(record: Record, ours: list[LabelledLog], published: list[Labe
     full.legend(fontsize=8, loc="upper right")
     fig.suptitle(f"{record.name}: validation loss")
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[LabelledLog], path: Path) -> None:
@@ -208,8 +207,22 @@ def _plot_step_time(record: Record, ours: list[LabelledLog], published: list[Lab
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    """The figure as PNG bytes, written whole under a temporary name and renamed into place (a crash leaves no
+    half a plot, and a symlink planted at the plot's name is replaced, not followed)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from pipeline.atomic import write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
+    write_bytes(path, buf.getvalue())
 
 
 def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], out_dir: Path,
@@ -218,12 +231,18 @@ def write_report(record: Record, verdict: Verdict, run_logs: list[LabelledLog], 
     returns where the record's curves came from.
 
     `published_dir`: the folder of the record's published logs (records/published.published_logs_dir)."""
-    out_dir = Path(out_dir)
-    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
-    published, source = load_published(record, published_dir)
     from pipeline.atomic import write_text
+    from pipeline.plain_text import plain
 
-    write_text(out_dir / "report.md", _markdown(record, verdict, run_logs, source, environment or {}))
+    out_dir = Path(out_dir)
+    plots = out_dir / "plots"
+    if plots.is_symlink():  # a link planted there would take the plots out of the folder: it is replaced
+        plots.unlink()
+    plots.mkdir(parents=True, exist_ok=True)
+    published, source = load_published(record, published_dir)
+    # the runs' names and their logs' headers are quoted: no escape sequence reaches whoever cats the file
+    write_text(out_dir / "report.md", plain(_markdown(record, verdict, run_logs, source, environment or {}),
+                                            lines=True))
     _plot_val_loss(record, run_logs, published, out_dir / PLOTS[0])
     _plot_step_time(record, run_logs, published, out_dir / PLOTS[1])
     return source  # where the record's curves came from; the files written are REPORT_FILES
