@@ -24,8 +24,9 @@ def load_yaml(path: Path, kind: str = "manifest") -> Mapping[str, Any]:
     """Parse one YAML file (pipeline/yamlio.py: no aliases, no duplicate keys, size-limited) whose top
     level must be a mapping. `kind` picks the size limit: "manifest", "lock", "run" or "bundle_member"."""
     path = Path(path)
-    if not path.is_file():
-        raise ManifestError(path, "", "file not found", "check the name; list what exists with `repro records list`")
+    if not path.exists():  # a folder or a FIFO under the name is refused by load_file, naming what it is
+        raise ManifestError(path, "", "file not found", "check the name; list what exists with `repro records list`"
+                            if kind == "manifest" else "check the path")
     try:
         data = load_file(path, kind)
     except YamlRefused as exc:

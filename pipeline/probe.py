@@ -126,7 +126,7 @@ def _json_object(text: str) -> dict | None:
     for candidate in candidates:
         try:
             data = json.loads(candidate)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON (or an int of 5,000 digits, or nested too deeply)
             continue
         if isinstance(data, dict):
             return data

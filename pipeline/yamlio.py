@@ -133,7 +133,7 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
     if _FastLoader is not _StrictLoader:
         try:
             return _parse(_FastLoader if "&" in data or "*" in data else _CLoader, data, source)
-        except (yaml.YAMLError, RecursionError):
+        except (yaml.YAMLError, RecursionError, ValueError):
             pass  # refused by libyaml: the pure parser says why below, in the words this tool has always used
     try:
         return _parse(_StrictLoader, data, source)
@@ -147,6 +147,10 @@ def load_bytes(data: bytes | str, source: str, kind: str = "manifest") -> Any:
                           "fix the YAML syntax (indentation, quotes, colons) at that line") from None
     except RecursionError:
         raise YamlRefused(source, 0, "is nested too deeply to parse",
+                          "this is not a file the tool wrote; check where it came from") from None
+    except ValueError as exc:  # a scalar its type cannot hold: an integer of 5,000 digits, a 13th month
+        why = "an integer of more than 4,300 digits" if "4300 digits" in str(exc) else str(exc)[:120]
+        raise YamlRefused(source, 0, f"has a value that cannot be read ({why})",
                           "this is not a file the tool wrote; check where it came from") from None
 
 

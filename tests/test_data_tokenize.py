@@ -105,6 +105,8 @@ def test_retokenizing_real_docs_v1_text_gives_the_same_ids(tmp_path, enc, tokeni
 @pytest.mark.parametrize("content, message", [
     ('{"text": "ok"}\n{broken\n', "a.jsonl:2: not valid JSON"),
     ('{"body": "x"}\n', "no string field 'text' (has: body)"),
+    ('{"text": "x", "n": ' + "9" * 5000 + "}\n", "a.jsonl:1: not valid JSON (Exceeds the limit"),  # was a traceback
+    ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "a.jsonl:1: not valid JSON (nested too deeply)"),
 ])
 def test_bad_jsonl_names_file_and_line(tmp_path, tokenizer_dir, content, message):
     (tmp_path / "a.jsonl").write_text(content)
@@ -159,3 +161,14 @@ def test_workers_stop_on_sigterm_whatever_the_callers_handler(tokenizer_dir):
         assert signal_handlers() == (sigterm_as_ctrl_c, signal.default_int_handler)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("name, content", [("a.txt", "x" * 1001), ("a.jsonl", '{"text": "' + "x" * 1001 + '"}\n')])
+def test_a_document_over_the_limit_is_refused_before_it_is_held(tmp_path, tokenizer_dir, monkeypatch, name, content):
+    """A 200 MB text file without a newline took 9.8 GB to tokenize, a gzipped JSONL line of 1e9 characters
+    2 GB before it was refused: each document is now read up to MAX_DOCUMENT_CHARS (64 Mi characters) and no
+    further (here the limit is 1,000)."""
+    monkeypatch.setattr("pipeline.data.tokenize.MAX_DOCUMENT_CHARS", 1000)
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError, match="a document of more than 1,000 characters"):
+        tokenize([tmp_path / name], tmp_path / "out", tokenizer_dir=tokenizer_dir, workers=1, quiet=True)

@@ -150,6 +150,18 @@ def test_verify_reports_every_bad_file(tmp_path):
     assert [f.name for f in report.files if f.ok] == [names[3]]
 
 
+def test_a_file_no_shard_can_be_named_is_one_bad_file_among_the_others(tmp_path):
+    """A staging name (`.partial.bin`) in the folder stopped the whole check with one error that blamed the lock;
+    it is now reported, with where the name came from, beside every other file's result."""
+    folder, names = _folder(tmp_path)
+    (folder / ".partial.bin").write_bytes(b"")
+    (folder / names[1]).unlink()
+    report = verify_dir(folder)
+    bad = {f.name: " ".join(f.problems) for f in report.bad}
+    assert set(bad) == {".partial.bin", names[1]} and len(report.files) == 5
+    assert "not a shard's name" in bad[".partial.bin"] and bad[".partial.bin"].endswith(f"in {folder}")
+
+
 def test_cli_verify_json_and_exit_code(tmp_path):
     folder, names = _folder(tmp_path)
     run = [sys.executable, "-m", "pipeline", "data", "verify", str(folder), "--json"]

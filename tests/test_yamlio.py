@@ -58,3 +58,13 @@ def test_manifest_io_keeps_its_field_path_style(tmp_path):
     path.write_text("schema_version: 1\nname: x\nname: y\n")
     with pytest.raises(ManifestError, match=r"x.yaml: line 3: duplicate key 'name'"):
         load_yaml(path)
+
+
+@pytest.mark.parametrize("value, why", [("9" * 5000, "an integer of more than 4,300 digits"),
+                                        ("2026-13-45", "month must be in 1..12")])
+def test_a_value_its_type_cannot_hold_is_refused_by_name(value, why):
+    """int('9' * 5000) raises ValueError (Python's 4,300-digit limit), as does a 13th month: it came out of the
+    loader as a traceback from every command that reads YAML."""
+    with pytest.raises(YamlRefused) as exc:
+        load_bytes(f"a: {value}\n".encode(), "x.yaml")
+    assert why in str(exc.value)

@@ -44,6 +44,10 @@ GPT2_FILES = {
 }
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 BATCH_DOCS = 64  # documents per worker task: big enough to amortise pickling, small enough to stream
+# One document (a text file, or a JSONL line) is held whole while it is encoded: refused above this many characters,
+# so that a 200 MB file without a newline, or a gzip bomb of one line, costs 64 MiB, not ten GB (FineWeb's longest
+# documents are about 1 MB)
+MAX_DOCUMENT_CHARS = 64 << 20
 
 
 def load_gpt2(tokenizer_dir: Path | None = None):
@@ -103,21 +107,31 @@ def _is_jsonl(path: Path, fmt: str) -> bool:
     return (path.suffixes[-2] if path.suffix == ".gz" and len(path.suffixes) > 1 else path.suffix) in JSONL_SUFFIXES
 
 
+def _bounded(text: str, where: str, fix: str) -> str:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise InputError(f"{where}: a document of more than {MAX_DOCUMENT_CHARS:,} characters (each is held whole "
+                         "while it is encoded)", fix)
+    return text
+
+
 def iter_documents(files: list[Path], fmt: str = "auto", field: str = "text", errors: str = "strict") -> Iterator[str]:
     """Documents in input order: a whole text file, or one JSONL line's `field`."""
     for path in files:
         try:
             with _open_text(path, errors) as f:
                 if not _is_jsonl(path, fmt):
-                    yield f.read()
+                    yield _bounded(f.read(MAX_DOCUMENT_CHARS + 1), str(path), "split it: one document per file")
                     continue
-                for line_no, line in enumerate(f, 1):
+                for line_no, line in enumerate(iter(lambda: f.readline(MAX_DOCUMENT_CHARS + 1), ""), 1):
+                    _bounded(line, f"{path}:{line_no}", "give one document per line")
                     if not line.strip():
                         continue
                     try:
                         record = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise InputError(f"{path}:{line_no}: not valid JSON ({exc.msg})",
+                    except (ValueError, RecursionError) as exc:  # JSONDecodeError, an int of 5,000 digits, nesting
+                        why = exc.msg if isinstance(exc, json.JSONDecodeError) else (
+                            "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80])
+                        raise InputError(f"{path}:{line_no}: not valid JSON ({why})",
                                          "give one JSON object per line, or --format text") from None
                     if not isinstance(record, dict) or not isinstance(record.get(field), str):
                         keys = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__

@@ -251,10 +251,22 @@ def verify_dir(data_dir: Path, dataset: str | None = None, workers: int = 2,
     if not names:
         raise InputError(f"{data_dir} holds no .bin shards and no {LOCK_NAME}",
                          "fetch, tokenize or synth into it first")
-    paths = [file_in(data_dir, n, f"{data_dir / LOCK_NAME}") for n in names]
-    hashes = _hash_readable([p for p in paths if p.is_file()], workers)
+    paths: dict[str, Path] = {}
+    refused: dict[str, FileCheck] = {}  # a name no shard can have: reported with the rest, never read
+    for n in names:
+        where = data_dir if n in listed else data_dir / LOCK_NAME  # who gave the name: the folder, or the lock
+        try:
+            paths[n] = file_in(data_dir, n, str(where))
+        except InputError as exc:
+            refused[n] = FileCheck(name=ascii(n)[1:-1], size=None, sha256=None, tokens=None, hash_checked=False,
+                                   problems=(f"not a shard's name ({exc.what.split(': ', 1)[-1]}), in {where}",))
+    hashes = _hash_readable([p for p in paths.values() if p.is_file()], workers)
     checks = []
-    for name, path in zip(names, paths):
+    for name in names:
+        if name in refused:
+            checks.append(refused[name])
+            continue
         tokens_expected = manifest.tokens_expected(name) if manifest else None
+        path = paths[name]
         checks.append(check_file(path, hashes.get(path), expected_hashes(manifest, lock, name), tokens_expected))
     return VerifyReport(data_dir, dataset, tuple(checks))

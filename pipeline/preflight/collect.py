@@ -180,8 +180,9 @@ class SavedSources:
     def _json(self, source: str):
         try:
             return json.loads(self._read(source))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{self.folder / SAVED_FILES[source]}: not valid JSON ({exc})", "save it again") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, an int of 5,000 digits, deep nesting
+            raise InputError(f"{self.folder / SAVED_FILES[source]}: not valid JSON ({str(exc)[:120]})",
+                             "save it again") from None
 
     def text(self, source: str) -> str:
         return self._read(source).strip() if source == "uname -r" else self._read(source)

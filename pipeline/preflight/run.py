@@ -185,7 +185,7 @@ def read_report(path: Path) -> PreflightReport:
         raise InputError(f"{path}: not UTF-8 text ({exc})", "run `repro preflight` again") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested thousands deep
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError; an int of 5,000 digits; nested thousands deep
         raise InputError(f"{path}: not valid JSON ({type(exc).__name__}: {exc})",
                          "run `repro preflight` again") from None
     return PreflightReport.from_dict(data, path)
