@@ -210,9 +210,11 @@ def test_a_crashed_run_is_archived_and_later_kept_aside(cpu_record, tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_or_sigterm_during_a_run_archives_it_as_aborted(cpu_record, tmp_path, sig):
+def test_ctrl_c_or_sigterm_during_a_run_stops_there_and_keeps_the_run_aborted(cpu_record, tmp_path, sig):
     """Issue 14: SIGTERM is handled like SIGINT (exit 130, nothing half-written), and a second reproduce in the
-    same work folder is refused while the first runs, naming the holder's PID."""
+    same work folder is refused while the first runs, naming the holder's PID. The run keeps its log and the status
+    `aborted`; nothing is judged or archived (a demo stopped by Ctrl-C had left an `invalid` bundle, and two good
+    runs then one stopped had been judged all three); the next reproduce keeps the run aside as an attempt."""
     proc = subprocess.Popen(cli(tmp_path, runs=2, sets=("seed=0",)), cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     runs = tmp_path / "work" / "runs" / RECORD
@@ -236,15 +238,18 @@ def test_ctrl_c_or_sigterm_during_a_run_archives_it_as_aborted(cpu_record, tmp_p
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted" in err or "aborted" in err
+    assert "aborted (stopped by Ctrl-C or SIGTERM); nothing was judged or archived" in err, err[-2000:]
+    assert "run the same command again to resume" in err and "Traceback" not in err
     (run_dir,) = runs.iterdir()  # the second run never started
-    assert (run_dir / "status").read_text() == "aborted\n"
-    bundle = only_bundle(tmp_path / "bundles")
-    check = verify_bundle(bundle, cpu_record / "records")
-    assert check.ok and check.recomputed_outcome == "invalid"
-    manifest = show_bundle(bundle).manifest
-    assert manifest.runs[0].status == "aborted"
-    assert any("run status is aborted" in r for r in manifest.verdict.reasons)
+    assert (run_dir / "status").read_text() == "aborted\n" and "step:2/10" in (run_dir / "log.txt").read_text()
+    assert not (tmp_path / "bundles").exists() or not any((tmp_path / "bundles").iterdir())
+    if sig == signal.SIGINT:  # resumed: the stopped run is an attempt kept aside, never judged
+        resumed = subprocess.run(cli(tmp_path, runs=2, sets=("seed=0",)), capture_output=True, text=True,
+                                 cwd=REPO_ROOT, timeout=600)
+        assert "(verified)" in resumed.stdout, resumed.stderr[-2000:]
+        manifest = show_bundle(only_bundle(tmp_path / "bundles")).manifest
+        assert [(a.id, a.status) for a in manifest.attempts] == [(run_dir.name, "aborted")]
+        assert [r.status for r in manifest.runs] == ["succeeded", "succeeded"]
     leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith((".partial", ".tmp")) or "staging" in p.name]
     assert leftovers == []
 

@@ -138,10 +138,10 @@ def collect(ws: Workspace, campaign: Campaign, say: Callable[[str], None] = lamb
                           f"see `repro campaign status {campaign.folder}`; submit what is missing with "
                           f"`repro campaign submit --campaign {campaign.folder}`, then `repro campaign wait`")
     judged, attempts = judged_and_attempts(flow)  # what stage_archive will pick, by the same rule
-    if judged and all(read_status(run) == "aborted" for run in judged):
-        # nothing ran to its end: these are attempts, not runs to judge (a verdict on them would say `invalid`)
-        table = render_nodes(node_rows([], judged + attempts))
-        raise CheckFailed(f"every run of campaign {campaign.folder} was aborted ({len(judged + attempts)} attempt(s), "
+    if not judged and attempts and all(read_status(run) == "aborted" for run in attempts):
+        # nothing ran to its end: an aborted run is an attempt, never judged (pipeline/reproduce/selection.py)
+        table = render_nodes(node_rows([], attempts))
+        raise CheckFailed(f"every run of campaign {campaign.folder} was aborted ({len(attempts)} attempt(s), "
                           f"none ran to its end):\n{table}",
                           f"run them again: `repro campaign submit --campaign {campaign.folder}`")
     if finished and not judged:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import Interrupted, RunFailed, UsageError
+from pipeline.errors import RunFailed, UsageError
 from pipeline.outcome import Outcome
 from pipeline.registry import Registry
 from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
@@ -127,10 +127,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         emit_json(result)
     else:
         _print_result(result, seconds)
-    stopped = result.stopped_by
-    if stopped is not None and stopped.status == "aborted":
-        raise Interrupted(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
-                          "run the same command again to resume")
+    stopped = result.stopped_by  # an interrupted run raised Interrupted in the runs stage: nothing is archived
     if stopped is not None and not passed(result.outcome):
         raise RunFailed(f"run {stopped.describe()}; the runs so far are archived in {result.bundle}",
                         f"read its stdout.txt under {result.work_dir}/runs, then run the same command again "

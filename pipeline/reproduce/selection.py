@@ -114,10 +114,11 @@ def counts(run: Path, wanted: RunSelection) -> bool:
 def judged_and_attempts(runs: list[Path], wanted: RunSelection, runs_wanted: int) -> tuple[list[Path], list[Path]]:
     """With enough good runs the verdict is on them and every run that failed is an attempt; otherwise the
     verdict is on every run of this configuration, so that a crash is judged. Succeeded runs of another
-    configuration (an earlier --set) are neither."""
+    configuration (an earlier --set) are neither. A run someone stopped (Ctrl-C, SIGTERM: `aborted`) is never
+    judged: it says nothing of the program, and two good runs then one stopped would have judged all three."""
     good = [r for r in runs if counts(r, wanted)]
     failed = [r for r in runs if not complete(r)]
     if len(good) >= runs_wanted:
         return good, failed
-    same = [r for r in runs if RunSelection.of_run(run_meta(r)) == wanted]
+    same = [r for r in runs if RunSelection.of_run(run_meta(r)) == wanted and read_status(r) != "aborted"]
     return same, [r for r in failed if r not in same]

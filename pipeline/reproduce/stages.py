@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import CheckFailed, InputError, MissingDependency
+from pipeline.errors import CheckFailed, InputError, Interrupted, MissingDependency
 from pipeline.hashing import sha256_file
 from pipeline.reproduce import selection
 from pipeline.reproduce.state import (
@@ -292,7 +292,11 @@ def stage_runs(flow: Flow) -> StageOutcome:
             continue
         flow.state.set(_runs_state(runs, good))
         flow.stopped = RunEnd(run.name, result.status, result.exit_code, result.failure)
-        if result.status == "aborted" or not req.keep_going:
+        if result.status == "aborted":  # Ctrl-C or SIGTERM: stop here, judge and archive nothing (exit 130)
+            raise Interrupted(f"run {flow.stopped.describe()}; nothing was judged or archived, and the run keeps "
+                              f"its log under {run}", "run the same command again to resume: finished stages and "
+                              "runs are kept, and this run is kept aside as an attempt")
+        if not req.keep_going:
             break
         flow.say(f"  --keep-going: {missing - i - 1} more to try")
     detail = f"{done} run(s) this time; {len(good)} of {req.runs} succeeded"

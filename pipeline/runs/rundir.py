@@ -189,6 +189,8 @@ class RunEnd:
     failure: str | None = None  # the last exception line of a failed run's output
 
     def describe(self) -> str:
+        if self.status == "aborted":  # its exit code is the signal that stopped it (-9), no failure of its own
+            return f"{self.run_id}: aborted (stopped by Ctrl-C or SIGTERM)"
         return f"{self.run_id}: {self.status}" + (f" (exit code {self.exit_code})" if self.exit_code is not None
                                                    else "") + (f": {self.failure}" if self.failure else "")
 
