@@ -293,3 +293,14 @@ def test_fetched_data_path_with_a_dataset_manifest(cpu_record, tmp_path):
     again = reproduce(WS, req)
     assert actions(again)["data"] == "done" and actions(again)["runs"] == "skipped"
     assert sha256_file(tmp_path / "data" / shards[0].name) == dataset["lock"][shards[0].name]["sha256"]
+
+
+def test_smoke_on_a_machine_without_gpus_says_so_before_any_download(tmp_path):
+    """`make smoke` on a laptop retried the program's download for 7 s and failed on the network: with no
+    nvidia-smi on PATH it now exits 4 at once, as `make reproduce` does from its preflight."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "reproduce", "--record",
+                           "2026-07-17_FP8DownProjection", "--runs", "1", "--smoke", "40"], capture_output=True,
+                          text=True, cwd=REPO_ROOT, env={**os.environ, "PATH": str(tmp_path)}, timeout=120)
+    assert done.returncode == 4 and "no GPU visible (no nvidia-smi)" in done.stderr, done.stderr[-2000:]
+    assert "cannot reach" not in done.stderr and time.monotonic() - started < 30

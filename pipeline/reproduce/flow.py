@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pipeline.errors import InputError, UsageError
+from pipeline.errors import InputError, MissingDependency, UsageError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
@@ -124,6 +124,16 @@ def check_training_options(req: ReproduceRequest) -> None:
             from None
 
 
+def _refuse_without_gpu(record: Record, req: ReproduceRequest) -> None:
+    """No nvidia-smi on a machine where the record needs GPUs: exit 4 before anything is fetched (`make smoke` on
+    a laptop waited on the network, then failed on it)."""
+    import shutil
+
+    if record.hardware.gpu_count and not req.keep_going and shutil.which("nvidia-smi") is None:
+        raise MissingDependency(f"preflight: no GPU visible (no nvidia-smi); the record {record.name} cannot be "
+                                "timed on this machine", "run on a GPU node (`make demo` runs the CPU demo here)")
+
+
 def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> None:
     """What can be known wrong before any stage runs: no shard count to fetch, too few shards for the program's
     steps, a program that cannot be cut, a --nproc the program asserts against, a system Python whose Triton
@@ -134,6 +144,9 @@ def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> 
     text = found.text if found is not None else None
     if req.trainer == "record" and req.smoke_steps is not None:  # a program that cannot be cut: refused before cost
         from pipeline.records.program import resolve_program
+
+        if found is None:  # it would be downloaded: a machine with no GPU is told so first, as preflight tells it
+            _refuse_without_gpu(record, req)
         from pipeline.records.smoke_cut import planned_smoke_cut
 
         text = resolve_program(record, req.program_source, ws.cache).text
