@@ -203,3 +203,16 @@ def test_each_record_page_states_its_rule_in_upstream_s_words_and_the_whole_plan
            "this requirement is waived." in page  # rule `parent`: README rule 2's waiver
     assert html.escape(long_reason.strip()) in page  # whole on the page; cut to a line in the index
     assert f">{html.escape(long_reason)}<" not in files["index.html"]  # the index shows a line (all on hover)
+
+
+def test_the_plan_reproduce_writes_is_a_plan_the_site_reads(tmp_path):
+    """`reproduce --plan --json` writes {record, refusals, environment, ...} (one object, or a list with --all);
+    `records site --plan` asked for {name, runnable, reason} and refused the tool's own file."""
+    for args, rows in ((["--all"], 22), (["--record", MUON], 1)):
+        planned = repro("reproduce", *args, "--plan", "--json")
+        (tmp_path / "plan.json").write_text(planned.stdout)
+        result = repro("records", "site", "--out", tmp_path / "site", "--plan", tmp_path / "plan.json", "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["planned"] == rows
+    by_name = {r.name: r for r in load_plan_rows(tmp_path / "plan.json")}
+    assert by_name[MUON].runnable and by_name[MUON].reason.startswith("environment pypi-torch-2.8 (deviation)")

@@ -396,8 +396,5 @@ def _plan_rows(ws: Workspace, records: list[Record]) -> list:
     rows = []
     for record in records:
         plan = plan_reproduce(ws, ReproduceRequest(record=record.name, runs=4))
-        env = plan.environment
-        reason = "; ".join(plan.refusals) if plan.refusals else \
-            f"environment {env.get('name')} ({env.get('kind')}): {env.get('reason', '')}"
-        rows.append(PlanRow(record.name, not plan.refusals, reason))
+        rows.append(PlanRow.of_plan(record.name, list(plan.refusals), plan.environment))
     return rows

@@ -32,6 +32,14 @@ class PlanRow:
     runnable: bool
     reason: str
 
+    @classmethod
+    def of_plan(cls, record: str, refusals: list[str], environment: dict) -> PlanRow:
+        """A `reproduce --plan` (its refusals, else its environment) as a row: `records site --plans` and a file
+        `reproduce --plan --json` wrote give the same rows."""
+        reason = "; ".join(refusals) if refusals else \
+            f"environment {environment.get('name')} ({environment.get('kind')}): {environment.get('reason', '')}"
+        return cls(record, not refusals, reason)
+
 
 @dataclass(frozen=True)
 class SiteRecord:
@@ -47,12 +55,14 @@ class SiteRecord:
         return self.environment_kind in ("exact", "named")
 
 
-def _read_list(path: Path, what: str) -> list:
+def _read_list(path: Path, what: str, one_object_is_a_row: bool = False) -> list:
     raw = read_bounded(path, MAX_JSON_BYTES, "JSON file", f"give the JSON file {what} wrote")
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{path} is not JSON ({str(exc)[:200]})", f"give the JSON file {what} wrote") from None
+    if one_object_is_a_row and isinstance(data, dict):
+        return [data]
     if not isinstance(data, list):
         raise InputError(f"{path} holds a JSON {type(data).__name__}, not a list of rows",
                          f"give the JSON file {what} wrote")
@@ -110,8 +120,14 @@ def load_check_rows(path: Path) -> list[CheckRow]:
 
 
 def load_plan_rows(path: Path) -> list[PlanRow]:
+    """Rows of {name, runnable, reason}, or what `repro reproduce --plan --json` wrote (one record's plan, or a list
+    of them with --all): {record, refusals, environment, ...}."""
     rows = []
-    for i, data in enumerate(_read_list(path, "the plan (--plan)")):
+    for i, data in enumerate(_read_list(path, "the plan (--plan)", one_object_is_a_row=True)):
         r = _Row(path, i, data, "the plan (--plan)")
+        if "record" in r.data and "name" not in r.data:  # reproduce --plan --json's own output
+            environment = r.get("environment", (dict,), False) or {}
+            rows.append(PlanRow.of_plan(r.get("record", (str,)), list(r.strings("refusals")), environment))
+            continue
         rows.append(PlanRow(r.get("name", (str,)), r.get("runnable", (bool,)), r.get("reason", (str,), False) or ""))
     return rows
