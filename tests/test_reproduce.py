@@ -304,3 +304,12 @@ def test_smoke_on_a_machine_without_gpus_says_so_before_any_download(tmp_path):
                           text=True, cwd=REPO_ROOT, env={**os.environ, "PATH": str(tmp_path)}, timeout=120)
     assert done.returncode == 4 and "no GPU visible (no nvidia-smi)" in done.stderr, done.stderr[-2000:]
     assert "cannot reach" not in done.stderr and time.monotonic() - started < 30
+
+
+def test_the_demo_with_the_docker_runtime_is_refused_before_any_stage(tmp_path):
+    """--help offered docker for the demo; its record's environment is `host`, and the environment stage ended on
+    "unknown environment 'host'" after the preflight had run."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--root", str(tmp_path), "reproduce", "--demo",
+                           "--runtime", "docker"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 2 and "--demo --runtime docker" in done.stderr and "[preflight]" not in done.stdout
+    assert not any(tmp_path.iterdir())

@@ -42,7 +42,7 @@ from .output import echo, emit_json, pass_registry, secho
 @click.option("--trainer", type=click.Choice(["record", "native"]), default=None,
               help="record: the upstream program (default); native: train/. [demo: native]")
 @click.option("--runtime", type=click.Choice(["docker", "host"]), default=None,
-              help="docker: the pinned image (default); host: this machine's Python. [demo: host]")
+              help="docker: the pinned image (default); host: this machine's Python. [demo: host only]")
 @click.option("--preset", type=click.Choice(["record", "tiny", "demo"]), default=None,
               help="Native trainer preset. [demo: demo]")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -94,6 +94,10 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         raise UsageError("--demo --trainer record: the demo trains with the native trainer (its record, "
                          "demo-cpu-synth, has no program of its own to run)",
                          "drop --trainer record, or drop --demo and give --record NAME for a record's program")
+    if demo and runtime == "docker":  # its environment is `host`: no lock to build an image from
+        raise UsageError("--demo --runtime docker: the demo trains on this machine's Python (its record's "
+                         "environment is `host`, with no lock an image could be built from)",
+                         "drop --runtime docker; a record's own image is `repro reproduce --record NAME`")
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
