@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,3 +86,17 @@ def test_a_plots_link_in_the_out_folder_is_replaced_not_followed(runs, tmp_path)
     assert not any(victim.iterdir()) and not (out / "plots").is_symlink()
     assert (out / "plots" / "val_loss.png").stat().st_size > 10_000
     assert "\x1b" not in (out / "report.md").read_text()
+
+
+def test_a_work_folder_stands_for_its_runs_and_a_bundle_is_pointed_to_bundle_verify(runs, tmp_path):
+    """`repro verify work/demo-cpu-synth` judged the folder as a run without a log, `repro verify BUNDLE` read the
+    gzip as a log: both said `invalid`."""
+    judged = repro("verify", tmp_path, "--json")  # make_run's runs live in tmp_path/runs/<record>/<id>, as in a work
+    assert judged.returncode == 1, judged.stderr  # folder; the third run failed, as `runs` made it
+    assert sorted(Path(r["source"]).name for r in json.loads(judged.stdout)["runs"]) == sorted(r.name for r in runs)
+    reported = repro("report", tmp_path, "--out", tmp_path / "out")
+    assert reported.returncode == 0 and (tmp_path / "out" / "report.md").is_file(), reported.stderr
+    bundle = tmp_path / "x.tar.gz"
+    bundle.write_bytes(b"\x1f\x8b not really")
+    refused = repro("verify", bundle)
+    assert refused.returncode == 3 and f"repro bundle verify {bundle}" in refused.stderr

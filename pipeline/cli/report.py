@@ -36,9 +36,12 @@ def report(registry, runs, record_name, out_dir, record_logs, as_html, as_json):
         return
     from pipeline.pages.write import is_bundle
 
+    from .verify import runs_given
+
     if any(is_bundle(p) for p in runs):
         raise InputError("a bundle holds its report.md already; this command writes one for run folders",
                          "for a bundle, pass --html (or read its report with `repro bundle show`)")
+    runs = runs_given(list(runs))  # a work folder of `repro reproduce` stands for its runs
     record = registry.record(record_name or record_of_runs([p for p in runs if p.is_dir()]))
     published_dir = published_logs_dir(record, registry.workspace.cache, record_logs)
     verdict, published_source = report_runs(record, list(runs), out_dir, published_dir=published_dir)

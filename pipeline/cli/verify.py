@@ -21,6 +21,28 @@ from pipeline.verdict.render import hardware_line
 from .output import echo, emit_json, pass_registry, secho
 
 
+def runs_given(paths: list[Path]) -> list[Path]:
+    """The run folders and logs to judge: a work folder of `repro reproduce` stands for its runs; a bundle is not a
+    run (read as a log it was judged `invalid`)."""
+    from pipeline.pages.write import is_bundle, runs_of_work_folder
+
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if is_bundle(path):
+            raise InputError(f"{path} is a bundle, not a run folder or a log",
+                             f"check it with `repro bundle verify {path}`: it recomputes the verdict from the logs "
+                             "inside")
+        if path.is_dir() and not (path / "log.txt").exists() and (path / "runs").is_dir():
+            found = runs_of_work_folder(path)
+            if not found:
+                raise InputError(f"{path}: a work folder with no run folder (runs/<record>/<id>/run.yaml)",
+                                 "give run folders or logs; `repro reproduce` makes the runs")
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
 def record_of(paths: list[Path]) -> str | None:
     """The record the run directories' run.yaml name; None when only bare logs were given."""
     names = {}
@@ -83,8 +105,9 @@ def verify(registry, runs, record_name, as_json, submission, markdown):
         report = judge_submission(registry.record(record_name), list(runs))
         emit_json(report.to_dict()) if as_json else echo(render_markdown(report))
         return Outcome.check(report.passed)
-    record = registry.record_or_default(record_name or record_of(list(runs)))
-    verdict = verify_runs(record, list(runs))
+    runs = runs_given(list(runs))
+    record = registry.record_or_default(record_name or record_of(runs))
+    verdict = verify_runs(record, runs)
     if as_json:
         emit_json(verdict.to_dict())
     else:
