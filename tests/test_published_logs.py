@@ -111,3 +111,17 @@ def test_report_uses_record_logs_or_the_fetched_cache(tmp_path):
                                    "--record-logs", str(SAMPLE / FOLDER)])
     assert res.exit_code != 0 and isinstance(res.exception, CheckFailed)
     assert not list((tmp_path / "ws" / "cache" / "record-logs" / NAME).glob("*.txt"))
+
+
+def test_from_a_flat_folder_finds_a_log_that_sits_in_a_subfolder_upstream(tmp_path):
+    """2026-07-17's logs sit under this_pr/ upstream; a flat copy of one of them (as tests/fixtures keeps it) was
+    "not in" the folder: 13 of 13 failed. Now it is found by its name and checked by its sha256 as before."""
+    record = load_record("2026-07-17_FP8DownProjection", ROOT / "manifests" / "records")
+    (log,) = (ROOT / "tests" / "fixtures" / "record-logs" / "2026-07-17_FP8DownProjection").glob("*.txt")
+    assert any(entry.file == f"this_pr/{log.name}" for entry in record.logs)
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    shutil.copy(log, flat / log.name)
+    with pytest.raises(CheckFailed, match=f"{len(record.logs) - 1} of {len(record.logs)} published log"):
+        fetch_published_logs(record, tmp_path / "cache", source_dir=flat)
+    assert any((tmp_path / "cache").rglob(log.name))  # the one found is in the cache, verified

@@ -84,6 +84,8 @@ def fetch_published_logs(record: Record, cache: Path, source_dir: Path | None = 
             continue
         if source_dir is not None:
             src = Path(source_dir) / log.file
+            if kind_of(src) is None:  # a flat copy of the record's folder: its bytes are checked all the same
+                src = Path(source_dir) / Path(log.file).name
             if kind_of(src) is None:
                 bad.append(f"{log.file}: not in {source_dir}")
                 continue
@@ -109,7 +111,8 @@ def fetch_published_logs(record: Record, cache: Path, source_dir: Path | None = 
     if bad:
         raise CheckFailed(f"{len(bad)} of {len(record.logs)} published log(s) of {record.name} failed: "
                           + "; ".join(bad),
-                          "fetch again; if a sha256 still differs, the source is not the record's published log")
+                          "with --from: the folder needs every log, laid out as upstream's record folder or flat; "
+                          "else fetch again. A sha256 that still differs is not the record's published log")
     return out
 
 
