@@ -162,3 +162,16 @@ def test_make_targets_say_the_tools_own_code():
     assert done.returncode == 2, done.stdout + done.stderr
     assert "$ bin/repro reproduce --record no-such-record --runs 4" in done.stdout
     assert "make: bin/repro exited 3 (README.md, exit codes)" in done.stderr, done.stderr
+
+
+def test_bin_repro_through_a_link_on_path_finds_its_clone(tmp_path):
+    """A link to bin/repro (~/bin/repro) took the link's folder for the clone: ".../.venv is not set up" named
+    the wrong folder. Without a .venv the message must name this clone."""
+    clone = tmp_path / "clone"
+    (clone / "bin").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "bin" / "repro", clone / "bin" / "repro")
+    (tmp_path / "path").mkdir()
+    (tmp_path / "path" / "repro").symlink_to(clone / "bin" / "repro")
+    done = subprocess.run([str(tmp_path / "path" / "repro"), "--version"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 4 and f"error: {clone}/.venv is not set up" in done.stderr, done.stderr
