@@ -37,7 +37,7 @@ def test_one_run_says_up_front_why_it_cannot_be_reproduced(tmp_path, capsys):
     code = run(["--root", str(tmp_path), "reproduce", "--demo", "--runs", "1", "--record", "no-such-record"])
     said = capsys.readouterr()
     assert code == 3  # the record lookup fails after the note: nothing ran
-    assert "--runs 1 cannot end `reproduced`: the verdict's t-test" in said.out and "at least 2 runs" in said.out
+    assert "--runs 1 alone cannot end `reproduced`" in said.out and "at least 2 runs" in said.out
 
 
 def test_make_demo_honours_runs():

@@ -119,8 +119,9 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         return _print_plan(registry.workspace, request, as_json)
     out = sys.stderr if as_json else sys.stdout
     if request.runs < 2 and request.smoke_steps is None:
-        echo(f"note: --runs {request.runs} cannot end `reproduced`: the verdict's t-test against the record's "
-                   "target needs at least 2 runs (the record's own rules ask for more; --plan says how many)", file=out)
+        echo(f"note: --runs {request.runs} alone cannot end `reproduced` (good runs already in the work folder "
+             "count too): the verdict's t-test against the record's target needs at least 2 runs (the record's own "
+             "rules ask for more; --plan says how many)", file=out)
     from pipeline.verdict.outcomes import passed
 
     started = time.monotonic()
