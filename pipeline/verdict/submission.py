@@ -265,8 +265,10 @@ def render_markdown(r: SubmissionReport) -> str:
     lines = [f"### Submission check against {r.parent}", "",
              "| check | | detail |", "| - | - | - |"]
     lines += [f"| {name} | {mark[ok]} | {detail} |" for name, ok, detail in r.checks]
-    lines += ["", f"**{'passes' if r.passed else 'does not pass'}** the loss and time checks "
-              "(a systems-only change may be exempt from the loss test by the speedrun's rules).", "",
+    failed = [name for name, ok, _ in r.checks if ok is False] or ["log"]  # no check failed: no log to judge
+    verdict = "**passes** the loss and time checks" if r.passed else \
+        f"**does not pass** the {' and '.join(failed)} check{'s' if len(failed) > 1 else ''}"
+    lines += ["", f"{verdict} (a systems-only change may be exempt from the loss test by the speedrun's rules).", "",
               "| log | val loss | train time (s) | PyTorch | fingerprint |", "| - | - | - | - | - |"]
     for f in r.logs:
         loss = f"{f.val_loss:.4f}" if f.val_loss is not None else "—"
