@@ -116,7 +116,7 @@ def test_forged_unsigned_bundle_fails_with_require_signature(tmp_path):
     required = repro("bundle", "verify", "--require-signature", path)
     assert required.returncode == 1 and "Traceback" not in required.stderr
     assert required.stdout.splitlines()[0] == "integrity only: unsigned"
-    assert "SHA256SUMS.sig: --require-signature: the bundle is absent (not signed)" in required.stdout
+    assert "SHA256SUMS.sig: --require-signature: the bundle is not signed (no SHA256SUMS.sig)" in required.stdout
     assert "repro archive --sign-key" in required.stdout
     as_json = repro("bundle", "verify", "--require-signature", "--json", path)
     assert as_json.returncode == 1 and '"proven": "integrity only: unsigned"' in as_json.stdout

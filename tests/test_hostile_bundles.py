@@ -273,3 +273,12 @@ def test_a_bundle_name_is_checked_before_it_is_looked_up(tmp_path, name, why):
     done = repro("archive", *runs, "--out", tmp_path / "bundles", "--name", name)
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
     assert why in done.stderr and not any((tmp_path / "bundles").iterdir())
+
+
+def test_members_past_where_reading_stopped_are_unread_not_removed(bundle, tmp_path):
+    """A bundle cut in half listed every member after the cut as 'removed after archiving'."""
+    cut = tmp_path / "half.tar.gz"
+    cut.write_bytes(bundle.read_bytes()[:len(bundle.read_bytes()) // 2])
+    check = verify_bundle(cut)
+    unread = [p for p in check.problems if "not read: the archive stopped before it" in p.problem]
+    assert unread and not any("removed after archiving" in p.problem for p in check.problems)

@@ -121,7 +121,9 @@ def read_members(path: Path, max_member_bytes: int = MAX_MEMBER_BYTES,
     return _read_members(path, max_member_bytes, max_total_bytes)
 
 
-def check_sums(files: Mapping[str, bytes]) -> list[Problem]:
+def check_sums(files: Mapping[str, bytes], complete: bool = True) -> list[Problem]:
+    """Every member against SHA256SUMS. `complete`: the whole archive was read; if not, a listed member not found
+    may lie past where reading stopped, and is said to be unread rather than removed."""
     if SUMS not in files:
         return [Problem(SUMS, "missing: the bundle has no list of hashes to check against")]
     sums = parse_sums(files[SUMS].decode("utf-8", errors="replace"))
@@ -129,7 +131,8 @@ def check_sums(files: Mapping[str, bytes]) -> list[Problem]:
     listed = sums.digests
     for name, digest in sorted(listed.items()):
         if name not in files:
-            problems.append(Problem(name[:300], "listed in SHA256SUMS but not in the bundle (removed after archiving)"))
+            problems.append(Problem(name[:300], "listed in SHA256SUMS but not in the bundle (removed after archiving)"
+                                    if complete else "listed in SHA256SUMS, not read: the archive stopped before it"))
         elif sha256_bytes(files[name]) != digest:
             problems.append(Problem(name, "sha256 differs from SHA256SUMS (changed after archiving)"))
     for name in sorted(files):
@@ -330,8 +333,9 @@ def verify_bundle(path: Path, records_dir: Path, pubkey: Path | None = None, req
     signature = check_signature(read.files, manifest, pubkey)
     problems += signature.problems
     if require_signature and signature.status != "valid" and not signature.problems:
-        problems.append(Problem(SIGNATURE, f"--require-signature: the bundle is {signature.status}"
-                                           + (" (not signed)" if signature.status == "absent" else ""),
+        problems.append(Problem(SIGNATURE, "--require-signature: the bundle is not signed (no SHA256SUMS.sig)"
+                                if signature.status == "absent" else
+                                f"--require-signature: the signature is {signature.status}",
                                 "ask the bundle's author for a signed bundle (`repro archive --sign-key`)"))
     outcome = judged_against = evidence = None
     if not read.complete:
@@ -351,7 +355,7 @@ def _integrity(read: Members, path: Path) -> tuple[BundleManifest | None, list[P
     """The manifest and everything wrong with the bundle as bytes: a damaged or truncated archive, members whose
     hashes differ from SHA256SUMS (or that it does not list), a manifest that does not load or names another
     bundle. Both `bundle verify` and `bundle show` start here, so show never presents a damaged bundle as whole."""
-    problems = list(read.problems) + check_sums(read.files)
+    problems = list(read.problems) + check_sums(read.files, read.complete)
     manifest, manifest_problems = load_manifest(read.files, path)
     problems += manifest_problems
     if manifest is not None and read.top and manifest.name != read.top:
