@@ -307,3 +307,18 @@ def test_a_1_gib_log_completes_repro_verify_in_bounded_memory(tmp_path):
     # streamed: ~110 MiB (interpreter, numpy/scipy, at most MAX_POINTS points), whatever the log's size; the
     # margin leaves room for imports other stages may add, never for holding the file
     assert peak_kib * 1024 < size / 2
+
+
+def test_a_status_file_without_a_status_word_is_a_problem_not_a_good_run(tmp_path):
+    """A run folder whose status file held garbage was judged like a good run by `verify` (reproduced), while
+    `archive` named its bundle '0runs-1failed'."""
+    from pipeline.records.model import load_record
+    from pipeline.verdict.judge import verify_runs
+    from tests.test_bundle import RECORD, RECORDS, three_runs
+
+    runs = three_runs(tmp_path)
+    assert verify_runs(load_record(RECORD, RECORDS), runs).outcome.startswith("reproduced")
+    (runs[0] / "status").write_bytes(b"\x00garbage" * 100)
+    verdict = verify_runs(load_record(RECORD, RECORDS), runs)
+    assert verdict.outcome == "invalid"
+    assert any("run status is unreadable" in reason for reason in verdict.reasons), verdict.reasons

@@ -146,11 +146,11 @@ def test_a_bad_run_yaml_names_the_file_and_field(tmp_path, text, words):
     assert str(path) in str(err.value) and words in str(err.value) and "fix:" in str(err.value)
 
 
-def test_a_status_file_is_read_in_a_few_bytes_and_unknown_words_are_unknown(tmp_path):
+def test_a_status_file_is_read_in_a_few_bytes_and_other_words_are_unreadable(tmp_path):
     (tmp_path / "status").write_bytes(b"succeeded\n")
     assert read_status(tmp_path) == "succeeded"
     (tmp_path / "status").write_bytes(b"x" * (1 << 20))
-    assert read_status(tmp_path) == "unknown"
+    assert read_status(tmp_path) == "unreadable"  # a problem in the verdict; "unknown" (no file) is not
     (tmp_path / "status").unlink()
     (tmp_path / "status").mkdir()
     assert read_status(tmp_path) == "unknown"

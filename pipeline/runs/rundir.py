@@ -252,7 +252,9 @@ class RunDir:
 
 
 def read_status(run_dir: Path) -> str:
-    """The run's status word; "unknown" when there is none. Read in a few bytes: the file may be anyone's."""
+    """The run's status word; "unknown" when there is none, "unreadable" when the file holds no status word (the
+    verdict's problem: a run whose end cannot be told is not judged a good run). Read in a few bytes: the file may
+    be anyone's."""
     path = Path(run_dir) / "status"
     if not path.is_file():
         return "unknown"
@@ -261,4 +263,4 @@ def read_status(run_dir: Path) -> str:
             word = f.read(64).decode("utf-8", errors="replace").strip()
     except OSError as exc:
         raise os_error(path, exc, "give a run directory written by `repro train`") from None
-    return word if word in STATUSES else "unknown"
+    return word if word in STATUSES else "unreadable"

@@ -218,7 +218,7 @@ def _unlogged(source: str, trainer: str, status: str, log_path: Path) -> RunAsse
 
 
 def _status_findings(source: str, status: str, meta: RunMeta | None) -> list[Finding]:
-    if status not in ("failed", "aborted", "running"):
+    if status not in ("failed", "aborted", "running", "unreadable"):
         return []
     failure = {"failure": meta.failure} if meta is not None and meta.failure else {}  # its output's reason
     shared = shared_gpu(meta.failure) if meta is not None else None  # out of memory beside other processes
