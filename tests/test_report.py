@@ -100,3 +100,13 @@ def test_a_work_folder_stands_for_its_runs_and_a_bundle_is_pointed_to_bundle_ver
     bundle.write_bytes(b"\x1f\x8b not really")
     refused = repro("verify", bundle)
     assert refused.returncode == 3 and f"repro bundle verify {bundle}" in refused.stderr
+
+
+def test_a_fifo_or_a_device_given_to_verify_is_bad_input(tmp_path):
+    """A FIFO or /dev/zero given as a log said 'no log at X' with exit 1, the code of a verdict that said no."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    for path in (tmp_path / "pipe", Path("/dev/zero")):
+        done = repro("verify", path)
+        assert done.returncode == 3 and "not a regular file" in done.stderr, done.stderr

@@ -25,9 +25,13 @@ def runs_given(paths: list[Path]) -> list[Path]:
     """The run folders and logs to judge: a work folder of `repro reproduce` stands for its runs; a bundle is not a
     run (read as a log it was judged `invalid`)."""
     from pipeline.pages.write import is_bundle, runs_of_work_folder
+    from pipeline.regular_file import kind_of, not_regular
 
     out: list[Path] = []
     for path in map(Path, paths):
+        kind = kind_of(path)
+        if kind not in ("regular file", "folder"):  # a FIFO would block the read, a device never end it
+            raise not_regular(path, "log", kind or "missing path", "give run folders or log files")
         if is_bundle(path):
             raise InputError(f"{path} is a bundle, not a run folder or a log",
                              f"check it with `repro bundle verify {path}`: it recomputes the verdict from the logs "
