@@ -45,7 +45,7 @@ from pipeline.bundle.manifest import BundleManifest, ProgramSection
 from pipeline.bundle.members import ARCHIVE, Members, Problem
 from pipeline.bundle.members import read_members as _read_members
 from pipeline.bundle.trust import SIGNATURE, SUMS, SignatureCheck, check_signature, choose_record
-from pipeline.errors import InputError, ReproError
+from pipeline.errors import CheckFailed, InputError, ReproError
 from pipeline.findings import Finding
 from pipeline.hashing import sha256_bytes
 from pipeline.records.model import Record
@@ -382,7 +382,8 @@ def show_bundle(path: Path) -> BundleSummary:
     read = read_members(path)
     if MANIFEST not in read.files:
         why = f" ({read.problems[0]})" if read.problems else ""
-        raise InputError(f"{path} has no readable {MANIFEST}{why}", "check it with `repro bundle verify`")
+        # not intact, like any damaged bundle (exit 1, as `bundle show --help` says), only with nothing to show
+        raise CheckFailed(f"{path} has no readable {MANIFEST}{why}", "check it with `repro bundle verify`")
     BundleManifest.load(read.files[MANIFEST], f"{path}: {MANIFEST}")  # a bad field: InputError naming it
     manifest, problems = _integrity(read, path)
     return BundleSummary(str(path), manifest, tuple(read.listing), tuple(problems))
