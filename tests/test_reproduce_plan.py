@@ -139,3 +139,16 @@ def test_reproduce_refuses_a_validation_larger_than_the_data_or_a_cut_of_the_mod
         ("reads 2,097,152 tokens at once", 3)
     assert done.returncode == code and said in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_record_whose_logs_show_no_machine_is_planned_on_gpus_not_on_a_cpu(tmp_path):
+    """2024-06-06's log prints no nvidia-smi table: `records show` said 'hardware 0 x (?, ?)' and the plan costed
+    '4 run(s) on CPU' with no startup, for a record trained on GPUs."""
+    plan = _plan(tmp_path, "--record", "2024-06-06_AdamW")
+    assert plan["cost"]["hardware_known"] is False and plan["cost"]["startup_s"] > 0
+    shown = subprocess.run([sys.executable, "-m", "pipeline", "records", "show", "2024-06-06_AdamW"],
+                           capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "hardware   not in its logs (no nvidia-smi table)" in shown.stdout and "0 x" not in shown.stdout
+    planned = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--record", "2024-06-06_AdamW", "--plan"],
+                             capture_output=True, text=True, cwd=REPO_ROOT)
+    assert "run(s) on GPUs (their model and count are not in the record's logs)" in planned.stdout

@@ -135,8 +135,13 @@ def show(registry, name, wheelhouse, as_json):
         echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
     echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
                f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
-    echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
-               f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
+    if not hw.known:
+        echo("  hardware   not in its logs (no nvidia-smi table): GPUs, their model and count unknown")
+    elif hw.gpu_count:
+        echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
+             f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
+    else:
+        echo(f"  hardware   CPU: {hw.cpu_model}")
     echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
     echo(f"  data       {r.dataset.name}: {r.dataset.shards_to_fetch} train + {r.dataset.val_shards} val shards")
     echo(f"  environment {r.environment or '(none)'} (the manifest's" +

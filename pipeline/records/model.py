@@ -140,6 +140,12 @@ class Hardware:
     cuda_driver: str = ""
     cpu_model: str = ""  # lscpu's "Model name" of the machine the published times come from (CPU records)
 
+    @property
+    def known(self) -> bool:
+        """False for a record whose logs show no machine (2024's first logs print no nvidia-smi table): neither
+        GPUs nor, as a CPU record names it, a CPU. Such a record trained on GPUs like every speedrun record."""
+        return self.gpu_count > 0 or bool(self.cpu_model)
+
 
 @dataclass(frozen=True, kw_only=True)
 class FlashAttentionPin:

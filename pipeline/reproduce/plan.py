@@ -248,7 +248,7 @@ def _cost(record: Record, req: ReproduceRequest, data: dict) -> dict:
     """What the node pays: training (the record's own time), each run's startup, the download, the build."""
     p = record.published
     per_run = p.mean_time_s * (req.smoke_steps / p.steps if req.smoke_steps else 1)
-    gpu = record.hardware.gpu_count > 0
+    gpu = record.hardware.gpu_count > 0 or not record.hardware.known  # unknown: a GPU record whose logs hid it
     cold, warm = STARTUP_S.get(req.trainer, STARTUP_S["record"]) if gpu else (0.0, 0.0)
     startup = cold + warm * (req.runs - 1)
     shards = data.get("train", 0) + data.get("val", 0)
@@ -256,6 +256,7 @@ def _cost(record: Record, req: ReproduceRequest, data: dict) -> dict:
              "the environment's image or venv: ~3 GB of locked wheels, plus FA3's CUDA compile for an image "
              "(not measured here); skipped once built")
     return {"runs": req.runs, "gpus": record.hardware.gpu_count, "gpu_model": record.hardware.gpu_model,
+            "hardware_known": record.hardware.known,
             "train_s_per_run": round(per_run, 1), "startup_s": round(startup, 1),
             "startup_basis": (f"{cold} s for the first run, {warm} s each later (launch to first timed step, "
                               "measured on an H200 on 2026-12-01)") if gpu else "seconds on a CPU",
@@ -334,7 +335,8 @@ def render_plan(plan: ReproducePlan) -> list[str]:
         lines.append(f"    count     from {data['count_from']}"
                      + (f": {data['derivation']}" if data["derivation"] else ""))
         lines += [f"    reads     {data['reads']}"] if data["reads"] and data["reads"] != data["derivation"] else []
-    where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else "CPU"
+    where = f"{cost['gpus']} x {cost['gpu_model']}" if cost["gpus"] else \
+        "CPU" if cost["hardware_known"] else "GPUs (their model and count are not in the record's logs)"
     lines.append(f"  cost        {cost['runs']} run(s) on {where}, about "
                  f"{cost['train_s_per_run']} s of training each ({cost['basis']})")
     lines.append(f"              + startup {cost['startup_s']} s in all ({cost['startup_basis']})" if cost["startup_s"]
