@@ -70,6 +70,13 @@ def test_unknown_record():
         load_record("nope")
 
 
+@pytest.mark.parametrize("name", ["2025-09-23", "MuonCustom", "2025-09-23_MuonCustomSizng"])
+def test_an_unknown_record_close_to_a_known_one_names_it(name):
+    """A date alone, a title alone, a typo: the fix named all 22 records; it names the ones meant."""
+    with pytest.raises(InputError, match=f"(?s)unknown record '{name}'.*fix: did you mean 2025-09-23_MuonCustomSizing"):
+        load_record(name)
+
+
 def test_cli_list_and_show_json():
     runner = CliRunner()
     rows = json.loads(runner.invoke(cli, ["records", "list", "--json"]).output)

@@ -483,8 +483,17 @@ def load_record(name: str, records_dir: Path | None = None) -> Record:
         raise InputError(f"record manifest {path} resolves outside the registry {records_dir}",
                          "replace the link with the manifest itself")
     if not path.is_file():
-        known = ", ".join(record_names(records_dir)) or "none"
-        raise InputError(f"unknown record {name!r}", f"use one of: {known} (see `repro records list`)")
+        import difflib
+
+        names = record_names(records_dir)
+        # a date or a title alone, or a typo: the names that hold it, else those most like it
+        close = [n for n in names if name.lower() in n.lower()] or \
+            difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        if close:
+            raise InputError(f"unknown record {name!r}", f"did you mean {', '.join(close[:3])}? "
+                                                         "(`repro records list` lists them all)")
+        raise InputError(f"unknown record {name!r}", f"use one of: {', '.join(names) or 'none'} "
+                                                     "(see `repro records list`)")
     return load_record_file(path)
 
 
