@@ -152,3 +152,14 @@ def test_a_record_whose_logs_show_no_machine_is_planned_on_gpus_not_on_a_cpu(tmp
     planned = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--record", "2024-06-06_AdamW", "--plan"],
                              capture_output=True, text=True, cwd=REPO_ROOT)
     assert "run(s) on GPUs (their model and count are not in the record's logs)" in planned.stdout
+
+
+def test_plan_all_ends_with_how_many_plan_and_which_cannot():
+    """`reproduce --all --plan` exits 1 when any record cannot run; its last line now says which."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--all", "--plan"], capture_output=True,
+                          text=True, cwd=REPO_ROOT)
+    last = done.stdout.rstrip().splitlines()[-1]
+    names = record_names(REPO_ROOT / "manifests" / "records")
+    assert last.startswith(f"{len(names) - 2} of {len(names)} record(s) plan; 2 cannot run: 2024-06-06_AdamW, "
+                           "2025-01-18-row1"), last
+    assert done.returncode == 1

@@ -173,8 +173,12 @@ def _print_plans(ws, requests, as_json: bool) -> Outcome:
     from pipeline.reproduce.plan import plan_reproduce, render_plan
 
     plans = [plan_reproduce(ws, request) for request in requests]
+    cannot = [plan.record for plan in plans if plan.refusals]
     if as_json:
         emit_json([plan.to_dict() for plan in plans])
     else:
         echo("\n\n".join("\n".join(render_plan(plan)) for plan in plans))
-    return Outcome.check(not any(plan.refusals for plan in plans))
+        # the exit status is 1 when any cannot run: the last line says which, so the reader need not scroll
+        echo(f"\n{len(plans) - len(cannot)} of {len(plans)} record(s) plan"
+             + (f"; {len(cannot)} cannot run: {', '.join(cannot)} (their `cannot:` lines say why)" if cannot else ""))
+    return Outcome.check(not cannot)
