@@ -322,7 +322,8 @@ def stage_archive(flow: Flow) -> StageOutcome:
         raise CheckFailed("no run directory to judge", f"see {flow.work / 'runs'}; run `repro reproduce` again")
     req, record, judged, attempts = flow.req, flow.record, flow.judged, flow.attempts
     out_dir = Path(req.bundle_dir or flow.ws.bundles)
-    for earlier in same_name_bundles(out_dir, name_for(record, judged, attempts)):
+    earlier_bundles = same_name_bundles(out_dir, name_for(record, judged, attempts))
+    for earlier in earlier_bundles:
         if _holds(flow, earlier):
             return StageOutcome("archive", "skipped", f"{earlier} holds these runs and verifies")
     preflight = flow.work / "preflight.json"
@@ -334,8 +335,10 @@ def stage_archive(flow: Flow) -> StageOutcome:
     flow.state.set(ArchiveState(str(result.path), result.sha256))
     flow.bundle, flow.outcome, flow.reasons = result.path, result.outcome, tuple(result.reasons)
     redacted = sum(c for _, c in result.redactions)
+    why_new = (f"; {', '.join(p.name for p in earlier_bundles)} did not verify or holds other runs, and a bundle "
+               "is never rewritten" if earlier_bundles else "")
     return StageOutcome("archive", "done", f"{result.path} ({len(result.members)} members"
-                        + (f", {redacted} secret value(s) redacted" if redacted else "") + ")")
+                        + (f", {redacted} secret value(s) redacted" if redacted else "") + ")" + why_new)
 
 
 def _holds(flow: Flow, bundle: Path) -> bool:
@@ -388,7 +391,8 @@ def stage_report(flow: Flow) -> StageOutcome:
     flow.report_html = _html_report(flow, out)
     if wanted and all((out / n).is_file() and sha256_file(out / n) == sums.get(n) for n in wanted):
         flow.state.set(ReportState(str(flow.report), str(flow.report_html)))
-        return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's; wrote {flow.report_html}")
+        return StageOutcome("report", "skipped", f"{flow.report} matches the bundle's (the HTML page, "
+                            f"{flow.report_html}, is written again)")
     for name in wanted:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         write_bytes(out / name, files[name])
