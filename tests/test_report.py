@@ -110,3 +110,10 @@ def test_a_fifo_or_a_device_given_to_verify_is_bad_input(tmp_path):
     for path in (tmp_path / "pipe", Path("/dev/zero")):
         done = repro("verify", path)
         assert done.returncode == 3 and "not a regular file" in done.stderr, done.stderr
+
+
+def test_a_run_named_with_a_pipe_or_a_tag_stays_one_cell_of_report_md(tmp_path):
+    """A run folder called 'a|<img src=x onerror=alert(1)>' cut report.md's table row and left a live tag in it."""
+    from pipeline.report.render import _cell
+
+    assert _cell("a|<img src=x onerror=alert(1)>") == "a\\|&lt;img src=x onerror=alert(1)&gt;"

@@ -65,13 +65,14 @@ def _markdown(record: Record, verdict: Verdict, ours: list[LabelledLog], publish
               "|---|---|---|---|---:|---:|---:|---:|"]
     for item, run in zip(ours, verdict.runs):
         step_avg = item.log.steps[-1].step_avg_ms if item.log.steps else None
-        lines.append(f"| {item.label} | {run.status} | {run.trainer} | {run.last_step}/{run.scheduled_steps or '?'} | "
+        lines.append(f"| {_cell(item.label)} | {run.status} | {run.trainer} | "
+                     f"{run.last_step}/{run.scheduled_steps or '?'} | "
                      f"{_fmt(run.final_val_loss, '.4f')} | {_fmt(run.train_time_s, '.3f')} | "
                      f"{_fmt(step_avg, '.2f')} | {_fmt(run.peak_allocated_mib, 'd')} |")
     lines += [""]
     problems = [(item.label, run) for item, run in zip(ours, verdict.runs) if run.problems]
     for label, run in problems:
-        lines.append(f"- {label}: " + "; ".join(run.problems))
+        lines.append(f"- {_cell(label)}: " + "; ".join(run.problems))
     if problems:
         lines.append("")
     if verdict.outcome.startswith("smoke"):
@@ -109,6 +110,11 @@ def _markdown(record: Record, verdict: Verdict, ours: list[LabelledLog], publish
     return "\n".join(lines)
 
 
+def _cell(text: str) -> str:
+    """A run's name (any folder's) in a markdown table: a '|' would cut the row, a tag would be rendered."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _smoke_section(ours: list[LabelledLog], verdict: Verdict, extra: dict[str, str]) -> list[str]:
     """A smoke run checks that the record's program runs and learns here; the record's statistics do not apply."""
     lines = ["## Smoke", "", "The step count was cut (a declared patch), so the record's loss and time claims are not "
@@ -117,7 +123,7 @@ def _smoke_section(ours: list[LabelledLog], verdict: Verdict, extra: dict[str, s
     for item in ours:
         first = item.log.vals[0].val_loss if item.log.vals else None
         last = item.log.vals[-1].val_loss if item.log.vals else None
-        lines.append(f"| {item.label} | {_fmt(first, '.4f')} | {_fmt(last, '.4f')} | {item.log.last_step} |")
+        lines.append(f"| {_cell(item.label)} | {_fmt(first, '.4f')} | {_fmt(last, '.4f')} | {item.log.last_step} |")
     lines += ["", "## Plots", "", "![validation loss against step](plots/val_loss.png)", "",
               "![average step time against step](plots/step_time.png)", ""]
     if verdict.deviations:
