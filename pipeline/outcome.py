@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     MISSING = 4  # something the tool needs is not on this machine (Docker daemon, GPU, a source)
     RUN_FAILED = 5  # a training run or an image build failed
     INTERRUPTED = 130  # Ctrl-C or SIGTERM
+    OUTPUT_CLOSED = 141  # the reader of the output left (`| head`): 128 + SIGPIPE, as a shell reports it
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,8 @@ def test_every_command_and_every_code_has_a_case():
     from pipeline.cli import SUBCOMMANDS
 
     assert {command for command, _, _ in CASES} == set(SUBCOMMANDS)
-    covered = {code for _, _, code in CASES} | {ExitCode.RUN_FAILED, ExitCode.INTERRUPTED}  # the two below
+    covered = {code for _, _, code in CASES} | {ExitCode.RUN_FAILED, ExitCode.INTERRUPTED,
+                                                ExitCode.OUTPUT_CLOSED}  # the three below
     assert covered == set(ExitCode)
 
 
@@ -175,3 +176,13 @@ def test_bin_repro_through_a_link_on_path_finds_its_clone(tmp_path):
     done = subprocess.run([str(tmp_path / "path" / "repro"), "--version"], capture_output=True, text=True,
                           cwd=tmp_path)
     assert done.returncode == 4 and f"error: {clone}/.venv is not set up" in done.stderr, done.stderr
+
+
+def test_a_reader_that_leaves_early_is_141_not_a_check_that_said_no():
+    """`repro records list | head -1` exited 1, the code of a check that said no: click turns the closed pipe
+    (EPIPE) into exit 1. Here the reader is gone before the first line is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "records", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    proc.stdout.close()  # long before the child has imported enough to write
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == ExitCode.OUTPUT_CLOSED == 141 and "Traceback" not in err, err

@@ -91,7 +91,8 @@ def cli(ctx, root, registry):
     """Reproduce GPU training speed records and archive verified record bundles.
 
     Exit codes: 0 ok; 1 a check ran and said no; 2 usage; 3 bad input;
-    4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted.
+    4 missing dependency (daemon, GPU, source); 5 a run or build failed; 130 interrupted;
+    141 the output's reader left (`| head`).
     """
     from pipeline.records import log_cache  # here, not at the top: `repro --help` needs none of these
     from pipeline.registry import Registry
@@ -128,6 +129,12 @@ def run(argv=None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         return ExitCode.INTERRUPTED
+    except SystemExit:
+        # `repro ... | head`: click meets the closed pipe (EPIPE), wraps stdout to keep the last flush quiet and
+        # exits 1, the code of a check that said no. The wrapper tells that case from any other exit.
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            return ExitCode.OUTPUT_CLOSED
+        raise
     except click.ClickException as exc:  # click's usage errors exit 2; any other of its errors is bad input
         exc.show()
         return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.BAD_INPUT
