@@ -9,7 +9,8 @@ Run it again after an interruption: finished stages are checked and skipped, mis
 Exit codes: 0 the bundle verifies and the verdict is reproduced(-with-deviations) (smoke-passed for
 --smoke); 1 the verdict is not-reproduced, invalid or smoke-failed, or the bundle does not verify;
 3 bad input; 4 something missing (Docker, torch); 5 a run failed and stopped the runs (its directory
-and the bundle keep its logs); 130 interrupted (a bundle of the runs so far is still written).
+and the bundle keep its logs); 130 interrupted (the run keeps its log and the status `aborted`; nothing is
+judged or archived, and the next reproduce keeps that run aside as an attempt).
 """
 
 from __future__ import annotations
