@@ -17,7 +17,9 @@ RunSelection dataclass for both sides of the comparison), and the state file pip
 Which runs count: run directories of the requested configuration (trainer, runtime, preset, --set, smoke
 cut, and the native trainer's code) that succeeded with a complete log. A failed run stops the runs
 (unless --keep-going); the runs so far are archived anyway so the bundle keeps the crash. When a later
-invocation replaces a failed run, the failed one stays in the bundle under `attempts/`, outside the verdict.
+invocation replaces a failed run, the failed one stays in the bundle under `attempts/`, outside the verdict. A run
+stopped by Ctrl-C or SIGTERM stops the command there (exit 130) with nothing judged or archived; it is never judged,
+and the next invocation keeps it aside as an attempt.
 """
 
 from __future__ import annotations
