@@ -392,6 +392,10 @@ def test_list_keeps_the_table_order_and_the_plot_explains_outliers(tmp_path, reg
     assert _outlier(far) and not _outlier(retimed)
     legend = _legend_lines([retimed, far], [far])
     assert "#21r RuleTweak" in legend and "#89: logs 4.2 x the claim" in legend
+    code, out = run("--registry", str(registry), "records", "plot", "--out", str(tmp_path / "plot"), "--json")
+    plotted = json.loads(out)  # the README: every reporting command takes --json (plot had none)
+    assert code == 0 and plotted["png"].endswith("records_time.png") and Path(plotted["png"]).stat().st_size > 10_000
+    assert plotted["records"] == [r["name"] for r in rows]
 
 
 def test_the_site_shows_each_record_s_check(tmp_path, registry):

@@ -260,8 +260,9 @@ def _any(folder: Path, pattern: str) -> bool:
 @records.command("plot")
 @click.option("--out", "out_dir", default=Path("report"), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Folder for records_time.png.")
+@click.option("--json", "as_json", is_flag=True, help="Print the file written and the records plotted as JSON.")
 @pass_registry
-def plot(registry, out_dir):
+def plot(registry, out_dir, as_json):
     """A PNG of record time against date (claimed times, and the mean of each record's logs), track 1 only."""
     from pipeline.records.history_plot import plot_history
     from pipeline.records.model import upstream_order
@@ -269,6 +270,9 @@ def plot(registry, out_dir):
     rows = [_history_row(registry.workspace, r) for r in sorted(registry.records(), key=upstream_order)
             if r.track.startswith("track_1")]
     path = plot_history(rows, out_dir)
+    if as_json:  # the README: every reporting command takes --json
+        emit_json({"png": str(path), "records": [row["name"] for row in rows]})
+        return
     echo(f"wrote {path}")
 
 
