@@ -146,8 +146,9 @@ def load_manifest(files: Mapping[str, bytes], bundle: Path) -> tuple[BundleManif
         return None, [Problem(MANIFEST, "missing")]
     try:
         return BundleManifest.load(files[MANIFEST], f"{bundle.name}: {MANIFEST}"), []
-    except ReproError as exc:
-        return None, [Problem(MANIFEST, exc.what, exc.fix or "")]
+    except ReproError as exc:  # the reader cannot mend someone's bundle: the fix is its author's to make
+        what = exc.what.removeprefix(f"{bundle.name}: {MANIFEST}: ")
+        return None, [Problem(MANIFEST, what, f"for the bundle's author: {exc.fix}" if exc.fix else "")]
 
 
 # ---- comparing what the files say with what the manifest says -------------------------------------------
