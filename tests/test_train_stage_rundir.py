@@ -137,6 +137,10 @@ def test_a_version_1_run_yaml_keeps_its_deviation_sentences(tmp_path):
      "started_at: t\nstatus: exploded\n", "field 'status': is 'exploded'"),
     ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 1\n"
      "started_at: t\ncolour: red\n", "field 'colour': is not a known field"),
+    ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: -1\n"
+     "started_at: t\n", "field 'world_size': is -1, not a count of processes"),
+    ("schema_version: 1\nrun_id: r\nrecord: r\ntrainer: record\nruntime: host\nworld_size: 0\n"
+     "started_at: t\n", "field 'world_size': is 0, not a count of processes"),
 ])
 def test_a_bad_run_yaml_names_the_file_and_field(tmp_path, text, words):
     path = tmp_path / "run.yaml"
