@@ -66,7 +66,8 @@ def emit_json(obj) -> None:
 def echo(text: object = "", **kwargs) -> None:
     """click.echo for every human-readable line: a line may quote a file name, a log's header or a bundle's
     member, so escape sequences and control characters are removed before a terminal sees them (a log's OSC
-    sequence set the window title, a member name with a newline printed a forged `problem:` line)."""
+    sequence set the window title). Newlines and tabs stay: a name that must stay on one line is escaped where it
+    is read (pipeline/bundle/members.py)."""
     click.echo(plain(str(text), lines=True), **kwargs)
 
 
