@@ -163,3 +163,9 @@ def test_plan_all_ends_with_how_many_plan_and_which_cannot():
     assert last.startswith(f"{len(names) - 2} of {len(names)} record(s) plan; 2 cannot run: 2024-06-06_AdamW, "
                            "2025-01-18-row1"), last
     assert done.returncode == 1
+
+
+def test_the_demos_plan_is_the_two_runs_make_demo_runs(tmp_path):
+    """`reproduce --demo --plan` planned 4 runs while `make demo` runs 2: --demo's default is now 2."""
+    assert _plan(tmp_path, "--demo")["cost"]["runs"] == 2
+    assert _plan(tmp_path, "--record", "2025-09-23_MuonCustomSizing")["cost"]["runs"] == 4

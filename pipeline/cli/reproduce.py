@@ -36,8 +36,8 @@ from .output import echo, emit_json, pass_registry, secho
               help=f"Record to reproduce [{Registry.DEFAULT_RECORD}; with --demo: demo-cpu-synth]. With --plan, "
                    "repeat it to plan several records in one process.")
 @click.option("--all", "all_records", is_flag=True, help="With --plan: plan every record of the registry.")
-@click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Runs that must succeed (the speedrun's t-test wants several).")
+@click.option("--runs", type=click.IntRange(min=1), default=None,
+              help="Runs that must succeed (the speedrun's t-test wants several). [default: 4; demo: 2, as make demo]")
 @click.option("--demo", is_flag=True, help="The CPU demo: host runtime, native trainer preset demo, generated "
               "data (`repro data synth`), record demo-cpu-synth unless --record names another CPU record.")
 @click.option("--trainer", type=click.Choice(["record", "native"]), default=None,
@@ -99,6 +99,7 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         raise UsageError("--demo --runtime docker: the demo trains on this machine's Python (its record's "
                          "environment is `host`, with no lock an image could be built from)",
                          "drop --runtime docker; a record's own image is `repro reproduce --record NAME`")
+    runs = runs if runs is not None else 2 if demo else 4  # --demo --plan plans what `make demo` runs
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
     else:
