@@ -90,3 +90,18 @@ def test_cli_list_and_show_json():
 def test_record_pins_the_code_fingerprint():
     pinned = load_record(RECORD).program.fingerprint
     assert pinned.startswith("ast1-") and len(pinned) == len("ast1-") + 64
+
+
+def test_a_parent_manifest_that_is_a_folder_is_named_not_skipped(tmp_path):
+    """A folder in place of the parent's manifest was skipped without a word (and with it the comparison with the
+    parent), while a parent with a syntax error was refused."""
+    from pipeline.records.model import load_parent
+
+    registry = tmp_path / "records"
+    registry.mkdir()
+    shutil.copy(REPO_ROOT / "manifests" / "records" / "2025-09-23_MuonCustomSizing.yaml", registry)
+    record = load_record("2025-09-23_MuonCustomSizing", registry)
+    assert record.parent and load_parent(record) is None  # absent: a sample of the history, as before
+    (registry / f"{record.parent}.yaml").mkdir()
+    with pytest.raises(InputError, match="the parent record's manifest is a folder, not a file"):
+        load_parent(record)

@@ -500,6 +500,13 @@ def load_record(name: str, records_dir: Path | None = None) -> Record:
 def load_parent(record: Record) -> Record | None:
     """The parent record, from the same registry folder the record was loaded from; None when the record names
     none, or names the previous row of the table that this registry does not hold (a sample of the history)."""
-    if not record.parent or not (record.path.parent / f"{record.parent}.yaml").is_file():
+    from pipeline.regular_file import kind_of
+
+    path = record.path.parent / f"{record.parent}.yaml"
+    kind = kind_of(path) if record.parent else None
+    if kind is None:
         return None
+    if kind != "regular file":  # a folder or a FIFO there was skipped without a word, and the comparison with it
+        raise InputError(f"{path}: the parent record's manifest is a {kind}, not a file",
+                         "put the parent's manifest there, or remove what is in its place")
     return load_record(record.parent, record.path.parent)
