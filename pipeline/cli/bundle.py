@@ -91,7 +91,7 @@ def verify(ws, path, pubkey, require_signature, max_member_mb, max_total_mb, as_
         echo(f"  record: judged by your registry's {check.judged_against}, not by the bundle's own copy")
     if check.recomputed_outcome:
         echo(f"  verdict: {check.recomputed_outcome} (recomputed from the logs inside; "
-                   f"the manifest says {check.manifest_outcome})")
+             f"the manifest says {check.manifest_outcome})")
     for note in check.notes:
         echo(f"  note: {note}")
     for problem in check.problems:
@@ -120,11 +120,11 @@ def show(path, as_json):
         return Outcome.check(summary.intact)
     if not summary.intact:  # first, so that nothing below is read as a whole bundle's word
         secho(f"bundle NOT intact ({len(summary.problems)} problem(s)): what follows is what its damaged "
-                    "copy says", fg="red", bold=True)
+              "copy says", fg="red", bold=True)
     echo(f"bundle {m.name} (schema {m.schema_version}, created {m.created or '?'}) -- what it says; "
-               "`repro bundle verify` checks it")
+         "`repro bundle verify` checks it")
     echo(f"  record   {m.record.name}: target {m.record.target_val_loss} (p < {m.record.p_value_max}), "
-               f"rules version {m.record.rules_version}")
+         f"rules version {m.record.rules_version}")
     echo(f"  verdict  {m.verdict.outcome}")
     for finding in m.verdict.findings:  # rendered by this tool's templates, whatever the writer's wording was
         echo(f"    - {'deviation: ' if finding.severity == 'deviation' else ''}{render(finding)}")
@@ -132,15 +132,15 @@ def show(path, as_json):
         loss = f"{run.final_val_loss:.4f}" if run.final_val_loss is not None else "—"
         time = f"{run.train_time_s:.3f} s" if run.train_time_s is not None else "—"
         echo(f"  run      {run.id}  {run.status} (exit {run.exit_code})  "
-                   f"steps {run.steps}  val_loss {loss}  time {time}")
+             f"steps {run.steps}  val_loss {loss}  time {time}")
     for run in m.attempts:
         why = "; ".join(render(f) for f in run.findings if f.severity == "problem") or "replaced"
         echo(f"  attempt  {run.id}  {run.status} (exit {run.exit_code})  steps {run.steps}  not judged: {why}")
     env = m.environment
     echo(f"  env      runtime {', '.join(env.runtimes) or '?'}; image "
-               f"{', '.join(env.image_ids) or 'none'}; lock {env.lock_sha256 or 'none'}")
+         f"{', '.join(env.image_ids) or 'none'}; lock {env.lock_sha256 or 'none'}")
     echo(f"  data     {m.data.dataset or '?'}: {len(m.data.shards)} shard(s), "
-               f"lock {m.data.lock_sha256 or 'none'}")
+         f"lock {m.data.lock_sha256 or 'none'}")
     echo(f"  signed   {'yes' if m.signature else 'no'}")
     echo(f"  members  {len(summary.members)}:")
     for name, size in summary.members:
@@ -149,5 +149,5 @@ def show(path, as_json):
         for problem in summary.problems:
             echo(f"  problem  {problem.member}: {problem.problem}")
         secho(f"bundle NOT intact: {len(summary.problems)} problem(s); `repro bundle verify {path}` checks "
-                    "it fully", fg="red", bold=True)
+              "it fully", fg="red", bold=True)
     return Outcome.check(summary.intact)

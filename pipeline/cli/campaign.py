@@ -200,7 +200,7 @@ def collect(ws, folder, sign_key, as_json):
         echo(result.nodes_table)
         color = "green" if passed(result.outcome) and result.bundle_verified else "red"
         secho(f"verdict: {result.outcome} over {len(result.runs)} run(s)"
-                    + (f", {len(result.attempts)} attempt(s) kept aside" if result.attempts else ""), fg=color)
+              + (f", {len(result.attempts)} attempt(s) kept aside" if result.attempts else ""), fg=color)
         for reason in result.reasons:
             echo(f"  - {reason}")
         echo(f"bundle:  {result.bundle} ({'bundle verified' if result.bundle_verified else 'NOT verified'})")
@@ -248,7 +248,7 @@ def task(ws, folder, submission, index):
 
     done = run_task(ws, _load(folder), index, submission, echo, terminal=sys.stdout.buffer)
     echo(f"[task {index}] {done.outcome}" + (f": {done.run_dir}" if done.run_dir else "")
-               + (f" ({done.detail})" if done.detail else ""))
+         + (f" ({done.detail})" if done.detail else ""))
     if done.outcome in ("aborted", "aborted-before-run"):
         raise Interrupted(f"task {index} was interrupted; the campaign records it as {done.outcome}",
                           "resubmit the campaign to run it again")

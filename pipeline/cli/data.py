@@ -79,12 +79,12 @@ def fetch(registry, record_name, dataset, train_shards, val_shards, files, sourc
         for f in result.files:
             how = "present" if f.reused else f"downloaded {_mib(f.downloaded_bytes)}"
             echo(f"  ok   {f.name}  {f.size} B  {f.tokens} tokens  sha256 {f.sha256[:16]}…  "
-                       f"[{', '.join(f.checked)}]  {how}")
+                 f"[{', '.join(f.checked)}]  {how}")
         for f in result.failures:
             echo(f"  FAIL {f.name}: {f.what}")
         if result.unhashed:
             echo(f"warning: no sha256 was known for {', '.join(result.unhashed)}: only header and size "
-                       "were checked; `repro data fetch --lock` from the hub records the hashes", err=True)
+                 "were checked; `repro data fetch --lock` from the hub records the hashes", err=True)
         if result.locked:
             echo(f"recorded {len(result.locked)} hashes in {manifest.path}")
         if result.lock_digest:
@@ -139,7 +139,7 @@ def verify(registry, data_dir, dataset, jobs, as_json):
             for problem in f.problems:
                 echo(f"         {problem}")
         echo(f"{len(report.files) - len(report.bad)} of {len(report.files)} files ok in {report.data_dir}"
-                   + (f"; lock digest {digest}" if digest else ""))
+             + (f"; lock digest {digest}" if digest else ""))
     if not report.ok:
         raise CheckFailed(f"{len(report.bad)} bad files in {report.data_dir}: "
                           + ", ".join(f.name for f in report.bad),
@@ -177,7 +177,7 @@ def tokenize(inputs, out_dir, tokenizer_dir, fmt, field, shard_tokens, val_token
     for name, tokens, split in result.shards:
         echo(f"  {split:5} {name}  {tokens} tokens")
     echo(f"{result.documents} documents, {result.tokens} tokens in {result.seconds:.1f} s "
-               f"({result.tokens_per_s:,.0f} tokens/s) into {result.out_dir}")
+         f"({result.tokens_per_s:,.0f} tokens/s) into {result.out_dir}")
     if not any(split == "train" for _, _, split in result.shards):
         echo(f"warning: everything went to val; lower --val-tokens (now {val_tokens})", err=True)
 
@@ -209,6 +209,6 @@ def synth(out_dir, train_tokens, val_tokens, seed, vocab, branching, end_prob, s
     for name, tokens, split in result.shards:
         echo(f"  {split:5} {name}  {tokens} tokens")
     echo(f"unigram entropy {result.unigram_entropy:.4f} nats (the loss without context); "
-               f"conditional entropy {result.conditional_entropy:.4f} nats (the best achievable loss)")
+         f"conditional entropy {result.conditional_entropy:.4f} nats (the best achievable loss)")
     echo(f"measured on val: {result.val_unigram_entropy:.4f} / {result.val_conditional_entropy:.4f} nats; "
-               f"{result.seconds:.1f} s")
+         f"{result.seconds:.1f} s")

@@ -117,7 +117,7 @@ def build(registry, env_name, wheelhouse, no_cache, tag, max_jobs, as_json):
         return
     _deviations(result.deviations)  # the lock's: what this image does not share with the record
     echo(f"image {result.image_id}\n  tag {result.tag}\n  lock sha256 {result.lock_sha256}\n"
-               f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
+         f"  {len(result.layers)} layers, {result.steps} steps, {result.seconds} s\n  state {result.state_path}")
 
 
 @env.command()
@@ -184,8 +184,8 @@ def venv(registry, env_name, record_name, wheelhouse, index_url, python, build_f
         _deviations(choice.deviations)
     _deviations(identity.deviations)
     echo(f"venv {identity.key} ({'reused' if identity.reused else 'built'})\n  python {identity.python} "
-               f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"
-               f"  use it: repro train --runtime host --venv {identity.path}")
+         f"(Python {identity.python_version})\n  lock sha256 {identity.lock_sha256}\n"
+         f"  use it: repro train --runtime host --venv {identity.path}")
 
 
 @env.command()
@@ -218,7 +218,7 @@ def load(ws, tarball, sha256, as_json):
         emit_json(state)
         return
     echo(f"loaded {state.image_id} (environment {state.environment or '?'}, "
-               f"lock {state.lock_sha256[:12] or '?'})")
+         f"lock {state.lock_sha256[:12] or '?'})")
     _deviations(state.deviations)
 
 
@@ -259,7 +259,7 @@ def check_dockerfile_(ws, path, build_args, as_json):
         for v in report.violations:
             echo(f"{report.path}:{v.line}: {v.instruction}: {v.problem}\n  fix: {v.fix}")
         echo(f"{report.path}: {report.instructions_checked} instructions, "
-                   f"{len(report.violations)} violation(s); bases: {', '.join(report.base_images) or '-'}")
+             f"{len(report.violations)} violation(s); bases: {', '.join(report.base_images) or '-'}")
     if not report.ok:
         raise CheckFailed(f"{report.path} has {len(report.violations)} unpinned instruction(s)",
                           "pin each as the messages above say")

@@ -76,7 +76,7 @@ def _print_human(report: PreflightReport, written: Path | None) -> None:
     failed, warned = len(report.by_status("fail")), len(report.by_status("warn"))
     strict = " (--strict: warnings fail)" if report.strict and warned else ""
     echo(f"outcome: {report.outcome}{strict}: {failed} failed, {warned} warned"
-               + (f"; wrote {written}" if written else ""))
+         + (f"; wrote {written}" if written else ""))
 
 
 @click.command()

@@ -87,7 +87,7 @@ def list_(registry, wheelhouse, as_json):
         emit_json(rows)
         return
     echo(f"{'track':7} {'#':>3}  {'date':10}  {'record':34} {'claimed s':>9} {'logs s':>9} {'runs':>4} "
-               f"{'loss':>7}  {'rule':10} {'environment (match)':36} data")
+         f"{'loss':>7}  {'rule':10} {'environment (match)':36} data")
 
     def num(value, spec, width):
         return format(value, spec) if value is not None else "—".rjust(width)
@@ -96,9 +96,9 @@ def list_(registry, wheelhouse, as_json):
         env = f"{row['environment_will_use'] or '—'} ({row['environment_match']})"
         number = (row["row"] or "—") + ("r" if row["retiming"] else "")
         echo(f"{row['track'][:7]:7} {number:>3}  {row['date']:10}  {row['name'][:34]:34} "
-                   f"{num(row['claimed_time_s'], '9.1f', 9)} {num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} "
-                   f"{num(row['mean_val_loss'], '7.4f', 7)}  {row['rule'][:10]:10} {env[:36]:36} "
-                   f"{'pinned' if row['data_pinned'] else 'not pinned'}")
+             f"{num(row['claimed_time_s'], '9.1f', 9)} {num(row['mean_time_s'], '9.2f', 9)} {row['runs']:4} "
+             f"{num(row['mean_val_loss'], '7.4f', 7)}  {row['rule'][:10]:10} {env[:36]:36} "
+             f"{'pinned' if row['data_pinned'] else 'not pinned'}")
     if any(row["retiming"] for row in rows):
         echo("(#r: a re-timing of the record with that number: same code on new hardware or software)")
 
@@ -122,19 +122,19 @@ def show(registry, name, wheelhouse, as_json):
     echo(f"  upstream   {r.upstream.repository} @ {r.upstream.commit or '(not pinned)'} {r.upstream.folder}")
     if r.imported:
         echo(f"  imported   row {r.imported.row} of the table at {r.imported.commit[:12]}, claimed "
-                   f"{r.imported.claimed_time}; mean time from the {r.imported.mean_time_source}")
+             f"{r.imported.claimed_time}; mean time from the {r.imported.mean_time_source}")
         for folder in r.imported.skipped_folders:
             echo(f"  skipped    {folder}")
         if r.imported.missing:
             echo(f"  missing    some logs lack: {', '.join(r.imported.missing)}")
     echo(f"  parent     {r.parent or '-'}")
     echo(f"  published  {len(p.losses)} runs, {p.steps} steps, mean time {p.mean_time_s} s, "
-               f"losses {list(p.losses)}")
+         f"losses {list(p.losses)}")
     echo(f"  program    fingerprint {r.program.fingerprint or '(not pinned)'}")
     for pin in next((log.files for log in r.logs if log.files), ()):  # a program of several files
         echo(f"    file     {pin.name}  sha256 {pin.sha256}  {pin.bytes:,} bytes")
     echo(f"  target     val loss <= {r.rules.target_val_loss} with p < {r.rules.p_value_max} "
-               f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
+         f"(evidence: {r.rules.loss_evidence}; rules v{r.rules.version})")
     if not hw.known:
         echo("  hardware   not in its logs (no nvidia-smi table): GPUs, their model and count unknown")
     elif hw.gpu_count:
@@ -145,7 +145,7 @@ def show(registry, name, wheelhouse, as_json):
     echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
     echo(f"  data       {r.dataset.name}: {r.dataset.shards_to_fetch} train + {r.dataset.val_shards} val shards")
     echo(f"  environment {r.environment or '(none)'} (the manifest's" +
-               ("" if env_exists or not r.environment else "; not in this registry") + ")")
+         ("" if env_exists or not r.environment else "; not in this registry") + ")")
     if choice.environment:
         echo(f"    will use {choice.environment} ({choice.kind}): {choice.reason}")
     else:
@@ -158,7 +158,7 @@ def show(registry, name, wheelhouse, as_json):
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"
         time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"
         echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
-                   + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
+             + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
 
 
 @records.command("fingerprint")
@@ -196,7 +196,7 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
         return
     verb = "would write" if dry_run else "wrote"
     echo(f"upstream {result.commit}, track {track}: {verb} {len(result.written)}, "
-               f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
+         f"unchanged {len(result.unchanged)}, rows not imported {len(result.skipped_rows)}")
     for name in result.written:
         echo(f"  {verb} {target.records_dir / (name + '.yaml')}: {', '.join(result.changes[name])}")
     skipped = not_imported_text(result.skipped_rows)  # one pass: 100,000 rows stay linear
@@ -204,7 +204,7 @@ def import_(ws, clone, track, commit, into, dry_run, as_json):
         echo(skipped.rstrip("\n"))
     for name, marks in result.kept_edits.items():
         echo(f"  kept edit: {name}: {', '.join(marks)} (marked `edited:`; the import would derive another "
-                   "value)")
+             "value)")
     for line in result.warnings:
         echo(f"  warning: {line}")
 
@@ -338,11 +338,11 @@ def _print_check(rows) -> None:
         return "—" if value is None else format(value, spec)
 
     echo(f"{'record':<34} {'verdict':<27} {'rule':<10} {'runs':>4} {'out':>4} {'mean loss':>9} "
-               f"{'p':>8} {'time s':>8} {'/claim':>7}")
+         f"{'p':>8} {'time s':>8} {'/claim':>7}")
     for r in rows:
         echo(f"{r.name[:34]:<34} {r.verdict:<27} {r.rule:<10} {len(r.runs_judged):>4} {len(r.left_out):>4} "
-                   f"{num(r.mean_loss, '.4f'):>9} {num(r.p, '.2g'):>8} {num(r.time_s, '.2f'):>8} "
-                   f"{num(r.time_ratio, '.3f'):>7}")
+             f"{num(r.mean_loss, '.4f'):>9} {num(r.p, '.2g'):>8} {num(r.time_s, '.2f'):>8} "
+             f"{num(r.time_ratio, '.3f'):>7}")
     for r in rows:
         if r.reasons or r.flags:
             echo(f"\n{r.name}: {r.verdict} (rule {r.rule}: {r.rule_why})")
@@ -393,7 +393,7 @@ def site(registry, out_dir, check_file, plan_file, upstream_dir, plan_here, whee
                    "checked": len(checks), "planned": len(plans)})
         return
     echo(f"wrote {len(written)} files: {out_dir / 'index.html'} ({len(records)} records, "
-               f"{len(checks)} check row(s), {len(plans)} plan row(s))")
+         f"{len(checks)} check row(s), {len(plans)} plan row(s))")
 
 
 def _plan_rows(ws: Workspace, records: list[Record]) -> list:

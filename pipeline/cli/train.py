@@ -101,7 +101,7 @@ def train(registry, record_name, trainer, runtime, nproc, preset, overrides, ste
     else:
         loss = f"{result.final_val_loss:.4f}" if result.final_val_loss is not None else "—"
         echo(f"{result.status}: {result.run_dir}  steps {result.last_step}/{result.scheduled_steps or '?'}  "
-                   f"val_loss {loss}")
+             f"val_loss {loss}")
     if result.status == "aborted":
         raise Interrupted(f"the run was interrupted; {result.run_dir} is marked aborted",
                           "start it again; the compile cache keeps what was compiled")

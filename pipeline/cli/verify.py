@@ -69,7 +69,7 @@ def print_verdict(v: Verdict) -> None:
         time = f"{r.train_time_s:.3f} s" if r.train_time_s is not None else "—"
         steps = f"{r.last_step}/{r.scheduled_steps or '?'}"
         echo(f"  {r.source}\n      steps {steps}  val_loss {loss}  time {time}  "
-                   f"program {r.program.status}  status {r.status}")
+             f"program {r.program.status}  status {r.status}")
         for problem in r.problems:
             echo(f"      problem: {problem}")
     for line in sorted({hardware_line(r.hardware, r.software) for r in v.runs if r.hardware}):
@@ -78,7 +78,7 @@ def print_verdict(v: Verdict) -> None:
         sd = f"{v.loss.sd:.4f}" if v.loss.sd is not None else "—"
         p = f"{v.loss.p_value:.4f}" if v.loss.p_value is not None else "—"
         echo(f"  losses: mean {v.loss.mean:.4f}  sd {sd}  p {p} (target {v.loss.target}, "
-                   f"p < {v.loss.p_value_max})  runs needed {v.loss.runs_needed or '—'}")
+             f"p < {v.loss.p_value_max})  runs needed {v.loss.runs_needed or '—'}")
     secho(f"verdict: {v.outcome}", fg=color, bold=True)
     for reason in v.reasons:
         echo(f"  - {reason}")
