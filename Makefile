@@ -56,15 +56,15 @@ REPRO = tools/repro_status.sh $(BIN)/repro
 # The demo takes 2 runs unless RUNS is given (`make demo RUNS=4`); reproduce's default is the record's 4.
 # ARGS: more options for the command, e.g. `make demo ARGS=--stream` (the trainer's own output)
 demo: setup
-	@$(REPRO) reproduce --demo --runs $(if $(filter command line environment,$(origin RUNS)),$(RUNS),2) $(ARGS)
+	@$(REPRO) reproduce --demo --runs $(if $(filter command line environment,$(origin RUNS)),$(RUNS),2)$(if $(ARGS), $(ARGS))
 
 reproduce: setup
-	@$(REPRO) reproduce --record $(RECORD) --runs $(RUNS) $(ARGS)
+	@$(REPRO) reproduce --record $(RECORD) --runs $(RUNS)$(if $(ARGS), $(ARGS))
 
 # Before paying for full runs: the record's exact program with its step count cut (verdict smoke-passed).
 SMOKE ?= 40
 smoke: setup
-	@$(REPRO) reproduce --record $(RECORD) --runs 1 --smoke $(SMOKE) $(ARGS)
+	@$(REPRO) reproduce --record $(RECORD) --runs 1 --smoke $(SMOKE)$(if $(ARGS), $(ARGS))
 
 clean:
 	rm -rf $(VENV) $(VENV).lock $(VENV).lock.pid .pytest_cache .ruff_cache

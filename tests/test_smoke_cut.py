@@ -159,7 +159,14 @@ def test_a_two_file_program_smoke_runs_and_is_judged_smoke(tmp_path):
 def test_reproduce_refuses_a_program_it_cannot_cut_before_any_stage(tmp_path):
     from tests.standin.record import program_bytes
 
+    # a node with GPUs, as far as `reproduce --smoke`'s first check looks (an nvidia-smi on PATH): on this CPU
+    # machine it would otherwise exit 4 for the missing GPUs before the download the cut needs
+    gpu_node = tmp_path / "gpu-node-bin"
+    gpu_node.mkdir()
+    (gpu_node / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (gpu_node / "nvidia-smi").chmod(0o755)
     with served_record(tmp_path, program_bytes()) as env:  # the one-file stand-in: no Hyperparameters class
+        env = {**env, "PATH": f"{gpu_node}:{env.get('PATH', '')}"}
         done = repro(env, "reproduce", "--record", NAME, "--runtime", "host", "--python-env", "system",
                      "--smoke", "6", "--runs", "1")
     assert done.returncode == 1 and "Traceback" not in done.stderr

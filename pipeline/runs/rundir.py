@@ -131,14 +131,10 @@ class RunMeta:
         status = f.opt("status", str, "running")
         if status not in STATUSES:
             raise f.fail("status", f"is {status!r}", f"use one of: {', '.join(STATUSES)}")
-        world_size = f.req("world_size", int)
-        if not 1 <= world_size <= 1 << 20:  # -1, 0 or 1e30 were taken as they came
-            raise f.fail("world_size", f"is {world_size}, not a count of processes",
-                         "restore the run's run.yaml (from its bundle) or delete the run and run it again")
-        return cls(
+        meta = cls(
             run_id=f.req("run_id", str), record=f.req("record", str), trainer=f.req("trainer", str),
             runtime=f.req("runtime", str), preset=f.opt("preset", str), overrides=f.list_of("overrides", str, False),
-            steps=f.opt("steps", int), world_size=world_size, command=f.list_of("command", str, False),
+            steps=f.opt("steps", int), world_size=f.req("world_size", int), command=f.list_of("command", str, False),
             image_id=f.opt("image_id", str), environment=f.opt("environment", str, ""),
             environment_lock_sha256=f.opt("environment_lock_sha256", str),
             program_sha256=f.opt("program_sha256", str, ""), program_fingerprint=f.opt("program_fingerprint", str),
@@ -151,6 +147,10 @@ class RunMeta:
             inductor_fp32_floats=f.opt("inductor_fp32_floats", bool, False),
             fp8_aligned_scales=f.opt("fp8_aligned_scales", bool, False), failure=f.opt("failure", str),
             startup_s=f.opt("startup_s", float))
+        if not 1 <= meta.world_size <= 1 << 20:  # -1, 0 or 1e30 were taken as they came
+            raise f.fail("world_size", f"is {meta.world_size}, not a count of processes",
+                         "restore the run's run.yaml (from its bundle) or delete the run and run it again")
+        return meta
 
     @classmethod
     def load(cls, path: Path) -> RunMeta:
