@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pipeline.errors import InputError, MissingDependency, UsageError
+from pipeline.errors import InputError, UsageError
 from pipeline.folderlock import FolderLock
 from pipeline.hashing import sha256_file
 from pipeline.records.model import Record
@@ -40,6 +40,7 @@ from pipeline.reproduce.stages import (
     StageOutcome,
     data_dir_of,
     judged_and_attempts,
+    no_gpu,
     stage_data,
     stage_environment,
     train_request,
@@ -132,8 +133,7 @@ def _refuse_without_gpu(record: Record, req: ReproduceRequest) -> None:
     import shutil
 
     if record.hardware.gpu_count and not req.keep_going and shutil.which("nvidia-smi") is None:
-        raise MissingDependency(f"preflight: no GPU visible (no nvidia-smi); the record {record.name} cannot be "
-                                "timed on this machine", "run on a GPU node (`make demo` runs the CPU demo here)")
+        raise no_gpu(record.name, why=" (no nvidia-smi)")
 
 
 def refuse_before_cost(ws: Workspace, record: Record, req: ReproduceRequest) -> None:

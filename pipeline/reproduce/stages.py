@@ -71,11 +71,17 @@ def stage_preflight(flow: Flow) -> StageOutcome:
                         + (f", {len(failures)} failure(s) ignored (--keep-going)" if failures else ""))
 
 
+def no_gpu(record_name: str, see: str = "", why: str = "") -> MissingDependency:
+    """The one refusal of a machine without GPUs for a GPU record: the preflight stage's and `--smoke`'s check
+    before its download (pipeline/reproduce/flow.py)."""
+    return MissingDependency(f"preflight: no GPU visible{why}; the record {record_name} cannot be timed on this "
+                             "machine", f"run on a GPU node (`make demo` runs the CPU demo here){see}")
+
+
 def _refuse_missing(flow: Flow, report, failures, path: Path) -> None:
     """What is missing on the machine exits 4, as `repro preflight` says it, not 'preflight failed'."""
     if report.no_gpu and not flow.req.keep_going:
-        raise MissingDependency(f"preflight: no GPU visible; the record {flow.record.name} cannot be timed on this "
-                                "machine", f"run on a GPU node (`make demo` runs the CPU demo here); see {path}")
+        raise no_gpu(flow.record.name, f"; see {path}")
     if report.no_docker is not None and not flow.req.keep_going:
         from pipeline.docker_engine import START_FIX
 
