@@ -73,7 +73,10 @@ PHASES=${*:-ws2 ws1}
 PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
 WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
 # what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
-ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget ${LEASE_HELD_S:+--held-s "$LEASE_HELD_S"})}
+# and the device time the session had left when that call began (LEASE_DEVICE_S: status's budget_left_s; a refused
+# call spends from it)
+ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget ${LEASE_HELD_S:+--held-s "$LEASE_HELD_S"} \
+  ${LEASE_DEVICE_S:+--device-s "$LEASE_DEVICE_S"})}
 if [ "${DRY_RUN:-0}" = 1 ]; then  # the plan of phase one and its budget; nothing else
   "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}"; exit $?
 fi

@@ -5,7 +5,7 @@ starts, and the check made before each (record, native) pair.
                                                                         # exit 3: speed 3 + 3 does not fit
     python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
     python3 benchmarks/session_plan.py fits pair --left-s N            # exit 0: a pair started now can finish
-    python3 benchmarks/session_plan.py budget [--held-s N]             # the session's clock, in seconds
+    python3 benchmarks/session_plan.py budget [--held-s N] [--device-s N]  # the session's clock, in seconds
 
 One lease of `nvidia-h200`: 1,800 s of device time, the machine held 29 minutes at most (LEASE_CAP_S: the
 workplace hands it back at 30, and the minute's difference is the lease's margin). The machine's start, with the
@@ -54,10 +54,11 @@ DEVICE_S, LEASE_CAP_S, MACHINE_START_S, COLLECT_S = 1800, 29 * 60, 90, 20
 MARGIN = 1.0
 
 
-def lease_budget_s(held_s: float = MACHINE_START_S) -> float:
+def lease_budget_s(held_s: float = MACHINE_START_S, device_s: float = DEVICE_S) -> float:
     """The session's clock: the lease's tighter bound, less what it held before the session started and the
-    collection after."""
-    return min(DEVICE_S, LEASE_CAP_S) - held_s - COLLECT_S
+    collection after. device_s: the device time the session had left when the call began (`status`'s
+    budget_left_s), which a refused call has already spent from."""
+    return min(device_s, LEASE_CAP_S) - held_s - COLLECT_S
 
 
 BUDGET_S = lease_budget_s()
@@ -243,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("budget", help="print the session's budget (s)")
     b.add_argument("--held-s", type=float, default=MACHINE_START_S,
                    help="what the lease had held when the session started (default: the slowest start measured)")
+    b.add_argument("--device-s", type=float, default=DEVICE_S,
+                   help="the device time left when the lease's call began (status's budget_left_s)")
     n = sub.add_parser("need", help="print the seconds one run of a kind needs to start (record, native, ...)")
     n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED}))
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--left-s", type=float, required=True)
     a = ap.parse_args(argv)
     if a.command == "budget":
-        print(f"{lease_budget_s(a.held_s):.0f}")
+        print(f"{lease_budget_s(a.held_s, a.device_s):.0f}")
         return 0
     if a.command == "need":
         print(need_s(a.kind))
