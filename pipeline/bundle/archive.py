@@ -69,6 +69,7 @@ from pipeline.bundle.manifest import (
     _plain,
 )
 from pipeline.bundle.trust import SIGNATURE, SUMS, load_private_key, public_key_b64
+from pipeline.clock import STAMP, utc_at
 from pipeline.errors import InputError
 from pipeline.hashing import sha256_bytes
 from pipeline.preflight.run import MAX_REPORT_BYTES
@@ -185,7 +186,7 @@ def _iso(value) -> str | None:
         return None
     if isinstance(value, datetime):
         value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(timezone.utc).strftime(STAMP)
     return str(value)
 
 
@@ -483,7 +484,7 @@ def _assemble(request: _Request) -> tuple[dict[str, bytes], BundleManifest, int,
     mtime = max([e for e in (_epoch(r.ended_at) for r in runs) if e is not None], default=0)
     manifest = BundleManifest(
         schema_version=SCHEMA_VERSION, kind=KIND, name=request.name,
-        created=datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if mtime else None,
+        created=utc_at(mtime) if mtime else None,
         tool=Tool(name="repro-speedrun", version=__version__), paths=PATHS,
         record=_record_pin(stage, record, parent),
         verdict=verdict, runs=runs, attempts=attempts, environment=environment, hardware=hardware,

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.clock import utc_at
 from pipeline.env.dockerfile_policy import check_dockerfile
 from pipeline.env.image import LABEL_PREFIX, connect, save_image_state, state_from_image
 from pipeline.env.lock import Lock, LockedFile, load_lock
@@ -113,7 +114,7 @@ def image_labels(env: Environment, lock: Lock, epoch: int) -> dict:
         "org.opencontainers.image.description": env.description.splitlines()[0][:200],
         "org.opencontainers.image.source": source or "local checkout (no git remote)",
         "org.opencontainers.image.revision": revision,
-        "org.opencontainers.image.created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)),
+        "org.opencontainers.image.created": utc_at(epoch),
         "org.opencontainers.image.base.name": name,
         "org.opencontainers.image.base.digest": digest or runtime_base,
         LABEL_PREFIX + "environment": env.name,

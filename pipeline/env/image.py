@@ -12,11 +12,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.atomic import atomic_open, write_text
+from pipeline.clock import utc_now
 from pipeline.errors import CheckFailed, InputError, RunFailed
 from pipeline.findings import Finding, deviations_from_list
 from pipeline.hashing import sha256_file
@@ -88,7 +88,7 @@ def state_from_image(client, image: str, source: str, **extra) -> ImageState:
                       lock_sha256=labels.get(LABEL_PREFIX + "environment-lock.sha256", ""), labels=labels,
                       layers=tuple(info.get("RootFS", {}).get("Layers") or ()), content_sha256=content_digest(info),
                       deviations=deviations,
-                      source=source, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra)
+                      source=source, recorded_at=utc_now(), **extra)
 
 
 def save_image_state(state: ImageState, directory: Path | None = None) -> Path:
