@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from pipeline.clock import folder_stamp
 from pipeline.errors import CheckFailed, Interrupted, RunFailed
 from pipeline.outcome import Outcome
 from pipeline.registry import Registry
@@ -94,7 +94,7 @@ def submit(registry, record_name, runs, engine, folder, demo, trainer, runtime, 
         python_env=python_env, data_dir=data_dir, data_source=data_source, image_tarball=image_tarball,
         partition=partition, nodes_per_run=nodes_per_run, gpus_per_node=gpus_per_node, time=time_limit)
     if folder is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = folder_stamp()
         folder = registry.workspace.root / "campaigns" / f"{options.record or Registry.DEFAULT_RECORD}-{stamp}"
     folder = check_folder(folder)  # the name, the path and the partition go into job scripts: checked first
     check_partition(partition)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 # The one atomic write (pipeline/atomic.py: temp, fsync, rename, fsync folder), under the names runs/ uses.
 from pipeline.atomic import write_text as atomic_write_text
-from pipeline.clock import utc_now
+from pipeline.clock import folder_stamp, utc_now
 from pipeline.env.venv import VenvIdentity
 from pipeline.errors import InputError, ManifestError, os_error
 from pipeline.findings import Finding, deviations_from_list
@@ -37,8 +37,7 @@ FILES = ("run.yaml", "status", "log.txt", "stdout.txt", "metrics.jsonl", "prefli
 
 def new_run_id(now: datetime | None = None) -> str:
     """A UTC timestamp plus a short random suffix: sorts by time, unique across concurrent starts."""
-    now = now or datetime.now(timezone.utc)
-    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+    return f"{folder_stamp(now)}-{secrets.token_hex(2)}"
 
 
 @dataclass(frozen=True)
