@@ -30,22 +30,26 @@ class ImportResult:
         return dict(self.__dict__)
 
 
+def clone_head(folder: Path) -> str:
+    """The commit `folder` is at when it is the top of a git clone of its own; "" otherwise (no git, not a clone,
+    a clone without commits). A copy inside some other repository (this tool's own checkout, say) is not a clone
+    of upstream: its HEAD is that repository's. `repro records import` and `repro records check` both ask."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != Path(folder).resolve():
+        return ""
+    return lines[1].strip()
+
+
 def upstream_commit(clone: Path, commit: str | None) -> str:
     """--commit when given, else `git rev-parse HEAD` of the clone; a sample copy must say its commit."""
     if commit and not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise InputError(f"--commit {commit!r} is not a full 40-hex git commit", "pass the full sha")
-
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, timeout=30,
-                                 check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    # A copy inside some other repository (this tool's own checkout, say) is not a clone of upstream.
-    top = git("rev-parse", "--show-toplevel")
-    head = git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(clone).resolve() else ""
+    head = clone_head(clone)
     if commit:
         # a clone says which commit it is at: a --commit it contradicts would pin files it never had
         if head and head != commit:

@@ -13,12 +13,12 @@ hold); one off by half or more means the logs are not the record's timed runs, a
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.errors import InputError, ReproError
 from pipeline.findings import Finding, of_severity
+from pipeline.records.import_result import clone_head
 from pipeline.records.logfacts import MAX_LOG_BYTES
 from pipeline.records.model import Record
 from pipeline.records.selection import LeftOut
@@ -54,18 +54,13 @@ class CheckRow:
 
 def upstream_head(folder: Path, commit: str | None) -> str | None:
     """The commit `folder` is at when it is a git clone (it must be `commit` when one is given)."""
-    try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
-                             text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return commit
-    lines = out.stdout.split()
-    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != folder.resolve():
+    head = clone_head(folder)
+    if not head:
         return commit  # not a clone of its own: a copy, taken at the commit the caller says
-    if commit and lines[1] != commit:
-        raise InputError(f"--commit {commit[:12]} is not the commit {folder} is at ({lines[1][:12]})",
+    if commit and head != commit:
+        raise InputError(f"--commit {commit[:12]} is not the commit {folder} is at ({head[:12]})",
                          f"check out {commit[:12]} there, or leave --commit out")
-    return lines[1]
+    return head
 
 
 def _record_folder(record: Record, upstream_dir: Path) -> Path:
