@@ -15,7 +15,7 @@ from typing import Any
 from pipeline.errors import ManifestError
 from pipeline.yamlio import YamlRefused, load_file
 
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as manifests and locks pin it; data/fetch.py reads ETags by it
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list", dict: "a mapping"}
 

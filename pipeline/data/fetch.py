@@ -41,11 +41,11 @@ from pipeline.data.shards import header_problems, read_header, size_from_header
 from pipeline.data.verify import LockEntry, data_lock_digest, read_local_lock, write_local_lock
 from pipeline.errors import InputError, Interrupted, ReproError
 from pipeline.hashing import sha256_file
+from pipeline.manifest_io import SHA256_RE
 from pipeline.records.model import Record
 from pipeline.redact import public_url
 from pipeline.regular_file import read_text_bounded
 
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
