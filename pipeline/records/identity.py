@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import warnings
 from dataclasses import dataclass
 
 from pipeline.hashing import sha256_bytes
 from pipeline.records.canonical import canonical_text
-from pipeline.records.statements import canonical_body, statement_body
+from pipeline.records.statements import canonical_body, quiet_parse, statement_body
 
 FINGERPRINT_PREFIX = "ast1-"
 
@@ -71,20 +70,13 @@ def _levels_of(node: ast.AST) -> list[list[ast.AST]]:
     return levels
 
 
-def _parse(source: str | bytes) -> ast.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return ast.parse(source)
-
-
 def parse_program(source: str | bytes) -> ast.Module:
     """A program's syntax tree. A record's own odd string escapes (a backslash-s in a regex) are its business, not a
     warning of this tool's; errors still raise. A program written for Python 3.12 whose f-strings reuse their own
     quote inside a field (PEP 701) is read through pipeline/records/fstrings.py: the same tree at the same
     positions, which this 3.11 parser could not build from the text as written."""
     try:
-        return _parse(source)
+        return quiet_parse(source)
     except SyntaxError as exc:
         from pipeline.records.fstrings import backport
 
@@ -96,7 +88,7 @@ def parse_program(source: str | bytes) -> ast.Module:
         if fixed is None:
             raise
         try:
-            return _parse(fixed)
+            return quiet_parse(fixed)
         except SyntaxError:
             raise exc from None
 

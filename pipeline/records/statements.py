@@ -40,12 +40,18 @@ _MAX_PIECES = 1 << 16  # distinct pieces kept (the whole history has ~3,400): a 
 _pieces: dict[tuple[type, str | bytes], tuple[list[ast.stmt], str] | None] = {}  # None: does not parse alone
 
 
-def _parse_piece(piece: str | bytes) -> tuple[list[ast.stmt], str]:
-    """(statements, canonical text of those that count, each followed by a comma): raises like ast.parse."""
+def quiet_parse(source: str | bytes) -> ast.Module:
+    """ast.parse without the warnings a record's own odd string escapes raise (a backslash-s in a regex): they are
+    the program's business, not this tool's. Errors still raise. A piece here, a whole program in identity.py."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
-        body = ast.parse(piece).body
+        return ast.parse(source)
+
+
+def _parse_piece(piece: str | bytes) -> tuple[list[ast.stmt], str]:
+    """(statements, canonical text of those that count, each followed by a comma): raises like ast.parse."""
+    body = quiet_parse(piece).body
     return body, "".join(canonical_text(s) + "," for s in body if not is_bare_string(s))
 
 
