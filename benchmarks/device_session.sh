@@ -42,14 +42,14 @@
 #   DRY_RUN=1 bash benchmarks/device_session.sh RESULTS one     prints that plan with its times and what it drops,
 #                                                               and exits (no GPU, nothing copied)
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
-# one lease, 1,800 s of device time held 29 minutes at most, less what the lease held before the session started,
-# LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start measured, and the collection) is the
-# session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
+# one lease, 1,800 s of device time (LEASE_DEVICE_S: what was left) held 29 minutes at most, less what the lease
+# held before the session started, LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start
+# measured, and the collection) is the session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
 # everything; but the caches measured 125-243 MB compressed, past what one call carries, so no lease has had them).
 # Cold, the default budget holds speed 3 + 3 and parity 5 + 5 (the startup options are dropped: the record's cold
 # compile alone takes half the lease). Started and polled by benchmarks/lease.sh:
-#   LEASE_T0=<date +%s just before the call> bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh \
-#     /tmp/lease/ds one                                                                        (then ... poll 540)
+#   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \
+#     bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one  (then ... poll 540)
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses

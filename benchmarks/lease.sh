@@ -9,8 +9,10 @@
 #                                                       # fresh machine (the session is gone with the last one)
 #
 # The full table of issue 41, native against the record in one lease (benchmarks/device_session.sh's phase one,
-# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1), with the caller's clock when it made the call:
-#   LEASE_T0=1764851234 bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one
+# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1), with the caller's clock when it made the call and
+# the device time the session had left then (status's budget_left_s):
+#   LEASE_DEVICE_S=1800 LEASE_T0=1764851234 bash benchmarks/lease.sh start 540 \
+#     bash benchmarks/device_session.sh /tmp/lease/ds one
 #
 # COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done",
 # end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches or compile

@@ -172,6 +172,18 @@ def test_the_scripts_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
     assert "drops nothing" in warm.stdout
 
 
+def test_a_refused_call_spends_from_the_lease_so_the_plan_shrinks_with_the_device_time_left(tmp_path):
+    """2026-12-05: two refused calls took 163 s of the session's 1,800; the lease after them had 1,637 s. The
+    script's clock is that, less the held start and the collection, and a plan that no longer fits is refused
+    before anything runs."""
+    assert sp.lease_budget_s(60, device_s=1709) == 1629 and sp.lease_budget_s(60, device_s=1800) == 1660
+    held = script(tmp_path, DRY_RUN="1", LEASE_HELD_S="60", LEASE_DEVICE_S="1709")
+    assert held.returncode == 0 and "budget 1629 s" in held.stdout, held.stdout + held.stderr
+    short = script(tmp_path, LEASE_HELD_S="60", LEASE_DEVICE_S="1547")
+    assert short.returncode == 3 and "does not fit" in short.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_the_script_refuses_a_plan_that_does_not_fit(tmp_path):
     done = script(tmp_path, ONE_BUDGET_S="1400")
     assert done.returncode == 3 and "does not fit" in done.stderr
