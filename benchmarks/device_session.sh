@@ -44,8 +44,9 @@
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
 # one lease, 1,800 s of device time (LEASE_DEVICE_S: what was left) held 29 minutes at most, less what the lease
 # held before the session started, LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start
-# measured, and the collection) is the session's clock; ONE_WARM=1 says the compile caches are carried (no cold compile: the plan then holds
-# everything; but the caches measured 125-243 MB compressed, past what one call carries, so no lease has had them).
+# measured, and the collection) is the session's clock; ONE_WARM=1 says the compile caches are carried (no cold
+# compile: the plan then holds everything; but the caches measured 125-243 MB compressed, past what one call
+# carries, so no lease has had them).
 # Cold, the default budget holds speed 3 + 3 and parity 5 + 5 (the startup options are dropped: the record's cold
 # compile alone takes half the lease). Started and polled by benchmarks/lease.sh:
 #   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \
