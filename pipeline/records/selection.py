@@ -16,10 +16,11 @@ come from what upstream writes, not from a list of folder names:
 2. The hardware. The track is run on 8 GPUs (the README's task statement). When the linked folder ran on
    another GPU count, a sibling folder holding the same schedule on the track's GPU count is the record's.
 3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
-   log (the previous row links it), runs the previous record's program where the README reports runs of the
-   previous record or a baseline beside its own, repeats another log's bytes, never printed its final validation, has
-   numbers that cannot be trusted, ran another step count than the linked log (an ablation), or validated at
-   least 4 times as often (a diagnostic run kept for its loss curve, its extra validations in its time).
+   log (the previous row links it), runs the previous record's program where the linked log runs another (or
+   where the README reports runs of the previous record or a baseline beside its own), repeats another log's
+   bytes, never printed its final validation, has numbers that cannot be trusted, ran another step count than
+   the linked log (an ablation), or validated at least 4 times as often (a diagnostic run kept for its loss
+   curve, its extra validations in its time).
    Before 2024-12-04 a record was one run: the linked log.
 4. A log behind a symbolic link is never read: it may be another record's file.
 Every log ends up in `runs` or in `left_out` with its reason; nothing is decided silently.
@@ -195,14 +196,23 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
 
 
 def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> LeftOut | None:
-    """A run of the code the record started from, timed beside its own, in a folder whose README speaks of the
-    previous record, a baseline or the unmodified code: a log running the previous record's program, or one
-    not running the linked log's program (bytes or fingerprint) whose train time the README quotes right after
-    those words (`times = [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
+    """A run of the code the record started from, timed beside its own: a log running the previous record's
+    program where the linked log runs another (whatever the README says, or when there is none: 2025-09-05's
+    `comparison_*.txt` are the previous record's program re-run beside its own), or, in a folder whose README
+    speaks of the previous record, a baseline or the unmodified code, one not running the linked log's program
+    (bytes or fingerprint) whose train time the README quotes right after those words (`times = [95.972, ...]`,
+    `finished in 1496283 ms`), whatever its file name."""
     f = run.facts
+    if not f.program_sha256:
+        return None
+    programs = {f.program_sha256, f.fingerprint} - {""}
+    if own_program and programs & inp.parent_programs and not programs & own_program:
+        return LeftOut(run.rel, "previous-record", "runs the previous record's program, not the record's own: the "
+                                                   "earlier code, re-run beside it",
+                       f.sha256)
     text = inp.readme.lower()
     said = next((p for p in EARLIER_CODE if p in text), None)
-    if said is None or not f.program_sha256:
+    if said is None:
         return None
     parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
     quoted = not ({f.program_sha256, f.fingerprint} & own_program) and f.train_time_ms is not None and any(
