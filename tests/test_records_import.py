@@ -372,6 +372,69 @@ def test_runs_of_the_previous_record_s_program_are_left_out_when_the_readme_repo
     assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("0a1b2c.txt", "previous-record")]
 
 
+def test_runs_of_the_previous_record_s_program_are_named_so_without_a_readme(tmp_path):
+    """2025-09-05_SkipMLPBlocks has no README; its `comparison_*.txt` run the previous record's program (its step
+    count too) beside its own: runs of the earlier code, not "another version or an ablation". A log that runs
+    the parent's program where the linked log runs another is the earlier code, whatever the README says."""
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+    own_log = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))[0]
+    (track / "2025-01-01_Parent").mkdir(parents=True)
+    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
+    child = track / "2025-01-02_Child"
+    child.mkdir()
+    shutil.copy(own_log, child / "mine.txt")
+    shutil.copy(parent_log, child / "comparison_0a1b2c.txt")
+    t = "records/track_1_short"
+    rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
+            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/mine.txt) | @b"]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    reg = registry(tmp_path)
+    do_import(reg, clone)
+    r = load_record("2025-01-02_Child", reg / "records")
+    assert [log.file for log in r.logs] == ["mine.txt"]
+    assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("comparison_0a1b2c.txt", "previous-record")]
+    # the linked log's own program is never the earlier code, even when the parent ran it (a re-timing)
+    shutil.copy(parent_log, child / "mine.txt")
+    (child / "comparison_0a1b2c.txt").unlink()
+    reg2 = registry(tmp_path / "again")
+    do_import(reg2, clone)
+    assert [log.file for log in load_record("2025-01-02_Child", reg2 / "records").logs] == ["mine.txt"]
+
+
+def test_a_linked_log_of_the_previous_record_s_program_is_flagged_and_the_others_are_the_runs(tmp_path):
+    """Track 1's row 48 links 2025-12-11_NorMuonOptimsAndFixes/82edf6be….txt, one of the four "Baseline" runs of the
+    prior record's program its README reports beside its own 10 ("Mine + PreMul-O"): the record's runs are those
+    10, judged by their own step count, and the editor is told the table's link is not one of them."""
+    clone = tmp_path / "clone"
+    track = clone / "records" / "track_1_short"
+    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+    own_logs = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))
+    (track / "2025-01-01_Parent").mkdir(parents=True)
+    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
+    child = track / "2025-01-02_Child"
+    child.mkdir()
+    shutil.copy(parent_log, child / "82edf6be.txt")  # the link: a baseline run of the prior record's program
+    for i, log in enumerate(own_logs[:2]):
+        shutil.copy(log, child / f"mine-{i}.txt")
+    (child / "README.md").write_text("The first row is the prior record, the second is my changes.\n\n"
+                                     "Baseline:\n  losses = [3.2796]\n\nMine:\n  losses = [3.2758]\n")
+    t = "records/track_1_short"
+    rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
+            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/82edf6be.txt) | @b"]
+    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
+                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    reg = registry(tmp_path)
+    result = do_import(reg, clone)
+    r = load_record("2025-01-02_Child", reg / "records")
+    assert [log.file for log in r.logs] == ["mine-0.txt", "mine-1.txt"]
+    assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("82edf6be.txt", "previous-record")]
+    assert any("the table links 82edf6be.txt, which is not one of the record's runs" in f
+               for f in result["flags"]["2025-01-02_Child"]), result["flags"]
+
+
 def test_the_parent_is_the_record_before_rows_without_a_log_that_change_the_systems(tmp_path):
     """Track 1's row 66 "Torch 2.10" and track 2's row 11 (a torch upgrade) have no log: the next record stands on
     the ML of the record before them. A row without a log that changed the ML leaves the parent empty."""

@@ -16,11 +16,13 @@ come from what upstream writes, not from a list of folder names:
 2. The hardware. The track is run on 8 GPUs (the README's task statement). When the linked folder ran on
    another GPU count, a sibling folder holding the same schedule on the track's GPU count is the record's.
 3. Each log of that folder is a run unless it ran on other hardware, is named a baseline, is the parent's
-   log (the previous row links it), runs the previous record's program where the README reports runs of the
-   previous record or a baseline beside its own, repeats another log's bytes, never printed its final validation, has
-   numbers that cannot be trusted, ran another step count than the linked log (an ablation), or validated at
-   least 4 times as often (a diagnostic run kept for its loss curve, its extra validations in its time).
-   Before 2024-12-04 a record was one run: the linked log.
+   log (the previous row links it), runs the previous record's program where the linked log runs another (or
+   where the README reports runs of the previous record or a baseline beside its own), repeats another log's
+   bytes, never printed its final validation, has numbers that cannot be trusted, ran another step count than
+   the linked log (an ablation), or validated at least 4 times as often (a diagnostic run kept for its loss
+   curve, its extra validations in its time).
+   When the linked log is itself such a run of the earlier code, the logs beside it that run another program are
+   the record's (flagged for the editor). Before 2024-12-04 a record was one run: the linked log.
 4. A log behind a symbolic link is never read: it may be another record's file.
 Every log ends up in `runs` or in `left_out` with its reason; nothing is decided silently.
 """
@@ -195,14 +197,23 @@ def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
 
 
 def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> LeftOut | None:
-    """A run of the code the record started from, timed beside its own, in a folder whose README speaks of the
-    previous record, a baseline or the unmodified code: a log running the previous record's program, or one
-    not running the linked log's program (bytes or fingerprint) whose train time the README quotes right after
-    those words (`times = [95.972, ...]`, `finished in 1496283 ms`), whatever its file name."""
+    """A run of the code the record started from, timed beside its own: a log running the previous record's
+    program where the linked log runs another (whatever the README says, or when there is none: 2025-09-05's
+    `comparison_*.txt` are the previous record's program re-run beside its own), or, in a folder whose README
+    speaks of the previous record, a baseline or the unmodified code, one not running the linked log's program
+    (bytes or fingerprint) whose train time the README quotes right after those words (`times = [95.972, ...]`,
+    `finished in 1496283 ms`), whatever its file name."""
     f = run.facts
+    if not f.program_sha256:
+        return None
+    programs = {f.program_sha256, f.fingerprint} - {""}
+    if own_program and programs & inp.parent_programs and not programs & own_program:
+        return LeftOut(run.rel, "previous-record", "runs the previous record's program, not the record's own: the "
+                                                   "earlier code, re-run beside it",
+                       f.sha256)
     text = inp.readme.lower()
     said = next((p for p in EARLIER_CODE if p in text), None)
-    if said is None or not f.program_sha256:
+    if said is None:
         return None
     parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
     quoted = not ({f.program_sha256, f.fingerprint} & own_program) and f.train_time_ms is not None and any(
@@ -213,6 +224,25 @@ def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> Le
     how = "runs the previous record's program" if parents else "its train time is quoted there"
     return LeftOut(run.rel, "previous-record", f"the README reports runs of the earlier code (\"{said}\") beside its "
                                                f"own; this log {how}", f.sha256)
+
+
+def _programs(f: LogFacts) -> frozenset[str]:
+    return frozenset(x for x in (f.program_sha256, f.fingerprint) if x)
+
+
+def _beside_an_earlier_linked_log(linked_run: Run | None, candidates: list[Run], inp: FolderInput) -> list[Run]:
+    """When the linked log is itself a run of the earlier code (the previous record's program, in a folder whose
+    README reports such runs), the logs beside it that run neither its program nor the previous record's, of the
+    most common program among them; else none."""
+    if linked_run is None or not _programs(linked_run.facts) & inp.parent_programs \
+            or _earlier_code(linked_run, inp, frozenset()) is None:
+        return []
+    earlier = _programs(linked_run.facts) | inp.parent_programs
+    newer = [r for r in candidates if r.facts.program_sha256 and not _programs(r.facts) & earlier]
+    if not newer:
+        return []
+    common = Counter(r.facts.fingerprint for r in newer).most_common(1)[0][0]
+    return [r for r in newer if r.facts.fingerprint == common]
 
 
 def _places(text: str, phrase: str) -> list[int]:
@@ -286,9 +316,13 @@ def select_runs(inp: FolderInput) -> Selection:
                     else _steps([r.facts for r in candidates if not BASELINE.search(r.rel)]))
     runs, seen = [], {}
     # the linked log's program, by bytes and by code fingerprint (runs differing only in comments are one program)
-    own = frozenset(x for x in (linked_run.facts.program_sha256, linked_run.facts.fingerprint) if x) \
-        if linked_run else frozenset()
+    own = _programs(linked_run.facts) if linked_run else frozenset()
     cadence = linked_run.facts.validations if linked_run else _validations([r.facts for r in candidates])
+    if (newer := _beside_an_earlier_linked_log(linked_run, candidates, inp)):
+        # the table links a run of the earlier code the README reports beside the record's own (2025-12-11 links
+        # a baseline log): the record's runs, their program, step count and cadence are the others'
+        own = frozenset().union(*(_programs(r.facts) for r in newer))
+        linked_steps, cadence = _steps([r.facts for r in newer]), _validations([r.facts for r in newer])
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
             why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
@@ -303,6 +337,10 @@ def select_runs(inp: FolderInput) -> Selection:
     for other, logs in sorted(by_folder.items()):
         if other != folder:
             left += [_left_out_folder(r, folder, inp) for r in logs]
+    if linked_run is not None and linked_run not in runs and runs:
+        why = next(x for x in left if x.file == linked_run.rel)
+        flags.append(f"the table links {linked}, which is not one of the record's runs ({why.reason}: {why.detail}); "
+                     f"the {len(runs)} other log(s) of {folder or '.'}/ are taken: the editor should confirm it")
     if not runs and candidates:
         flags.append(f"none of the {len(candidates)} log(s) in {folder or '.'}/ is usable as a run")
     return Selection(folder=folder, basis=basis, runs=tuple(runs), left_out=tuple(sorted(left, key=lambda x: x.file)),
