@@ -347,23 +347,32 @@ def test_renamed_folders_are_found_by_the_linked_file_and_cells_keep_their_place
                                       "the table"]
 
 
-def test_runs_of_the_previous_record_s_program_are_left_out_when_the_readme_reports_them(tmp_path):
+PARENT_LOG = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
+CHILD_LOGS = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))
+
+
+def parent_and_child(tmp_path: Path, linked: str) -> tuple[Path, Path]:
+    """An upstream clone of two rows: 2025-01-01_Parent (one run of the parent's program, run.txt) and
+    2025-01-02_Child, an empty folder whose table link is `linked`. Returns (clone, the child's folder)."""
     clone = tmp_path / "clone"
-    track = clone / "records" / "track_1_short"
-    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
-    own_log = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))[0]
-    (track / "2025-01-01_Parent").mkdir(parents=True)
-    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
-    child = track / "2025-01-02_Child"
+    parent = clone / "records" / "track_1_short" / "2025-01-01_Parent"
+    parent.mkdir(parents=True)
+    shutil.copy(PARENT_LOG, parent / "run.txt")
+    child = parent.parent / "2025-01-02_Child"
     child.mkdir()
-    shutil.copy(own_log, child / "mine.txt")
-    shutil.copy(parent_log, child / "0a1b2c.txt")  # the previous record re-timed beside the new one
-    (child / "README.md").write_text("My runs.\n\nPrevious record (timed on same machine):\n\ntimes = [1.0]\n")
     t = "records/track_1_short"
     rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
-            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/mine.txt) | @b"]
+            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/{linked}) | @b"]
     (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
                                      "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    return clone, child
+
+
+def test_runs_of_the_previous_record_s_program_are_left_out_when_the_readme_reports_them(tmp_path):
+    clone, child = parent_and_child(tmp_path, linked="mine.txt")
+    shutil.copy(CHILD_LOGS[0], child / "mine.txt")
+    shutil.copy(PARENT_LOG, child / "0a1b2c.txt")  # the previous record re-timed beside the new one
+    (child / "README.md").write_text("My runs.\n\nPrevious record (timed on same machine):\n\ntimes = [1.0]\n")
     reg = registry(tmp_path)
     result = do_import(reg, clone)
     assert result["written"] == ["2025-01-01_Parent", "2025-01-02_Child"], result
@@ -376,28 +385,16 @@ def test_runs_of_the_previous_record_s_program_are_named_so_without_a_readme(tmp
     """2025-09-05_SkipMLPBlocks has no README; its `comparison_*.txt` run the previous record's program (its step
     count too) beside its own: runs of the earlier code, not "another version or an ablation". A log that runs
     the parent's program where the linked log runs another is the earlier code, whatever the README says."""
-    clone = tmp_path / "clone"
-    track = clone / "records" / "track_1_short"
-    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
-    own_log = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))[0]
-    (track / "2025-01-01_Parent").mkdir(parents=True)
-    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
-    child = track / "2025-01-02_Child"
-    child.mkdir()
-    shutil.copy(own_log, child / "mine.txt")
-    shutil.copy(parent_log, child / "comparison_0a1b2c.txt")
-    t = "records/track_1_short"
-    rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
-            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/mine.txt) | @b"]
-    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
-                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
+    clone, child = parent_and_child(tmp_path, linked="mine.txt")
+    shutil.copy(CHILD_LOGS[0], child / "mine.txt")
+    shutil.copy(PARENT_LOG, child / "comparison_0a1b2c.txt")
     reg = registry(tmp_path)
     do_import(reg, clone)
     r = load_record("2025-01-02_Child", reg / "records")
     assert [log.file for log in r.logs] == ["mine.txt"]
     assert [(x["file"], x["reason"]) for x in r.imported.left_out] == [("comparison_0a1b2c.txt", "previous-record")]
     # the linked log's own program is never the earlier code, even when the parent ran it (a re-timing)
-    shutil.copy(parent_log, child / "mine.txt")
+    shutil.copy(PARENT_LOG, child / "mine.txt")
     (child / "comparison_0a1b2c.txt").unlink()
     reg2 = registry(tmp_path / "again")
     do_import(reg2, clone)
@@ -408,24 +405,12 @@ def test_a_linked_log_of_the_previous_record_s_program_is_flagged_and_the_others
     """Track 1's row 48 links 2025-12-11_NorMuonOptimsAndFixes/82edf6be….txt, one of the four "Baseline" runs of the
     prior record's program its README reports beside its own 10 ("Mine + PreMul-O"): the record's runs are those
     10, judged by their own step count, and the editor is told the table's link is not one of them."""
-    clone = tmp_path / "clone"
-    track = clone / "records" / "track_1_short"
-    parent_log = sorted((SAMPLE / "records/track_1_short/2025-09-23_MuonCustomSizing").glob("*.txt"))[0]
-    own_logs = sorted((SAMPLE / "records/track_1_short/2026-01-18_UnifiedOptimizers").glob("unified-optimizer/*.txt"))
-    (track / "2025-01-01_Parent").mkdir(parents=True)
-    shutil.copy(parent_log, track / "2025-01-01_Parent" / "run.txt")
-    child = track / "2025-01-02_Child"
-    child.mkdir()
-    shutil.copy(parent_log, child / "82edf6be.txt")  # the link: a baseline run of the prior record's program
-    for i, log in enumerate(own_logs[:2]):
+    clone, child = parent_and_child(tmp_path, linked="82edf6be.txt")
+    shutil.copy(PARENT_LOG, child / "82edf6be.txt")  # the link: a baseline run of the prior record's program
+    for i, log in enumerate(CHILD_LOGS[:2]):
         shutil.copy(log, child / f"mine-{i}.txt")
     (child / "README.md").write_text("The first row is the prior record, the second is my changes.\n\n"
                                      "Baseline:\n  losses = [3.2796]\n\nMine:\n  losses = [3.2758]\n")
-    t = "records/track_1_short"
-    rows = [f"1 | 3.0 minutes | Parent | 01/01/25 | [log]({t}/2025-01-01_Parent/run.txt) | @a",
-            f"2 | 2.9 minutes | Child | 01/02/25 | [log]({t}/2025-01-02_Child/82edf6be.txt) | @b"]
-    (clone / "README.md").write_text("# x\n\n| # | Record time | Description | Date | Log | Contributors |\n"
-                                     "| - | - | - | - | - | - |\n" + "\n".join(rows) + "\n")
     reg = registry(tmp_path)
     result = do_import(reg, clone)
     r = load_record("2025-01-02_Child", reg / "records")

@@ -206,7 +206,7 @@ def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> Le
     f = run.facts
     if not f.program_sha256:
         return None
-    programs = {f.program_sha256, f.fingerprint} - {""}
+    programs = _programs(f)
     if own_program and programs & inp.parent_programs and not programs & own_program:
         return LeftOut(run.rel, "previous-record", "runs the previous record's program, not the record's own: the "
                                                    "earlier code, re-run beside it",
@@ -215,8 +215,8 @@ def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> Le
     said = next((p for p in EARLIER_CODE if p in text), None)
     if said is None:
         return None
-    parents = bool({f.program_sha256, f.fingerprint} & inp.parent_programs)
-    quoted = not ({f.program_sha256, f.fingerprint} & own_program) and f.train_time_ms is not None and any(
+    parents = bool(programs & inp.parent_programs)
+    quoted = not (programs & own_program) and f.train_time_ms is not None and any(
         stamp in text[at:at + QUOTE_REACH] for at in _places(text, said)
         for stamp in (str(f.train_time_ms), f"{f.train_time_ms / 1000:.3f}"))
     if not (parents or quoted):
