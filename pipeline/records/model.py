@@ -22,6 +22,10 @@ EVIDENCE_BY_VERSION = {1: ("own", "parent"), 2: ("own", "parent", "single-run", 
                        3: ("own", "parent", "single-run", "one-run", "retiming", "quoted", "baseline")}
 LOSS_EVIDENCE = EVIDENCE_BY_VERSION[max(EVIDENCE_BY_VERSION)]
 TRAINERS = ("record", "native")
+# What a published log is to the record (`logs[].role`): one of its runs (its loss and time judged together), or
+# the re-timing its README declares on another software or hardware version (pipeline/records/selection.py,
+# rule 4): the record's official time, its loss standing on the runs.
+LOG_ROLES = ("run", "retiming")
 # A record name is one file name in the registry: no folder, no '..', nothing a shell or URL would mangle.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -85,6 +89,7 @@ class PublishedLog:
     missing: tuple[str, ...] = ()  # what the log lacks: program, pytorch version, train time, ...
     # the program's files when it is a set (train_gpt.py, triton_kernels.py, ...): name, sha256, bytes each
     files: tuple[ProgramFilePin, ...] = ()
+    role: str = "run"  # one of LOG_ROLES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +234,16 @@ class Record:
     def accepted_program_sha256(self) -> frozenset[str]:
         return frozenset(log.program_sha256 for log in self.logs if log.program_sha256)
 
+    @property
+    def run_logs(self) -> tuple[PublishedLog, ...]:
+        """The logs whose losses and times are the record's runs (every log but a declared re-timing)."""
+        return tuple(log for log in self.logs if log.role == "run")
+
+    @property
+    def retiming_logs(self) -> tuple[PublishedLog, ...]:
+        """The re-timing its README declares: the record's official time, not a run of its loss evidence."""
+        return tuple(log for log in self.logs if log.role == "retiming")
+
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out["path"] = str(self.path)
@@ -245,8 +260,11 @@ def _upstream(f: Fields) -> Upstream:
 
 def _log(f: Fields) -> PublishedLog:
     f.only("file", "sha256", "program_sha256", "program_bytes", "val_loss", "train_time_ms", "fingerprint", "torch",
-           "missing", "files")
+           "missing", "files", "role")
     _relative_file(f, f.req("file", str))
+    role = f.opt("role", str, "run")
+    if role not in LOG_ROLES:
+        raise f.fail("role", f"is {role!r}", f"use one of: {', '.join(LOG_ROLES)} (or leave it out: a run)")
     imported = "missing" in f.data or "fingerprint" in f.data  # imported logs may lack a program, loss or time
     val_loss = f.opt("val_loss", float) if imported else f.req("val_loss", float)
     return PublishedLog(file=f.req("file", str), sha256=f.sha256("sha256"),
@@ -257,7 +275,7 @@ def _log(f: Fields) -> PublishedLog:
                                                 else f.req("train_time_ms", int)),
                         fingerprint=f.opt("fingerprint", str, ""), torch=f.opt("torch", str, ""),
                         missing=f.list_of("missing", str, required=False),
-                        files=tuple(_file_pin(g) for g in f.items("files", required=False)))
+                        files=tuple(_file_pin(g) for g in f.items("files", required=False)), role=role)
 
 
 def _file_pin(f: Fields) -> ProgramFilePin:
@@ -442,6 +460,9 @@ def load_record_file(path: Path) -> Record:
         imported=_imported(top.sub("imported")) if top.data.get("imported") is not None else None,
         notes=top.opt("notes", str, "").strip(), selection_folder=_selection(top),
         edited=tuple(top.list_of("edited", str, required=False)))
+    if record.logs and not record.run_logs:
+        raise top.fail("logs", f"are all re-timings ({len(record.logs)} with role retiming): no run carries the "
+                               "record's loss evidence", "mark the runs the re-timing stands on as runs (no role)")
     hw_fields = {f.name for f in dataclasses.fields(Hardware)}
     sw_fields = {f.name for f in dataclasses.fields(Software)} - {"flash_attention"}
     for key, allowed in (("compare_hardware", hw_fields), ("compare_software", sw_fields)):
