@@ -19,9 +19,11 @@ from pipeline.cli import cli
 from pipeline.errors import CheckFailed, InputError
 from pipeline.records.logparse import parse_log
 from pipeline.records.model import load_record
+from pipeline.records.selection import declared_retiming
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "fixtures" / "history-sample"
+RETIMING = ROOT / "tests" / "fixtures" / "retiming"  # track 1's row 26 in small: runs, then a declared re-timing
 SHARED = ROOT.parent / "shared" / "upstream" / "modded-nanogpt"
 COMMIT = "f411b3d346aa52d3504324ca93c230fd84c6c07f"
 T1 = SAMPLE / "records" / "track_1_short"
@@ -168,6 +170,33 @@ def test_editor_choice_of_folder_survives_a_reimport(tmp_path):
     run("--registry", str(reg), "records", "import", str(SAMPLE), "--commit", COMMIT)
     r = load_record("2026-05-27-MuddGatedAndDC", reg / "records")
     assert r.selection_folder == "this_pr_v2" and {log.file.split("/")[0] for log in r.logs} == {"this_pr_v2"}
+
+
+def test_a_declared_re_timing_no_log_shows_is_flagged_and_every_log_stays_a_run(tmp_path):
+    """The declaration names the time its log printed: a README whose stated time no log of that torch printed
+    does not make any log a re-timing, and the editor is told."""
+    clone = tmp_path / "clone"
+    shutil.copytree(RETIMING, clone)
+    readme = clone / "records/track_1_short/2025-07-12_BosAlign/README.md"
+    readme.write_text(readme.read_text().replace("171743ms", "170000ms"))
+    record = load_record("2025-07-12_BosAlign", imported(tmp_path, clone, tracks=(1,)) / "records")
+    assert not record.retiming_logs and len(record.run_logs) == 5
+    assert any("declares a re-timing of the record (torch 2.9.0.dev20250713+cu126, 170000 ms" in f
+               for f in record.imported.flags), record.imported.flags
+
+
+@pytest.mark.parametrize("sentence, torch, gpu, time_ms", [
+    ("## Retiming on 07/13/25\n\nThe record was retimed using torch==2.9.0.dev20250713+cu126, yielding 171743ms. "
+     "This will be the official time for the record.", "2.9.0.dev20250713+cu126", "", 171743),
+    ("We re-timed it on 8xH200 with PyTorch 2.10.0: 96.25 s.", "2.10.0", "H200", 96250),
+    # the parent re-timed beside the record (every README from 2025-09-30 on), or a re-timing still to come
+    ("retiming prior record: 147.4: [147.451, 147.336, 147.508]", None, None, None),
+    ("I'll get an accurate retiming when I go to merge.", None, None, None),
+    ("Official re-timing on PrimeIntellect with the Dockerfile env is expected to recover it.", None, None, None),
+])
+def test_a_re_timing_is_declared_by_a_sentence_naming_the_version_it_ran(sentence, torch, gpu, time_ms):
+    said = declared_retiming(sentence)
+    assert (said and (said.torch, said.gpu, said.time_ms)) == ((torch, gpu, time_ms) if torch is not None else None)
 
 
 # -- imports trust the clone no more than they must ---------------------------------------------------------

@@ -80,7 +80,7 @@ def _form_factor(gpu_model: str) -> str:
     return "SXM" if "H100" in gpu_model and "HBM3" in gpu_model else ""
 
 
-def _log_entry(rel: str, f: LogFacts) -> dict:
+def _log_entry(rel: str, f: LogFacts, role: str = "run") -> dict:
     entry = {"file": rel, "sha256": f.sha256, "program_sha256": f.program_sha256,
              "program_bytes": f.program_bytes, "fingerprint": f.fingerprint,
              "val_loss": f.val_loss, "train_time_ms": f.train_time_ms, "torch": f.torch}
@@ -88,6 +88,8 @@ def _log_entry(rel: str, f: LogFacts) -> dict:
         entry["missing"] = list(f.missing)
     if f.files:  # a program of several files (pipeline/records/program_files.py)
         entry["files"] = list(f.files)
+    if role != "run":  # the re-timing its README declares (selection.py, rule 4): written only where it is one
+        entry["role"] = role
     return entry
 
 
@@ -158,7 +160,9 @@ def _generated(x: RowImport, environments: list[EnvironmentPin], warnings: list[
         "parent": x.previous,
         "upstream": {"repository": x.repository, "licence": x.licence, "commit": x.commit, "folder": folder,
                      "raw_url_template": _raw_template(x.repository)},
-        "logs": [_log_entry(r.rel, r.facts) for r in sel.runs],
+        # the runs first (a plan takes the first log's program), then the re-timing the README declares
+        "logs": [_log_entry(r.rel, r.facts) for r in sel.runs]
+        + [_log_entry(r.rel, r.facts, "retiming") for r in sel.retimings],
         "program": {"fingerprint": fingerprints[0] if len(fingerprints) == 1 else "", "separator": SEPARATOR_TEXT},
         "published": published,
         "hardware": {"gpu_model": gpu_model, "gpu_form_factor": _form_factor(gpu_model),
@@ -559,7 +563,7 @@ def _import_one(records_dir: Path, x: RowImport, environments: list[EnvironmentP
         raise InputError(f"no run of the record among its folder's logs ({why}; "
                          f"{len(sel.left_out)} log(s) left out)", "")
     warnings: list[str] = []
-    for f in facts:
+    for f in facts + [r.facts for r in sel.retimings]:
         warnings += [f"{name}: {f.file}: {w}" for w in f.warnings]
     warnings += _sanity(x, facts)
     if (flags := list(sel.flags) + list(x.proposal.flags)):

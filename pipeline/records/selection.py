@@ -23,8 +23,15 @@ come from what upstream writes, not from a list of folder names:
    curve, its extra validations in its time).
    When the linked log is itself such a run of the earlier code, the logs beside it that run another program are
    the record's (flagged for the editor). Before 2024-12-04 a record was one run: the linked log.
-4. A log behind a symbolic link is never read: it may be another record's file.
-Every log ends up in `runs` or in `left_out` with its reason; nothing is decided silently.
+4. A re-timing the README declares. When the README says the record itself was re-timed on another software or
+   hardware version (`declared_retiming`: "The record was retimed using torch==2.9.0.dev20250713+cu126,
+   yielding 171743ms. This will be the official time for the record."), the logs that ran that version (their
+   own `Running PyTorch` line or nvidia-smi table shows it, and their train time is the one stated, when one is)
+   are the record's official time, not runs of its loss evidence: the runs of the other version "still stand in
+   terms of acquiring p-value" (2025-07-12_BosAlign). They go to `retimings`; where every run ran that version
+   there is no older set for the loss to stand on, and they stay runs.
+5. A log behind a symbolic link is never read: it may be another record's file.
+Every log ends up in `runs`, `retimings` or `left_out` with its reason; nothing is decided silently.
 """
 
 from __future__ import annotations
@@ -47,6 +54,15 @@ VERSION = re.compile(r"^(.*?)[-_]?v(\d+)$", re.I)
 # A log that validated this many times as often as the record's runs is a diagnostic run, not a timed one: "I
 # have attached logs with validation every 5 steps in this repo for more fine-grained analysis" (2025-11-29).
 DIAGNOSTIC_VALIDATIONS = 4
+# How a README declares that the record itself was re-timed (rule 4): a word of re-timing, in a sentence that
+# names the version the re-timing ran (a PyTorch build, or a GPU) and does not speak of the earlier code
+# (EARLIER_CODE: "retiming prior record: 147.4: [...]" re-times the parent, as every README from 2025-09-30 does).
+# A sentence about a re-timing still to come ("I'll get an accurate retiming when I go to merge") names no version.
+RETIMED = re.compile(r"\bre-?tim(?:ed|ing)\b", re.I)
+TORCH_VERSION = re.compile(r"\b(?:py)?torch\s*(?:==|\s)\s*v?(\d+\.\d+[\w.+-]*\w)", re.I)
+GPU_NAME = re.compile(r"(?:\b|(?<=\dx))((?:G?[HB]|A)\d{3})\b")  # H100, H200, GH200, B200, A100; 8xH200
+STATED_TIME = re.compile(r"\b(\d+(?:\.(\d+))?)\s*(ms|s|sec|seconds|min|minutes)\b", re.I)
+MS_PER_UNIT = {"ms": 1, "s": 1000, "sec": 1000, "seconds": 1000, "min": 60000, "minutes": 60000}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,12 +93,57 @@ class LeftOut:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Retiming:
+    """A README's declaration that the record itself was re-timed (rule 4): the version it ran, and its time when
+    the sentence states one."""
+
+    sentence: str  # the README's sentence, whitespace folded
+    torch: str = ""  # the PyTorch build it names ("2.9.0.dev20250713+cu126"), or ""
+    gpu: str = ""  # the GPU it names ("H200"), or ""
+    time_ms: float | None = None  # the time it states, in ms
+    time_slack_ms: float = 0.0  # half a unit of its last digit: "171.74 s" is 171735 to 171745 ms
+
+    def shown_by(self, f: LogFacts) -> bool:
+        """Whether a log's own header shows the declared version, and its train time is the stated one."""
+        torch = not self.torch or f.torch == self.torch or f.torch.split("+")[0] == self.torch
+        gpu = not self.gpu or bool(re.search(rf"\b{re.escape(self.gpu)}\b", f.gpu_model))
+        time = self.time_ms is None or (f.train_time_ms is not None
+                                        and abs(f.train_time_ms - self.time_ms) <= self.time_slack_ms)
+        return torch and gpu and time
+
+    @property
+    def version(self) -> str:
+        return " on ".join(x for x in (f"torch {self.torch}" if self.torch else "", self.gpu) if x)
+
+
+def declared_retiming(readme: str) -> Retiming | None:
+    """The first sentence of the README that declares a re-timing of the record itself on a named version (rule 4),
+    or None."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\s*\n", readme):
+        text = " ".join(sentence.split())
+        if not RETIMED.search(text) or any(p in text.lower() for p in EARLIER_CODE):
+            continue
+        torch, gpu = TORCH_VERSION.search(text), GPU_NAME.search(text)
+        if not (torch or gpu):
+            continue
+        said = Retiming(sentence=text, torch=torch.group(1) if torch else "", gpu=gpu.group(1) if gpu else "")
+        if (stated := STATED_TIME.search(text[torch.end() if torch else 0:])) is not None:
+            unit = MS_PER_UNIT[stated.group(3).lower()]
+            decimals = len(stated.group(2) or "")
+            said = Retiming(sentence=text, torch=said.torch, gpu=said.gpu, time_ms=float(stated.group(1)) * unit,
+                            time_slack_ms=max(0.5 * unit / 10 ** decimals, 0.5))
+        return said
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Selection:
     folder: str  # the submission's folder below the record folder ("" = the record folder)
     basis: str  # how the folder was chosen, as a sentence
     runs: tuple[Run, ...]
     left_out: tuple[LeftOut, ...]
     flags: tuple[str, ...]  # ambiguous cases, for the manifest's editor
+    retimings: tuple[Run, ...] = ()  # the re-timing the README declares (rule 4): the official time, not a run
 
 
 def _walk(root: Path) -> tuple[list[tuple[str, Path]], list[LeftOut]]:
@@ -337,11 +398,38 @@ def select_runs(inp: FolderInput) -> Selection:
     for other, logs in sorted(by_folder.items()):
         if other != folder:
             left += [_left_out_folder(r, folder, inp) for r in logs]
-    if linked_run is not None and linked_run not in runs and runs:
+    said = None if inp.era_single_run else declared_retiming(inp.readme)
+    runs, retimings, more = _split_retimings(runs, said)
+    flags += more
+    if retimings:
+        files = ", ".join(r.rel for r in retimings)
+        basis += (f"; {files} {'is' if len(retimings) == 1 else 'are'} the re-timing its README declares "
+                  f"(\"{_clip(said.sentence)}\"): the record's official time, not a run of its loss evidence")
+    if linked_run is not None and linked_run not in runs and linked_run not in retimings and runs:
         why = next(x for x in left if x.file == linked_run.rel)
         flags.append(f"the table links {linked}, which is not one of the record's runs ({why.reason}: {why.detail}); "
                      f"the {len(runs)} other log(s) of {folder or '.'}/ are taken: the editor should confirm it")
     if not runs and candidates:
         flags.append(f"none of the {len(candidates)} log(s) in {folder or '.'}/ is usable as a run")
     return Selection(folder=folder, basis=basis, runs=tuple(runs), left_out=tuple(sorted(left, key=lambda x: x.file)),
-                     flags=tuple(flags))
+                     flags=tuple(flags), retimings=tuple(retimings))
+
+
+def _split_retimings(runs: list[Run], said: Retiming | None) -> tuple[list[Run], list[Run], list[str]]:
+    """(runs, re-timings, flags) by rule 4: the runs that show the README's declared re-timing are its official
+    time when runs of another version remain to carry the loss evidence."""
+    if said is None or not runs:
+        return runs, [], []
+    shown = [r for r in runs if said.shown_by(r.facts)]
+    if not shown:
+        stated = f", {said.time_ms:g} ms" if said.time_ms is not None else ""
+        return runs, [], [f"its README declares a re-timing of the record ({said.version}{stated}: "
+                          f"\"{_clip(said.sentence)}\") that none of its runs' logs shows: every log is taken as a "
+                          "run; the editor should confirm it"]
+    if len(shown) == len(runs):
+        return runs, [], []  # every run ran the declared version: no older set for the loss to stand on
+    return [r for r in runs if r not in shown], shown, []
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
