@@ -172,6 +172,29 @@ def test_editor_choice_of_folder_survives_a_reimport(tmp_path):
     assert r.selection_folder == "this_pr_v2" and {log.file.split("/")[0] for log in r.logs} == {"this_pr_v2"}
 
 
+def test_a_re_timing_the_readme_declares_is_the_official_time_and_the_older_runs_the_loss_evidence(tmp_path):
+    """Track 1's row 26, 2025-07-12_BosAlign: 20 runs of torch 2.8.0.dev20250524 validated the change (p = 0.0049),
+    then "The record was retimed using torch==2.9.0.dev20250713+cu126, yielding 171743ms. This will be the official
+    time for the record. ... the runs conducted in the older torch version still stand in terms of acquiring p-value
+    on loss < 3.28." The log whose own header shows that torch and time (the table's link, named like any other) is
+    the official time, not one more run: the claim is timed on it, the loss judged on the older runs alone, and its
+    newer torch is no deviation from the record's."""
+    reg = imported(tmp_path, RETIMING, tracks=(1,))
+    retiming = "c1fd8a38-bb9f-45c4-8af0-d37f70c993f3.txt"
+    code, out = run("--registry", str(reg), "records", "check", "--from", str(RETIMING), "--json")
+    (row,) = json.loads(out)
+    assert code == 0 and row["verdict"] == "reproduced", row
+    assert len(row["runs_judged"]) == 4 and retiming not in row["runs_judged"] and row["retimings"] == [retiming]
+    assert row["time_s"] == pytest.approx(171.743) and row["p"] < 0.01 and row["mean_loss"] == pytest.approx(3.2773)
+    (reason,) = row["reasons"]  # one sentence says where the time and the loss come from
+    assert (f"the re-timing its README declares, {retiming} (PyTorch 2.9.0.dev20250713+cu126), took 171.74 s"
+            in reason and "its loss is judged on the other 4 run(s) (PyTorch 2.8.0.dev20250524+cu126)" in reason)
+    record = load_record("2025-07-12_BosAlign", reg / "records")
+    assert [log.file for log in record.retiming_logs] == [retiming] == [record.logs[-1].file]  # runs first
+    assert record.published.losses == (3.2770, 3.2772, 3.2774, 3.2776) and record.rules.loss_evidence == "own"
+    assert record.software.torch == "2.8.0.dev20250524+cu126" and "yielding 171743ms" in record.imported.runs_basis
+
+
 def test_a_declared_re_timing_no_log_shows_is_flagged_and_every_log_stays_a_run(tmp_path):
     """The declaration names the time its log printed: a README whose stated time no log of that torch printed
     does not make any log a re-timing, and the editor is told."""

@@ -52,7 +52,7 @@ def _history_row(ws: Workspace, r: Record, wheelhouse: Path | None = None) -> di
     from pipeline.records.environment_choice import registry_environments
 
     choice, env_exists = environment_of(ws, r, wheelhouse)
-    losses = [log.val_loss for log in r.logs if log.val_loss is not None] or list(r.published.losses)
+    losses = [log.val_loss for log in r.run_logs if log.val_loss is not None] or list(r.published.losses)
     times = list(r.published.times_s)
     torch_hashed = any(p.name == choice.environment and p.torch_sha256
                        for p in registry_environments(ws.environments_dir))
@@ -158,7 +158,8 @@ def show(registry, name, wheelhouse, as_json):
         loss = f"{log.val_loss}" if log.val_loss is not None else "—"
         time = f"{log.train_time_ms} ms" if log.train_time_ms is not None else "—"
         echo(f"  log        {log.file}  {log.sha256[:12]}…  loss {loss}  {time}"
-             + (f"  {log.fingerprint[:17]}…" if log.fingerprint else ""))
+             + (f"  {log.fingerprint[:17]}…" if log.fingerprint else "")
+             + ("  (re-timing: the official time, not a run)" if log.role == "retiming" else ""))
 
 
 @records.command("fingerprint")

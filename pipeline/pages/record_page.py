@@ -52,6 +52,9 @@ def _runs(s: SiteRecord, check: CheckRow | None) -> str:
     rows, classes = [], []
     for log in s.record.logs:
         state = "judged" if log.file in judged else ("left out" if log.file in left else "—")
+        if log.role == "retiming":  # the re-timing its README declares: its time is the record's, not its loss
+            state = "re-timing: the official time" + ("" if check and log.file in check.retimings else
+                                                      " (not checked)")
         rows.append([f'<code class="hash">{esc(log.file)}</code>', esc(state), fmt(log.val_loss, ".4f"),
                      fmt(log.train_time_ms / 1000 if log.train_time_ms else None, ".3f"), esc(log.torch or "—"),
                      f'<code class="hash">{esc(log.fingerprint[:24] or "—")}</code>',
@@ -73,7 +76,7 @@ def _runs(s: SiteRecord, check: CheckRow | None) -> str:
 
 def _loss_chart(s: SiteRecord) -> str:
     """Each published run's final loss against the target: from the logs' entries, else the manifest's list."""
-    logs = [(log.file[:12], log.val_loss) for log in s.record.logs if log.val_loss is not None]
+    logs = [(log.file[:12], log.val_loss) for log in s.record.run_logs if log.val_loss is not None]
     points = logs or [(f"run {i}", loss) for i, loss in enumerate(s.record.published.losses, 1)]
     if not points:
         return "<p>No published final loss to draw.</p>"

@@ -115,7 +115,7 @@ def load_check_rows(path: Path) -> list[CheckRow]:
                              time_ratio=r.get("time_ratio", number, False), reasons=r.strings("reasons"),
                              rule_why=r.get("rule_why", (str,), False) or "",
                              claimed_s=r.get("claimed_s", number, False),
-                             flags=r.strings("flags")))
+                             flags=r.strings("flags"), retimings=r.strings("retimings")))
     return rows
 
 

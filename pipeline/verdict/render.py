@@ -76,6 +76,14 @@ def _time(d: dict) -> str:
     return text
 
 
+LOGS_MEAN = "the logs' mean"
+
+
+def _timed(d: dict, logs: str) -> str:
+    """What the claimed time was compared with: the logs' mean (`logs`), or the re-timing its README declares."""
+    return f"the declared re-timing {', '.join(d['retimed'])}'s time" if d.get("retimed") else logs
+
+
 TEMPLATES: dict[str, Callable[[dict], str]] = {
     # a run that cannot be judged (severity problem)
     "run.no_log": lambda d: _run(d, f"no log at {d['log']}"),
@@ -128,12 +136,18 @@ TEMPLATES: dict[str, Callable[[dict], str]] = {
     "time.unlogged": lambda d: f"time: the {d['runs']} run(s)' logs print no train time (llm.c format)",
     "claim.time": lambda d: f"claimed time {d['claimed_s']:.2f} s; the logs' mean {d['mean_s']:.2f} s "
                             f"({d['ratio']:.3f} x)",
-    "claim.time_differs": lambda d: (f"the table claims {d['claimed_s']:.2f} s; the logs' mean is {d['mean_s']:.2f} s "
-                                     f"({d['ratio']:.3f} x, beyond {d['tolerance']:.0%}): the claim comes from a "
-                                     "timing these logs do not hold"),
-    "claim.time_implausible": lambda d: (f"the logs' mean time {d['mean_s']:.2f} s is {d['ratio']:.2f} x the claimed "
-                                         f"{d['claimed_s']:.2f} s: these are not the record's timed runs"),
+    "claim.time_differs": lambda d: (f"the table claims {d['claimed_s']:.2f} s; {_timed(d, LOGS_MEAN)} is "
+                                     f"{d['mean_s']:.2f} s ({d['ratio']:.3f} x, beyond {d['tolerance']:.0%}): the "
+                                     "claim comes from a timing these logs do not hold"),
+    "claim.time_implausible": lambda d: (f"{_timed(d, LOGS_MEAN + ' time')} {d['mean_s']:.2f} s is {d['ratio']:.2f} x "
+                                         f"the claimed {d['claimed_s']:.2f} s: these are not the record's timed runs"),
     "claim.time_unlogged": lambda d: f"the logs print no train time; the table claims {d['claimed_s']:.1f} s",
+    # a re-timing its README declares (pipeline/verdict/history.py): the official time, the loss on the other runs
+    "claim.retimed": lambda d: (f"claimed time {d['claimed_s']:.2f} s; the re-timing its README declares, "
+                                f"{', '.join(d['retimed'])} ({', '.join(d.get('ran') or ()) or 'same versions'}), "
+                                f"took {d['mean_s']:.2f} s ({d['ratio']:.3f} x): the record's official time; "
+                                f"its loss is judged on the other {d['runs']} run(s)"
+                                + (f" ({d['runs_ran']})" if d.get("runs_ran") else "")),
     "check.log_missing": lambda d: d["detail"],
     # smoke runs (pipeline/verdict/smoke.py)
     "smoke.program": lambda d: _run(d, f"smoke cut: {d['issue']}"),
