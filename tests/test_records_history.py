@@ -161,6 +161,10 @@ def test_track_two_has_its_own_target_and_two_rows_in_one_folder(registry):
     assert [log.file for log in baseline.logs] == ["main.log"] and baseline.rules.loss_evidence == "baseline"
     assert [log.file for log in record.logs] == ["241dd7a7-3d76-4dce-85a4-7df60387f32a.txt"]
     assert left(record, "parent-log") == ["main.log"] and record.parent == "2025-01-18-row1"
+    # row 2's log shares row 1's folder: row 1 leaves it out as that later row's, not as another experiment
+    later = [x for x in baseline.imported.left_out if x["reason"] == "later-record-log"]
+    assert [x["file"] for x in later] == ["241dd7a7-3d76-4dce-85a4-7df60387f32a.txt"]
+    assert "row 2" in later[0]["detail"]
 
 
 def test_editor_choice_of_folder_survives_a_reimport(tmp_path):

@@ -394,6 +394,13 @@ def _parent_name(rows: list[TableRow], index: int, names: dict[int, str], name: 
     return parent
 
 
+def _later_logs(plan: list[tuple[TableRow, Path, str]], index_of: dict[int, int], index: int,
+                folder: Path) -> dict[str, str]:
+    """The log files later rows of the table link in this same folder, by file name, with each row's number."""
+    return {Path(row.log_link).name: row.number for row, other, _ in plan
+            if index_of[id(row)] > index and other == folder and Path(row.log_link).suffix in (".txt", ".log")}
+
+
 def _linked_file_name(row: TableRow | None) -> frozenset[str]:
     if row is None or Path(row.log_link).suffix not in (".txt", ".log"):
         return frozenset()
@@ -464,6 +471,7 @@ def import_records(clone: Path, records_dir: Path, track: int = 1, commit: str |
         inp = FolderInput(record_dir=folder, linked=linked, readme=_readme(folder),
                           era_single_run=bool(row.date) and row.date < "2024-12-04", track_gpus=terms.gpu_count,
                           parent_log_names=_linked_file_name(previous_row),
+                          later_logs=_later_logs(plan, index_of, index, folder),
                           editor_folder=_editor_folder(records_dir / f"{name}.yaml"),
                           parent_programs=_programs(records_dir / f"{previous}.yaml") if previous else frozenset())
         try:

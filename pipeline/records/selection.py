@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pipeline.records.logfacts import LOG_SUFFIXES, LogFacts, LogUnreadable, read_log_facts
@@ -73,6 +73,9 @@ class FolderInput:
     era_single_run: bool  # before 2024-12-04 a record was one run
     track_gpus: int  # the GPU count the track is run on
     parent_log_names: frozenset[str]  # file names the previous row links (its log, copied here)
+    # file names a later row of the table links in this same folder, with that row's number (track 2's first folder
+    # holds row 1's llm.c log and row 2's record log): that row's record, not this one's
+    later_logs: dict[str, str] = field(default_factory=dict)
     editor_folder: str | None = None  # the manifest editor's `selection.folder`
     parent_programs: frozenset[str] = frozenset()  # the previous record's runs' program sha256s and fingerprints
 
@@ -86,8 +89,9 @@ class Run:
 @dataclass(frozen=True)
 class LeftOut:
     file: str  # path below the record folder
-    reason: str  # baseline | other-hardware | parent-log | duplicate | incomplete | untrusted | other-schedule |
-    #              other-version | other-experiment | symlink | unreadable | previous-record | diagnostic
+    reason: str  # baseline | other-hardware | parent-log | later-record-log | duplicate | incomplete | untrusted |
+    #              other-schedule | other-version | other-experiment | symlink | unreadable | previous-record |
+    #              diagnostic
     detail: str = ""
     sha256: str = ""
 
@@ -250,11 +254,17 @@ def _on_track_hardware(inp: FolderInput, folder: str, by_folder: dict[str, list[
                         f"{inp.track_gpus}, and no sibling folder holds the same schedule on {inp.track_gpus}"]
 
 
-def _parent_log(run: Run, inp: FolderInput) -> LeftOut | None:
-    if PurePosixPath(run.rel).name not in inp.parent_log_names:
-        return None
-    return LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
-                   run.facts.sha256)
+def _other_rows_log(run: Run, inp: FolderInput) -> LeftOut | None:
+    """A log the table links for another row: the previous record's (copied here), or a later row's that shares
+    this folder."""
+    name = PurePosixPath(run.rel).name
+    if name in inp.parent_log_names:
+        return LeftOut(run.rel, "parent-log", "the previous record's log (the table links it for that row)",
+                       run.facts.sha256)
+    if name in inp.later_logs:
+        return LeftOut(run.rel, "later-record-log", f"a later record's log (the table links it for row "
+                       f"{inp.later_logs[name]}, which shares this folder)", run.facts.sha256)
+    return None
 
 
 def _earlier_code(run: Run, inp: FolderInput, own_program: frozenset[str]) -> LeftOut | None:
@@ -322,7 +332,7 @@ def _why_not_run(run: Run, inp: FolderInput, linked_steps: int | None, seen: dic
                                                   f"{inp.track_gpus}", f.sha256)
     if BASELINE.search(name):
         return LeftOut(run.rel, "baseline", "its name marks it a baseline run for comparison", f.sha256)
-    if (parent := _parent_log(run, inp) or _earlier_code(run, inp, own_program)) is not None:
+    if (parent := _other_rows_log(run, inp) or _earlier_code(run, inp, own_program)) is not None:
         return parent
     if f.sha256 in seen:
         return LeftOut(run.rel, "duplicate", f"the same bytes as {seen[f.sha256]}", f.sha256)
@@ -386,7 +396,7 @@ def select_runs(inp: FolderInput) -> Selection:
         linked_steps, cadence = _steps([r.facts for r in newer]), _validations([r.facts for r in newer])
     for run in candidates:
         if inp.era_single_run and linked_run is not None and run is not linked_run:
-            why = _parent_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
+            why = _other_rows_log(run, inp) or LeftOut(run.rel, "other-experiment", "before 2024-12-04 a record was "
                                                    f"one run: the table links {linked}", run.facts.sha256)
         else:
             why = _why_not_run(run, inp, linked_steps, seen, own, cadence)
