@@ -65,6 +65,7 @@ for LEVER in "${LEVERS[@]}"; do
 done
 
 LEFT=$((BUDGET_S - ($(date +%s) - START)))
+echo "runs: ${LEFT} s of the ${BUDGET_S} s budget left (a run starts only with its need left)"
 python3 benchmarks/sidebyside.py --data "$DATA" ${DRY_RUN:+--dry-run} --world-sizes 1 --steps "$STEPS" --repeat "$REPEAT" \
   --seed "$SEED" "${VARIANTS[@]}" --only "$ONLY" --budget-s "$LEFT" "${NEEDS[@]}" --out "$DEST" \
   > "$DEST/sidebyside.txt" 2>&1

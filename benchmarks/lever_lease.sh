@@ -7,7 +7,9 @@
 #   bash benchmarks/lever_lease.sh poll 540             # each later call: wait up to 540 s, collect
 #
 # Environment (read by start): CHECK_TESTS (the levers' GPU tests, lever_ab.sh's), PRE (a command run first, its
-# output in pre.txt: a kernel's own timing, seconds), BUDGET_S (lever_ab.sh's, default 1200), PROFILE_SET (--set
+# output in pre.txt: a kernel's own timing, seconds), BUDGET_S (lever_ab.sh's, default 1200; LEASE_DEVICE_S, status's
+# budget_left_s, and LEASE_T0, the caller's `date +%s` just before the call, lower it to what the lease has left,
+# as for benchmarks/lease.sh's table), PROFILE_SET (--set
 # options for a profile of native after the A/B, e.g. "fused_loss_transpose=false"; none: no profile), PROFILE_NEED_S (150),
 # DRY_RUN (lever_ab.sh's: plans the runs, no GPU; tests/test_lever_ab.py), LEASE_TREE and LEASE_DIR (the copy and
 # the results, /tmp/lever-tree and /tmp/lever-lease). Every call leaves $OUT/lever-lease.tgz
@@ -19,8 +21,16 @@ export LEASE_TREE=${LEASE_TREE:-/tmp/lever-tree} LEASE_DIR=${LEASE_DIR:-/tmp/lev
   LEASE_SHOW=lever-ab.txt BUDGET_S=${BUDGET_S:-1200} PROFILE_NEED_S=${PROFILE_NEED_S:-150}
 
 session() {  # the detached part, in the copy (lease.sh's COMMAND); its levers are the arguments
-  local R=$LEASE_DIR start=$SECONDS
+  local R=$LEASE_DIR start=$SECONDS slack=200 lease
   mkdir -p "$R/profile"
+  if [ -n "${LEASE_DEVICE_S:-}" ]; then
+    # the device time the session had left when the call began (refused calls spend from it), less what the lease
+    # held before this started and the collection: BUDGET_S never asks for more, and no profile runs past it
+    lease=$(python3 benchmarks/session_plan.py budget ${LEASE_HELD_S:+--held-s "$LEASE_HELD_S"} \
+      --device-s "$LEASE_DEVICE_S") || exit 1
+    [ "$lease" -lt "$BUDGET_S" ] && BUDGET_S=$lease slack=0
+    echo "budget $BUDGET_S s (the lease's device time allows $lease s)" >> "$R/progress.txt"
+  fi
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     python3 -c "import torch, triton; print(torch.__version__, triton.__version__)"; } > "$R/gpus.csv" 2>&1
   if [ -n "${PRE:-}" ]; then
@@ -30,7 +40,7 @@ session() {  # the detached part, in the copy (lease.sh's COMMAND); its levers a
   DEST=$R/lever-ab BUDGET_S=$((BUDGET_S - (SECONDS - start))) bash benchmarks/lever_ab.sh "$@" > "$R/lever-ab.txt" 2>&1
   echo "lever-ab rc $? after $((SECONDS - start)) s" >> "$R/progress.txt"
   if [ -n "${PROFILE_SET:-}" ] && [ -z "${DRY_RUN:-}" ] \
-      && [ $((SECONDS - start)) -lt $((BUDGET_S + 200 - PROFILE_NEED_S)) ]; then
+      && [ $((SECONDS - start)) -lt $((BUDGET_S + slack - PROFILE_NEED_S)) ]; then
     local sets=() kv
     for kv in $PROFILE_SET; do sets+=(--set "$kv"); done
     timeout "$PROFILE_NEED_S" python3 -m torch.distributed.run --standalone --nproc_per_node=1 -m train \

@@ -5,9 +5,11 @@ benchmarks/lever_lease.sh around it: a detached session from a copy of the tree,
 """
 
 import os
+import re
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 from tests.test_sidebyside import small_shards
@@ -85,6 +87,35 @@ def test_the_lease_runs_its_session_detached_from_a_copy_and_collects_it(tmp_pat
     assert files["lease/pre.txt"].split() == ["pre-ok", str(tmp_path / "tree")]  # ran in the copy, not the checkout
     assert "native-fused_loss" in files["lease/lever-ab.txt"] and "--set fused_loss=true" in files["lease/lever-ab.txt"]
     assert (tmp_path / "tree" / "benchmarks" / "lever_ab.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
+
+
+def lease_archive(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """lever_lease.sh start in a dry run; the collected archive's text files by name."""
+    tmp_path.mkdir(exist_ok=True)
+    small_shards(tmp_path / "d")
+    env = dry_env(tmp_path, DATA=str(tmp_path / "d"), OUT=str(tmp_path / "out"), LEASE_TREE=str(tmp_path / "tree"),
+                  LEASE_DIR=str(tmp_path / "lease"), **extra)
+    (tmp_path / "out").mkdir()
+    done = subprocess.run(["bash", "benchmarks/lever_lease.sh", "start", "120", "fused_loss"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "out" / "lever-lease.tgz") as archive:
+        return {m.name: archive.extractfile(m).read().decode() for m in archive.getmembers() if m.isfile()}
+
+
+def test_refused_calls_shrink_the_lever_budget_to_the_device_time_left(tmp_path):
+    # 2026-12-05: eleven refused calls took the session from 1,800 s to 894 s; BUDGET_S was cut by hand each time.
+    # 900 s left, the lease held 30 s: 900 - 30 - 20 (the collection) = 850 s, under the asked 1,200
+    t0 = str(int(time.time()) - 30)
+    files = lease_archive(tmp_path, LEASE_DEVICE_S="900", LEASE_T0=t0, BUDGET_S="1200")
+    budget = re.search(r"budget (\d+) s \(the lease's device time allows (\d+) s\)", files["lease/progress.txt"])
+    assert budget and budget[1] == budget[2] and 845 <= int(budget[1]) <= 850, files["lease/progress.txt"]
+    asked = re.search(r"runs: (\d+) s of the (\d+) s budget left", files["lease/lever-ab.txt"])
+    # lever_ab.sh gets the budget less what the session spent before it (the copy, PRE)
+    assert asked and int(budget[1]) - 10 <= int(asked[2]) <= int(budget[1]), files["lease/lever-ab.txt"]
+    # with the whole session's time left, the asked budget stands
+    files = lease_archive(tmp_path / "full", LEASE_DEVICE_S="1800", LEASE_T0=str(int(time.time())), BUDGET_S="1000")
+    assert "budget 1000 s" in files["lease/progress.txt"], files["lease/progress.txt"]
 
 
 def test_a_poll_on_a_fresh_machine_says_so_at_once(tmp_path):
