@@ -18,10 +18,11 @@ with this file as of commit 699dfb3). Levers 15 and 16 (config relu2_prologue) s
 it: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, which stores
 h from its registers. Lever 15's (d) left h to (c), which wrote it in its epilogue: (d) took 0.360 against 0.443 ms,
 in the fastest of four tile shapes, and (c) 0.604 against 0.472 (docs/device-runs/
-2026-12-04-h200-table-lost-lever15/, with this file as of commit bfe3f3f). (c)'s "pair" form is lever 17's (config
-relu2_two_per_sm): one program per 128 × 128 tile, two programs an SM; (d)'s "pair" times the same launch for the
-forward. Each way is checked against (a) first (bf16: elements apart, largest distance), then timed as means of 20
-calls, 5 rounds alternating. One Python dict per line; the last holds the medians.
+2026-12-04-h200-table-lost-lever15/, with this file as of commit bfe3f3f). Lever 17, (c) on 128 × 128 tiles, one
+program each and two an SM, was timed only end to end, 1.0011 against the persistent kernel, and deleted
+(docs/device-runs/2026-12-05-h200-lever17/). Each way is checked against (a) first (bf16: elements apart, largest
+distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds the
+medians.
 """
 
 import argparse
@@ -31,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
-from train.relu2_grad import PAIR_STAGES, PAIR_TILE, PAIR_WARPS, PROJ_STAGES, PROJ_TILE, PROJ_WARPS, launch, launch_proj
+from train.relu2_grad import PROJ_STAGES, PROJ_TILE, PROJ_WARPS, launch, launch_proj
 
 
 def relu2(pre):
@@ -66,14 +67,12 @@ def main() -> None:
     ew_b = torch.compile(relu2_backward) if cuda else relu2_backward
     pre = x @ fc
     grad_pre = ew_b(grad_y @ proj, pre)
-    # (c)'s forms: launch's arguments after (grad_y, proj, pre); "pair" is lever 17's, two programs an SM
-    forms = {"persistent": (sms,)} if cuda else {}
-    forms |= {"one tile each": (0,), "pair": (0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)}
+    forms = {"persistent": sms, "one tile each": 0} if cuda else {"one tile each": 0}  # (c)'s, launch's programs
     h = ew(pre)
     y = F.linear(h, proj)
     d_y, d_h = launch_proj(pre, proj, sms, *(PROJ_TILE, PROJ_STAGES, PROJ_WARPS) if cuda else ((64, 32, 64), 2, 4))
     print({"check (elements apart, largest distance) against (a), of": pre.numel(),
-           **{form: apart(launch(grad_y, proj, pre, *p), grad_pre) for form, p in forms.items()},
+           **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()},
            "d: y": apart(d_y, y), "d: h": apart(d_h, h)}, flush=True)
     if not cuda:
         return
@@ -83,12 +82,8 @@ def main() -> None:
             "a_forward_proj (h, then h·projᵀ)": lambda: F.linear(ew(pre), proj),
             "proj_mm_alone": lambda: F.linear(h, proj)}
     for form, p in forms.items():
-        ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, *p)
+        ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, p)
     ways["d_forward_proj"] = lambda: launch_proj(pre, proj, sms)
-    # lever 17's idea on the forward, timed only: one program per tile, 128 x 128, two an SM (81,968 bytes and 125
-    # registers compiled for sm_90a); its values: the check line below
-    ways["d_forward_proj pair"] = lambda: launch_proj(pre, proj, 0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)
-    print({"d pair: y": apart(ways["d_forward_proj pair"]()[0], y)}, flush=True)
     if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")

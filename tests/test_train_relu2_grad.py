@@ -23,7 +23,7 @@ from train.relu2_grad import record_mlp, relu2_mlp
 INTERPRETED = """
 import torch
 import torch.nn.functional as F
-from train.relu2_grad import PAIR_STAGES, PAIR_TILE, PAIR_WARPS, launch, launch_proj, reference
+from train.relu2_grad import launch, launch_proj, reference
 def apart(got, want):
     far = ((got.float() - want.float()).abs() > want.float().abs() * 2 ** -9).sum().item()
     return dict(flips=(got != want).sum().item() / want.numel(), beyond_one_step=far)
@@ -34,8 +34,6 @@ for M, D in ((256, 64), (200, 64)):   # 200: a row tile that the descriptors cut
     pre = torch.randn(M, 4 * D, generator=g).half()
     got, want = launch(grad_y, proj, pre, 0), reference(grad_y, proj, pre)
     out[f"grad {M}x{D}"] = dict(**apart(got, want), zeros_kept=bool((got[pre <= 0] == 0).all()))
-    got = launch(grad_y, proj, pre, 0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)  # lever 17's tiles
-    out[f"grad pair {M}x{D}"] = dict(**apart(got, want), zeros_kept=bool((got[pre <= 0] == 0).all()))
     # the forward kernel on a small tile, so that K (4D) has four blocks and N (D) two tiles, the second cut
     h_want = F.relu(pre).square()
     y, h = launch_proj(pre, proj[:48], 0, tile=(64, 32, 64), stages=2, warps=4)
@@ -46,11 +44,10 @@ print(out)
 
 @needs_triton
 def test_the_kernels_in_the_interpreter_equal_their_torch_forms():
-    """Both kernels against torch's ops, the backward on its tiles and lever 17's: equal but for one-step flips of
-    float32 sums in another order; h, which the forward kernel stores for lever 16, bit for bit, every element
-    written once (rows cut at the edge too)."""
+    """Both kernels against torch's ops: equal but for one-step flips of float32 sums in another order; h, which
+    the forward kernel stores for lever 16, bit for bit, every element written once (rows cut at the edge too)."""
     results = run_interpreted("-c", INTERPRETED)
-    assert len(results) == 6
+    assert len(results) == 4
     for name, r in results.items():
         assert r["flips"] < 0.01 and r["beyond_one_step"] == 0, (name, r)
         assert r.get("zeros_kept", True) and r.get("h_equal", True), (name, r)
@@ -69,12 +66,7 @@ def prologue_mlp(x, fc, proj):
     return relu2_mlp(x, fc, proj, True)
 
 
-def pair_mlp(x, fc, proj):
-    """Lever 17: the backward kernel on 128 × 128 tiles, two programs an SM (config relu2_two_per_sm)."""
-    return relu2_mlp(x, fc, proj, two_per_sm=True)
-
-
-MLPS = [relu2_mlp, prologue_mlp, pair_mlp]
+MLPS = [relu2_mlp, prologue_mlp]
 
 
 def run(fn, x, fc, proj, grad_y):
@@ -124,17 +116,17 @@ def test_the_mlp_on_cuda_is_as_close_to_float64_as_the_record(mlp):
         assert err_ours <= err_rec * 1.05 + 1e-4, (name, err_ours, err_rec)
 
 
-@pytest.mark.parametrize("prologue, two_per_sm", [(False, False), (True, False), (False, True)])
-def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch, prologue, two_per_sm):
+@pytest.mark.parametrize("prologue", [False, True])
+def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch, prologue):
     """Made true here, runs_triton sends the CPU through the autograd.Function (its backward's torch form): every
-    MLP goes through it, with configs relu2_prologue and relu2_two_per_sm (levers 16 and 17) as given, and the loss
-    and gradients are the record expression's (float32 rounding apart)."""
+    MLP goes through it, with config relu2_prologue (lever 16) as given, and the loss and gradients are the record
+    expression's (float32 rounding apart)."""
     import dataclasses
 
     import train.model
 
     calls = []
-    cfg = dataclasses.replace(preset("tiny"), relu2_prologue=prologue, relu2_two_per_sm=two_per_sm)
+    cfg = dataclasses.replace(preset("tiny"), relu2_prologue=prologue)
     T = cfg.train_max_seq_len
     inputs_, targets = torch.randint(0, 100, (T,), dtype=torch.int32), torch.randint(0, 100, (T,))
     args = (inputs_, targets, torch.tensor([0, T], dtype=torch.int32), torch.tensor(16), torch.tensor(32),
@@ -150,9 +142,9 @@ def test_the_model_takes_every_mlp_from_it_where_triton_runs(monkeypatch, prolog
     model = GPT(cfg)
     record = loss_and_grads(model)
     monkeypatch.setattr(train.model, "runs_triton", lambda t: True)
-    monkeypatch.setattr(train.model, "relu2_mlp", lambda *a: calls.append(a[3:]) or relu2_mlp(*a))
+    monkeypatch.setattr(train.model, "relu2_mlp", lambda *a: calls.append(a[3]) or relu2_mlp(*a))
     ours = loss_and_grads(model)
-    assert calls == [(prologue, two_per_sm)] * sum(spec.has_mlp for spec in model.plan) and calls
+    assert calls == [prologue] * sum(spec.has_mlp for spec in model.plan) and calls
     assert torch.allclose(ours[0], record[0], rtol=1e-5)
     assert ours[1].keys() == record[1].keys()
     for name, g in ours[1].items():
@@ -173,17 +165,16 @@ def compiled_on_sm90a(kernel, signature: dict, constants: dict, warps: int, stag
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
-def backward_on_sm90a(M: int, N: int, K: int, pair: bool = False):
-    """The backward kernel compiled as `launch` compiles it: persistent on 132 programs (an H100's SMs) on TILE, or
-    with pair one program per tile on PAIR_TILE (lever 17)."""
-    from train.relu2_grad import GROUP_M, PAIR_STAGES, PAIR_TILE, PAIR_WARPS, STAGES, TILE, WARPS, programs_for
+def backward_on_sm90a(M: int, N: int, K: int):
+    """The backward kernel compiled as `launch` compiles it: persistent on 132 programs (an H100's SMs) on TILE."""
+    from train.relu2_grad import GROUP_M, STAGES, TILE, WARPS, programs_for
     from train.relu2_grad_kernel import relu2_grad_kernel
 
-    (bm, bn, bk), stages, warps = (PAIR_TILE, PAIR_STAGES, PAIR_WARPS) if pair else (TILE, STAGES, WARPS)
+    (bm, bn, bk), stages, warps = TILE, STAGES, WARPS
     signature = {"a_desc": f"tensordesc<bf16[{bm},{bk}]>", "b_desc": f"tensordesc<bf16[{bk},{bn}]>",
                  "pre_desc": f"tensordesc<bf16[{bm},{bn}]>", "out_desc": f"tensordesc<bf16[{bm},{bn}]>"}
     constants = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                     NUM_PROGRAMS=programs_for(M, N, bm, bn, 0 if pair else 132)[1])
+                     NUM_PROGRAMS=programs_for(M, N, bm, bn, 132)[1])
     return compiled_on_sm90a(relu2_grad_kernel, signature, constants, warps, stages)
 
 
@@ -191,24 +182,6 @@ def shared_bytes_on_sm90a(M: int, N: int, K: int) -> int:
     """The backward kernel's shared memory in bytes, which Triton checks against the GPU's limit at the first
     launch."""
     return backward_on_sm90a(M, N, K).metadata.shared
-
-
-def registers_per_thread(compiled) -> int:
-    """From the cubin, by the cuobjdump that Triton ships (Triton reads the count from the driver at the first
-    launch, which needs a GPU)."""
-    import pathlib
-    import re
-    import subprocess
-    import tempfile
-
-    import triton
-
-    tool = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-    return int(re.search(r"REG:(\d+)", usage).group(1))
 
 
 @needs_triton
@@ -246,28 +219,6 @@ def test_the_forward_kernel_fits_an_h100_and_takes_h_from_registers():
     assert operands and all(op.startswith("{") for op in operands), operands[:2]
 
 
-SM_SHARED_BYTES, SM_REGISTERS, PROGRAM_RESERVED_BYTES = 233472, 65536, 1024  # an H100's or H200's SM (sm_90)
-
-
-@needs_triton
-def test_lever_17s_kernel_fits_two_programs_an_sm_where_the_default_fits_one():
-    """Lever 17's premise at the record's shape: with PAIR_TILE two programs fit one SM's shared memory and
-    registers (each allotted in eights a thread), so one program's epilogue can run beside the other's GEMM; the
-    default TILE's persistent program fills an SM alone. Compiled for sm_90a, no spills either way (Triton 3.6.0:
-    98,328 bytes and 91 registers against 213,016 and 244)."""
-    pair, default = backward_on_sm90a(49152, 3072, 768, pair=True), backward_on_sm90a(49152, 3072, 768)
-
-    def programs_an_sm(compiled, warps: int) -> int:
-        regs = -(-registers_per_thread(compiled) // 8) * 8 * 32 * warps
-        return min(SM_SHARED_BYTES // (compiled.metadata.shared + PROGRAM_RESERVED_BYTES), SM_REGISTERS // regs)
-
-    from train.relu2_grad import PAIR_WARPS, WARPS
-
-    assert programs_an_sm(pair, PAIR_WARPS) == 2 and programs_an_sm(default, WARPS) == 1
-    for compiled in (pair, default):
-        assert "st.local" not in compiled.asm["ptx"] and "ld.local" not in compiled.asm["ptx"]
-
-
 def test_a_shape_the_gpu_refuses_takes_the_torch_form_once_asked(monkeypatch):
     """Triton's refusal at the first launch (OutOfResources, raised before anything runs) sends that shape to the
     torch form, the same arithmetic, and it is not asked again in this process. The refusal is injected here;
@@ -289,7 +240,7 @@ def test_a_shape_the_gpu_refuses_takes_the_torch_form_once_asked(monkeypatch):
     pre = torch.randn(grad_y.size(0), proj.size(1))
     for _ in range(2):
         assert torch.equal(mod.relu2_grad(grad_y, proj, pre), mod.reference(grad_y, proj, pre))
-    assert len(launches) == 1 and mod.NO_FIT == {("relu2_grad", 96, 256, 64, False)}
+    assert len(launches) == 1 and mod.NO_FIT == {("relu2_grad", 96, 256, 64)}
 
 
 def test_the_tiny_shape_on_cuda_gives_the_torch_forms_bits():

@@ -76,9 +76,6 @@ class TrainConfig:
     # deleted: h = relu(pre)² squared inside the GEMM that reads it and stored from there, in place of Inductor's
     # separate pass (train/relu2_grad.py)
     relu2_prologue: bool = False
-    # issue 41, lever 17, the same: ReLU²'s backward kernel on 128 × 128 tiles, one program per tile, two an SM
-    # (train/relu2_grad.py), in place of one persistent program an SM on 128 × 256 tiles
-    relu2_two_per_sm: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

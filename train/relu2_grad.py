@@ -3,7 +3,6 @@
     from train.relu2_grad import record_mlp, relu2_mlp
     y = relu2_mlp(x, fc, proj)   # x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D): train/model.py's MLP
     y = relu2_mlp(x, fc, proj, prologue=True)   # lever 16 (config relu2_prologue): h made by the GEMM that reads it
-    y = relu2_mlp(x, fc, proj, two_per_sm=True)   # lever 17 (config relu2_two_per_sm): two backward programs an SM
     y = record_mlp(x, fc, proj)  # the record's expression: the same forward; the model's choice off Triton
 
 Forward: the model's expression, pre = x·fc, h = relu(pre)², y = h·projᵀ, with pre and h saved. Backward:
@@ -23,10 +22,9 @@ it loads it and stores h from the same registers, in place of Inductor's pass (r
 h back. Lever 15, the same GEMM with h left to the backward kernel's epilogue, measured slower (1.0069 end to end,
 2026-12-04): the forward took 0.360 against 0.443 ms per layer, the backward 0.604 against 0.472.
 
-Lever 17 (off until measured end to end): the backward kernel on 128 × 128 tiles, one program per tile, so that two
-programs share each SM and one's epilogue (read pre, write grad_pre: memory) runs while the other's GEMM does (the
-tensor cores). The persistent kernel, one program per SM on 128 × 256 tiles, waits on each tile's epilogue before
-its next GEMM: 0.481 ms per layer where cuBLAS's GEMM alone takes 0.33 and the epilogue's bytes about 0.13.
+Lever 17, the backward kernel on 128 × 128 tiles, one program per tile and two an SM so that one's epilogue would
+run beside the other's GEMM, measured 1.0011 end to end against this persistent kernel (3 + 3 runs on one H200,
+2026-12-05, docs/device-runs/2026-12-05-h200-lever17/) and was deleted.
 """
 
 from __future__ import annotations
@@ -44,10 +42,7 @@ STAGES, WARPS, GROUP_M = 3, 8, 8
 # the forward kernel's (lever 16), the fastest of four shapes measured (lever 15, 2026-12-04): its output has
 # D = 768 columns, three 256-wide tiles
 PROJ_TILE, PROJ_STAGES, PROJ_WARPS = (128, 256, 64), 3, 8
-# lever 17's: compiled for sm_90a, 98,328 bytes of shared memory and 91 registers a thread, so two programs fit an
-# SM (228 KiB, 64 Ki registers); TILE's kernel takes 213,016 bytes and 244 registers (tests/test_train_relu2_grad.py)
-PAIR_TILE, PAIR_STAGES, PAIR_WARPS = (128, 128, 64), 3, 8
-# (op, M, N, K, and relu2_grad's launch) for which Triton refused the kernel at its first launch (OutOfResources:
+# (op, M, N, K) for which Triton refused the kernel at its first launch (OutOfResources:
 # before anything ran); each is asked once per process, then goes straight to the torch form
 NO_FIT: set[tuple] = set()
 
@@ -61,7 +56,7 @@ def reference(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
 def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, tile: tuple[int, int, int] = TILE,
            stages: int = STAGES, warps: int = WARPS) -> Tensor:
     """The backward kernel: programs > 0 persistent on that many programs, 0 one program per tile (the
-    interpreter's, and lever 17's with PAIR_TILE)."""
+    interpreter's)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from train.relu2_grad_kernel import relu2_grad_kernel  # imports Triton: at the first launch only
@@ -119,20 +114,14 @@ def triton_or_reference(key: tuple, on: Tensor, kernel, reference_fn):
 
 
 @torch.library.custom_op("repro_train::relu2_grad", mutates_args=())
-def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor, two_per_sm: bool = False) -> Tensor:
-    """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring); two_per_sm:
-    lever 17's launch."""
-    def kernel(sms: int) -> Tensor:
-        if two_per_sm:
-            return launch(grad_y, proj, pre, 0, PAIR_TILE, PAIR_STAGES, PAIR_WARPS)
-        return launch(grad_y, proj, pre, sms)
-
-    return triton_or_reference(("relu2_grad", grad_y.size(0), proj.size(1), grad_y.size(1), two_per_sm), pre,
-                               kernel, lambda: reference(grad_y, proj, pre))
+def relu2_grad(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
+    """grad_y (T, D), proj (D, 4D), pre (T, 4D) -> dL/dpre (T, 4D) in pre's dtype (module docstring)."""
+    return triton_or_reference(("relu2_grad", grad_y.size(0), proj.size(1), grad_y.size(1)), pre,
+                               lambda sms: launch(grad_y, proj, pre, sms), lambda: reference(grad_y, proj, pre))
 
 
 @relu2_grad.register_fake
-def _(grad_y: Tensor, proj: Tensor, pre: Tensor, two_per_sm: bool = False) -> Tensor:
+def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return torch.empty_like(pre, memory_format=torch.contiguous_format)
 
 
@@ -160,7 +149,7 @@ def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
 
 class _Relu2MLP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor, prologue: bool, two_per_sm: bool) -> Tensor:
+    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor, prologue: bool) -> Tensor:
         pre = F.linear(x, fc.T)  # (T, 4D), the model's expression
         if prologue:  # lever 16: h squared inside the GEMM that reads it, and stored from there
             y, h = relu2_proj(pre, proj)
@@ -168,15 +157,14 @@ class _Relu2MLP(torch.autograd.Function):
             h = F.relu(pre).square()
             y = F.linear(h, proj)  # (T, D)
         ctx.save_for_backward(x, fc, proj, pre, h)
-        ctx.two_per_sm = two_per_sm
         return y
 
     @staticmethod
     def backward(ctx, grad_y: Tensor):
         x, fc, proj, pre, h = ctx.saved_tensors
-        grad_pre = relu2_grad(grad_y, proj, pre, ctx.two_per_sm)  # (T, 4D)
-        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h, None, None
+        grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
+        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h, None
 
 
-def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor, prologue: bool = False, two_per_sm: bool = False) -> Tensor:
-    return _Relu2MLP.apply(x, fc, proj, prologue, two_per_sm)
+def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor, prologue: bool = False) -> Tensor:
+    return _Relu2MLP.apply(x, fc, proj, prologue)
