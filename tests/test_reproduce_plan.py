@@ -169,3 +169,17 @@ def test_the_demos_plan_is_the_two_runs_make_demo_runs(tmp_path):
     """`reproduce --demo --plan` planned 4 runs while `make demo` runs 2: --demo's default is now 2."""
     assert _plan(tmp_path, "--demo")["cost"]["runs"] == 2
     assert _plan(tmp_path, "--record", "2025-09-23_MuonCustomSizing")["cost"]["runs"] == 4
+
+
+def test_a_native_trainer_plan_names_the_native_trainer_not_the_records_program(tmp_path):
+    """`--trainer native --plan` said the record's program would be "fetched at run time" from GitHub, with its
+    stand-ins decided from that program: the native trainer runs train/ and fetches no program."""
+    plan = _plan(tmp_path, "--record", "2025-09-23_MuonCustomSizing", "--trainer", "native")
+    assert plan["plans"] and plan["program"] == {"trainer": "native", "files": []}
+    assert plan["stand_ins"] == [] and plan["cost"]["startup_s"] == pytest.approx(166.1 + 3 * 44.6)
+    shown = subprocess.run(REPRO + ["reproduce", "--record", "2025-09-23_MuonCustomSizing", "--trainer", "native",
+                                    "--plan"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert "program     the native trainer (train/)" in shown.stdout, shown.stdout
+    assert "fetched at run time" not in shown.stdout and "raw.githubusercontent.com" not in shown.stdout
+    adamw = _plan(tmp_path, "--record", "2024-06-06_AdamW", "--trainer", "native")  # its logs hold no program
+    assert not any(r.startswith("program:") for r in adamw["refusals"]), adamw["refusals"]

@@ -92,8 +92,8 @@ def local_program(ws: Workspace, record: Record, source: str | None):
     return None
 
 
-def _program(record: Record, text: bytes | None, source: str | None) -> tuple[dict, str]:
-    if record.program.trainer == "native":
+def _program(record: Record, text: bytes | None, source: str | None, native: bool) -> tuple[dict, str]:
+    if native:
         return {"trainer": "native", "files": []}, ""
     from pipeline.reproduce.program_needs import pinned_files
 
@@ -272,16 +272,19 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
         from pipeline.reproduce.request import demo_request
 
         req = demo_request(req.runs, record=record.name)
+    # the native trainer (a CPU record's, or --trainer native) runs train/: no program of the record is fetched
+    native = record.program.trainer == "native" or req.trainer == "native"
     plan = ReproducePlan(record=record.name, runs=req.runs)
     plan.environment, env_refusal = _environment(ws, record, req, today or date.today())
     try:
-        found = local_program(ws, record, req.program_source) if record.program.trainer != "native" else None
+        found = local_program(ws, record, req.program_source) if not native else None
     except ReproError as exc:
         found, plan.refusals = None, [f"program: {exc.what}"]
     text = found.text if found is not None else None
-    plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source)
-    plan.stand_ins, stand_in_refusals = _stand_ins(text) if record.program.trainer != "native" else ([], [])
-    if record.program.trainer != "native":
+    plan.program, program_refusal = _program(record, text, found.source if found is not None else req.program_source,
+                                             native)
+    plan.stand_ins, stand_in_refusals = _stand_ins(text) if not native else ([], [])
+    if not native:
         from pipeline.reproduce.program_needs import (
             program_needs,
             system_float_args,
@@ -299,7 +302,7 @@ def plan_reproduce(ws: Workspace, req: ReproduceRequest, today: date | None = No
             plan.stand_ins += [{"name": "FP8 scales", "why": scales}] if scales else []
             why = system_refusal(plan.program.get("files", []), record.software.torch)
             plan.refusals += [r for r in (why, system_fp8_refusal(text)) if r]
-    plan.patch, patch_refusal = _patch(text, req) if record.program.trainer != "native" else (None, "")
+    plan.patch, patch_refusal = _patch(text, req) if not native else (None, "")
     plan.data, data_refusal = plan_data(ws, record, req, text)
     plan.cost = _cost(record, req, plan.data)
     plan.refusals += [r for r in (env_refusal, program_refusal, *stand_in_refusals, patch_refusal, data_refusal) if r]
