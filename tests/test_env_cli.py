@@ -27,3 +27,27 @@ def test_help_lists_every_subcommand():
     assert proc.returncode == 0
     for name in ("lock", "build", "verify", "save", "load", "compare", "check-dockerfile", "list"):
         assert name in proc.stdout
+
+
+def test_list_names_a_corrupt_lock_instead_of_calling_it_not_locked(tmp_path):
+    """`repro env list` caught every InputError as "not locked": a lock file that is there but does not parse read
+    as if `repro env lock` had never run. It is an error naming the file now (exit 3); a missing lock stays
+    "not locked"."""
+    import shutil
+
+    registry = tmp_path / "registry"
+    shutil.copytree(REPO_ROOT / "manifests", registry)
+    (registry / "environments" / "pypi-torch-2.10.lock.yaml").write_text("- not a mapping\n")
+    (registry / "environments" / "pypi-torch-2.5.lock.yaml").unlink()
+    env = {**os.environ, "REPRO_HOME": str(tmp_path), "REPRO_REGISTRY": str(registry)}
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "env", "list"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert f"error: {registry}/environments/pypi-torch-2.10.lock.yaml: the top level must be a mapping" \
+        in proc.stderr, proc.stderr
+    (registry / "environments" / "pypi-torch-2.10.lock.yaml").unlink()
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "env", "list"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()}
+    assert rows["pypi-torch-2.10"].endswith("lock: not locked") and rows["pypi-torch-2.5"].endswith("not locked")

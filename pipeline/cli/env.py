@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import CheckFailed, InputError
+from pipeline.errors import CheckFailed, InputError, ManifestError
 
 from .output import echo, emit_json, pass_registry, pass_workspace, secho
 
@@ -65,6 +65,8 @@ def list_(ws, as_json):
             unknown = lock.unknown_entries()
             state = "stale" if lock.manifest_sha256 != e.manifest_sha256 else (
                 f"{len(unknown)} unknown entries" if unknown else "complete")
+        except ManifestError:  # a lock that is there but does not read is no "not locked": name it and the fix
+            raise
         except InputError:
             state = "not locked"
         rows.append({"name": name, "record": e.record, "lock": state, "deviations": list(e.deviations())})
