@@ -20,9 +20,10 @@ _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "tru
                list: "a list", dict: "a mapping"}
 
 
-def load_yaml(path: Path, kind: str = "manifest") -> Mapping[str, Any]:
+def load_yaml(path: Path, kind: str = "manifest", schema_version: int = 1) -> Mapping[str, Any]:
     """Parse one YAML file (pipeline/yamlio.py: no aliases, no duplicate keys, size-limited) whose top
-    level must be a mapping. `kind` picks the size limit: "manifest", "lock", "run" or "bundle_member"."""
+    level must be a mapping. `kind` picks the size limit: "manifest", "lock", "run" or "bundle_member";
+    `schema_version`, the version this file is written at, names the fix when the top level is no mapping."""
     path = Path(path)
     if not path.exists():  # a folder or a FIFO under the name is refused by load_file, naming what it is
         raise ManifestError(path, "", "file not found", "check the name; list what exists with `repro records list`"
@@ -34,7 +35,7 @@ def load_yaml(path: Path, kind: str = "manifest") -> Mapping[str, Any]:
         raise ManifestError(path, "", f"{where}{exc.problem}", exc.fix) from None
     if not isinstance(data, dict):
         raise ManifestError(path, "", "the top level must be a mapping of fields",
-                            "start the file with `schema_version: 1` and the manifest's fields")
+                            f"start the file with `schema_version: {schema_version}` and its fields")
     return data
 
 

@@ -51,3 +51,24 @@ def test_list_names_a_corrupt_lock_instead_of_calling_it_not_locked(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line for line in proc.stdout.splitlines()}
     assert rows["pypi-torch-2.10"].endswith("lock: not locked") and rows["pypi-torch-2.5"].endswith("not locked")
+
+
+def test_a_lock_that_is_not_a_mapping_is_told_its_own_schema_version(tmp_path):
+    """The fix for a YAML file whose top level is not a mapping said `schema_version: 1` for every kind of file,
+    but a lock (and a run.yaml) is written at schema version 2."""
+    from pipeline.env.lock import SCHEMA_VERSION, load_lock_file
+    from pipeline.errors import ManifestError
+    from pipeline.runs.rundir import SCHEMA_VERSION as RUN_SCHEMA_VERSION
+    from pipeline.runs.rundir import RunMeta
+
+    lock = tmp_path / "x.lock.yaml"
+    lock.write_text("- not a mapping\n")
+    with pytest.raises(ManifestError) as caught:
+        load_lock_file(lock)
+    assert caught.value.fix == f"start the file with `schema_version: {SCHEMA_VERSION}` and its fields"
+    run = tmp_path / "run.yaml"
+    run.write_text("- not a mapping\n")
+    with pytest.raises(ManifestError) as caught:
+        RunMeta.load(run)
+    assert caught.value.fix == f"start the file with `schema_version: {RUN_SCHEMA_VERSION}` and its fields"
+    assert (SCHEMA_VERSION, RUN_SCHEMA_VERSION) == (2, 2)

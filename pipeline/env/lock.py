@@ -116,7 +116,8 @@ def _locked_files(f: Fields, key: str) -> tuple[LockedFile, ...]:
 
 
 def load_lock_file(path: Path) -> Lock:
-    top = Fields(load_yaml(path, "lock"), path)  # a lock's size limit (pipeline/yamlio.py), not a manifest's
+    # a lock's size limit (pipeline/yamlio.py), not a manifest's
+    top = Fields(load_yaml(path, "lock", SCHEMA_VERSION), path)
     check_schema_version(top, SCHEMA_VERSION, older=(1,))
     top.only("schema_version", "environment", "manifest_sha256", "resolved_by", "python", "bases", "packages",
              "build_packages", "flash_attention", "expect", "deviations", "unresolved", "notes")

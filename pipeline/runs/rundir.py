@@ -161,7 +161,7 @@ class RunMeta:
             raise ManifestError(path, "", "run.yaml not found",
                                 "give a run directory written by `repro train` (it holds run.yaml)")
         try:
-            data = load_yaml(path, "run")
+            data = load_yaml(path, "run", SCHEMA_VERSION)
         except OSError as exc:
             raise os_error(path, exc, "give a run directory written by `repro train`") from None
         return cls.from_dict(dict(data), path)
