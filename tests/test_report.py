@@ -102,6 +102,26 @@ def test_a_work_folder_stands_for_its_runs_and_a_bundle_is_pointed_to_bundle_ver
     assert refused.returncode == 3 and f"repro bundle verify {bundle}" in refused.stderr
 
 
+def test_a_folder_of_runs_or_of_logs_stands_for_them_and_an_empty_one_is_bad_input(runs, tmp_path):
+    """`repro verify runs/<record>` (the folder of run folders `repro reproduce` prints) and `repro verify
+    LOGS_FOLDER` judged the folder itself as one run without a log: `verdict: invalid`, exit 1, for good runs."""
+    from tests.paths import REPO_ROOT
+
+    for folder in (tmp_path / "runs" / RECORD, tmp_path / "runs"):  # runs/<record>/<id>, and the runs/ root
+        judged = repro("verify", folder, "--json")
+        assert judged.returncode == 1, judged.stderr  # the third run failed, as `runs` made it
+        assert sorted(Path(r["source"]).name for r in json.loads(judged.stdout)["runs"]) == \
+            sorted(r.name for r in runs)
+    logs = REPO_ROOT / "tests" / "fixtures" / "record-logs" / RECORD
+    judged = repro("verify", "--record", RECORD, logs, "--json")
+    assert judged.returncode == 0, judged.stdout[-2000:] + judged.stderr
+    assert len(json.loads(judged.stdout)["runs"]) == 4
+    (tmp_path / "empty").mkdir()
+    refused = repro("verify", tmp_path / "empty")
+    assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
+    assert f"error: {tmp_path / 'empty'} is not a run folder" in refused.stderr, refused.stderr
+
+
 def test_a_fifo_or_a_device_given_to_verify_is_bad_input(tmp_path):
     """A FIFO or /dev/zero given as a log said 'no log at X' with exit 1, the code of a verdict that said no."""
     import os

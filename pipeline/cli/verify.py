@@ -21,9 +21,26 @@ from pipeline.verdict.render import hardware_line
 from .output import echo, emit_json, pass_registry, secho
 
 
+def _inside(folder: Path) -> list[Path]:
+    """What a folder that is no run (no log.txt, no run.yaml) stands for: the run folders in it (`runs/<record>/`)
+    or one level down (`runs/`), else the logs in it (the record's published logs); none: an InputError."""
+    from pipeline.records.logfacts import logs_in
+
+    for pattern in ("*/run.yaml", "*/*/run.yaml"):
+        found = sorted(p.parent for p in folder.glob(pattern))
+        if found:
+            return found
+    logs, _ = logs_in(folder)
+    if logs:
+        return logs
+    raise InputError(f"{folder} is not a run folder (no log.txt, no run.yaml) and holds no run folder or log",
+                     "give run folders, log files (*.txt, *.log) or the folder holding them, or a work folder of "
+                     "`repro reproduce`")
+
+
 def runs_given(paths: list[Path]) -> list[Path]:
-    """The run folders and logs to judge: a work folder of `repro reproduce` stands for its runs; a bundle is not a
-    run (read as a log it was judged `invalid`)."""
+    """The run folders and logs to judge: a work folder of `repro reproduce` stands for its runs, a folder of run
+    folders or of logs for them; a bundle is not a run (read as a log it was judged `invalid`)."""
     from pipeline.pages.write import is_bundle, runs_of_work_folder
     from pipeline.regular_file import kind_of, not_regular
 
@@ -42,6 +59,8 @@ def runs_given(paths: list[Path]) -> list[Path]:
                 raise InputError(f"{path}: a work folder with no run folder (runs/<record>/<id>/run.yaml)",
                                  "give run folders or logs; `repro reproduce` makes the runs")
             out += found
+        elif path.is_dir() and not (path / "log.txt").exists() and not (path / "run.yaml").exists():
+            out += _inside(path)  # judged as one run, it was `invalid` for want of a log
         else:
             out.append(path)
     return out
