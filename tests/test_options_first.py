@@ -53,3 +53,15 @@ def test_make_demo_honours_runs():
 
     assert command("RUNS=4").endswith("reproduce --demo --runs 4")
     assert command().endswith("reproduce --demo --runs 2")
+
+
+def test_a_record_given_as_an_argument_is_told_to_use_record(tmp_path, capsys):
+    """`repro reproduce NAME --plan` (as `repro records show NAME` takes it) said only "Got unexpected extra argument
+    (NAME)": where the command takes the record as --record, the message says so."""
+    for argv in (["reproduce", "2026-07-17_FP8DownProjection", "--plan"], ["preflight", "demo-cpu-synth"]):
+        assert run(["--root", str(tmp_path), *argv]) == 2
+        said = capsys.readouterr().err
+        assert f"Got unexpected extra argument ({argv[1]})" in said, said
+        assert f"the record is an option here: --record {argv[1]}" in said and "Traceback" not in said, said
+    assert run(["--root", str(tmp_path), "bundle", "verify", "a.tar.gz", "b"]) == 2  # no --record there: no hint
+    assert "--record" not in capsys.readouterr().err

@@ -136,8 +136,20 @@ def run(argv=None) -> int:
             return ExitCode.OUTPUT_CLOSED
         raise
     except click.ClickException as exc:  # click's usage errors exit 2; any other of its errors is bad input
+        _hint_record_option(exc)
         exc.show()
         return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.BAD_INPUT
+
+
+def _hint_record_option(exc: click.ClickException) -> None:
+    """`repro reproduce NAME` (as `repro records show NAME` takes it): click says only "Got unexpected extra argument
+    (NAME)". Where the command takes the record as --record, its message says so."""
+    ctx = getattr(exc, "ctx", None)
+    if not isinstance(exc, click.UsageError) or ctx is None or "unexpected extra argument" not in exc.message:
+        return
+    if any("--record" in param.opts for param in ctx.command.params if isinstance(param, click.Option)):
+        extra = exc.message.rsplit("(", 1)[-1].rstrip(")").split()
+        exc.message += f"; the record is an option here: --record {extra[0] if extra else 'NAME'}"
 
 
 # The cyclic garbage collector's first threshold, in allocations (Python's default: 700). A command that reads the
