@@ -65,3 +65,16 @@ def test_a_record_given_as_an_argument_is_told_to_use_record(tmp_path, capsys):
         assert f"the record is an option here: --record {argv[1]}" in said and "Traceback" not in said, said
     assert run(["--root", str(tmp_path), "bundle", "verify", "a.tar.gz", "b"]) == 2  # no --record there: no hint
     assert "--record" not in capsys.readouterr().err
+
+
+def test_the_demo_refuses_a_gpu_record(tmp_path, capsys):
+    """`reproduce --demo --record 2025-09-23_MuonCustomSizing --plan` planned "runs as below": the demo preset on
+    generated data judged against a GPU record's 3.28, costed at the record's 149.7 s a run on 8 x H100. --demo's
+    help says it takes another CPU record only; a GPU record is refused by name before anything runs."""
+    code = run(["--root", str(tmp_path), "reproduce", "--demo", "--record", "2025-09-23_MuonCustomSizing", "--plan"])
+    said = capsys.readouterr()
+    assert code == 2 and said.out == "" and "Traceback" not in said.err, said
+    assert "--demo --record 2025-09-23_MuonCustomSizing: " in said.err and "is not a CPU record" in said.err
+    assert "repro reproduce --record 2025-09-23_MuonCustomSizing" in said.err
+    assert run(["--root", str(tmp_path), "reproduce", "--demo", "--record", "demo-cpu-synth", "--plan"]) == 0
+    assert list(tmp_path.iterdir()) == []

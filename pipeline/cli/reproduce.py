@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import RunFailed, UsageError
+from pipeline.errors import InputError, RunFailed, UsageError
 from pipeline.outcome import Outcome
 from pipeline.registry import Registry
 from pipeline.reproduce.flow import ReproduceRequest, check_training_options, demo_request
@@ -99,6 +99,19 @@ def reproduce(registry, record_names, all_records, runs, demo, trainer, runtime,
         raise UsageError("--demo --runtime docker: the demo trains on this machine's Python (its record's "
                          "environment is `host`, with no lock an image could be built from)",
                          "drop --runtime docker; a record's own image is `repro reproduce --record NAME`")
+    if demo and all_records:
+        raise click.UsageError("--demo --all: the demo is the CPU records' (demo-cpu-synth); leave out --all")
+    for name in record_names if demo else ():  # the demo preset on generated data cannot reproduce a GPU record
+        try:
+            trainer_of_record = registry.record(name).program.trainer
+        except InputError:  # an unknown or unreadable record is named where the flow or the plan loads it
+            continue
+        if trainer_of_record != "native":
+            raise UsageError(f"--demo --record {name}: {name} is not a CPU record (its runs are its own program on "
+                             "GPUs); the demo trains the native trainer's demo preset on generated data, which "
+                             "cannot reproduce it",
+                             f"drop --demo: `repro reproduce --record {name}` runs its own program (add --plan to "
+                             "see how), or give --demo a CPU record such as demo-cpu-synth")
     runs = runs if runs is not None else 2 if demo else 4  # --demo --plan plans what `make demo` runs
     if demo:
         request = demo_request(runs, **({"record": record_name} if record_name else {}))
