@@ -14,6 +14,10 @@ RUNS   ?= 4
 #              are not in the lock, so `import torch` fails there: on Linux take TORCH=cpu.
 # Both add 6 packages torch needs (10 MB, PyPI) and triton 3.6.0 (188 MB, requirements-triton.lock).
 TORCH  ?= cpu
+# a TORCH with no lock stops here, with the choices (as a prerequisite, the absent lock stopped make on its name)
+ifeq ($(wildcard requirements-torch-$(TORCH).lock),)
+$(error TORCH=$(TORCH) is not a choice: TORCH=cpu (default) or TORCH=pypi)
+endif
 
 .PHONY: setup test lint demo reproduce smoke docker-engine slurm-cluster chromium clean
 

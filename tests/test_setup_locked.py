@@ -102,3 +102,12 @@ def test_a_second_setup_waits_for_the_first_and_says_so(tmp_path):
     assert second.returncode == 124, second.stdout + second.stderr  # still waiting when timeout ended it
     assert f"another make is building {venv} now" in second.stdout and "waiting for it" in second.stdout
     assert not venv.exists()  # it touched nothing while the other held the lock
+
+
+def test_a_torch_without_a_lock_is_told_the_choices():
+    """`make setup TORCH=gpu` stopped on make's "No rule to make target 'requirements-torch-gpu.lock'": the script's
+    "not a choice: TORCH=cpu (default) or TORCH=pypi" was never reached, the lock being a prerequisite."""
+    done = subprocess.run(["make", "-n", "setup", "TORCH=gpu", "VENV=/nonexistent-venv"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "No rule to make target" not in done.stderr, done.stderr
+    assert "TORCH=gpu is not a choice: TORCH=cpu (default) or TORCH=pypi" in done.stderr, done.stderr
