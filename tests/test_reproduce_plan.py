@@ -154,6 +154,15 @@ def test_a_record_whose_logs_show_no_machine_is_planned_on_gpus_not_on_a_cpu(tmp
     assert "run(s) on GPUs (their model and count are not in the record's logs)" in planned.stdout
 
 
+def test_records_show_leaves_out_what_the_logs_do_not_say():
+    """An imported record's logs name no interconnect: `records show` printed '(SXM, ?)'; what is unknown is left
+    out, and what is known stays."""
+    shown = subprocess.run([sys.executable, "-m", "pipeline", "records", "show", "2026-07-17_FP8DownProjection"],
+                           capture_output=True, text=True, cwd=REPO_ROOT)
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("  hardware"))
+    assert "?" not in line and "8 x NVIDIA H100 80GB HBM3 (SXM), driver 580.159.04" in line, line
+
+
 def test_plan_all_ends_with_how_many_plan_and_which_cannot():
     """`reproduce --all --plan` exits 1 when any record cannot run; its last line now says which."""
     done = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", "--all", "--plan"], capture_output=True,

@@ -138,8 +138,10 @@ def show(registry, name, wheelhouse, as_json):
     if not hw.known:
         echo("  hardware   not in its logs (no nvidia-smi table): GPUs, their model and count unknown")
     elif hw.gpu_count:
-        echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model} ({hw.gpu_form_factor or '?'}, {hw.interconnect or '?'}), "
-             f"driver {hw.driver or '?'}, CUDA {hw.cuda_driver or '?'}")
+        # what the logs do not say is left out, not printed as '?' (an imported log names no interconnect)
+        form = ", ".join(x for x in (hw.gpu_form_factor, hw.interconnect) if x)
+        echo(f"  hardware   {hw.gpu_count} x {hw.gpu_model}{f' ({form})' if form else ''}, "
+             f"driver {hw.driver or 'not logged'}, CUDA {hw.cuda_driver or 'not logged'}")
     else:
         echo(f"  hardware   CPU: {hw.cpu_model}")
     echo(f"  software   Python {sw.python or '?'}, PyTorch {sw.torch or '?'}, Triton {sw.triton or '?'}")
