@@ -397,8 +397,8 @@ def _parent_name(rows: list[TableRow], index: int, names: dict[int, str], name: 
 def _later_logs(plan: list[tuple[TableRow, Path, str]], index_of: dict[int, int], index: int,
                 folder: Path) -> dict[str, str]:
     """The log files later rows of the table link in this same folder, by file name, with each row's number."""
-    return {Path(row.log_link).name: row.number for row, other, _ in plan
-            if index_of[id(row)] > index and other == folder and Path(row.log_link).suffix in (".txt", ".log")}
+    return {name: row.number for row, other, _ in plan if index_of[id(row)] > index and other == folder
+            for name in _linked_file_name(row)}
 
 
 def _linked_file_name(row: TableRow | None) -> frozenset[str]:
