@@ -39,6 +39,8 @@ CASES = [
     ("verify", ["verify", "--record", RECORD, *DEMO_LOGS], 1),
     ("verify", ["verify", "--no-such-option", *RECORD_LOGS], 2),
     ("verify", ["verify", "--record", "no-such-record", *RECORD_LOGS], 3),
+    # a path click refuses is bad input, as where the command checks it itself (data verify, bundle verify)
+    ("verify", ["verify", "--record", RECORD, "{tmp}/absent.txt"], 3),
     ("data", ["data", "verify", "{synth}"], 0),
     ("data", ["data", "verify", "{tmp}/corrupt"], 1),
     ("data", ["data", "verify", "--jobs", "0", "{synth}"], 2),

@@ -138,7 +138,15 @@ def run(argv=None) -> int:
     except click.ClickException as exc:  # click's usage errors exit 2; any other of its errors is bad input
         _hint_record_option(exc)
         exc.show()
-        return ExitCode.USAGE if isinstance(exc, click.UsageError) else ExitCode.BAD_INPUT
+        return ExitCode.USAGE if isinstance(exc, click.UsageError) and not _bad_path(exc) else ExitCode.BAD_INPUT
+
+
+def _bad_path(exc: click.ClickException) -> bool:
+    """A path click refused (absent, or a file where a folder belongs): bad input (3), as the same path is where a
+    command checks it itself (`bundle verify`, `data verify`), not a usage error (2)."""
+    param = getattr(exc, "param", None)  # a missing argument is a BadParameter too, and a usage error
+    return (isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
+            and param is not None and isinstance(param.type, click.Path))
 
 
 def _hint_record_option(exc: click.ClickException) -> None:
