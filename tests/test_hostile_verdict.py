@@ -209,7 +209,7 @@ def test_an_unreadable_log_or_run_yaml_is_bad_input_with_the_path(tmp_path):
     log = write_log(tmp_path, "secret.txt")
     log.chmod(0o000)
     # a path given on the command line is checked by click first: a usage error naming it
-    clean_failure(repro("verify", log, permissions_apply=True), 2, str(log), "is not readable")
+    clean_failure(repro("verify", log, permissions_apply=True), 3, str(log), "is not readable")
     run = tmp_path / "run-1"
     run.mkdir()
     (run / "log.txt").write_text(make_log(None))
@@ -233,7 +233,7 @@ def test_a_directory_where_the_log_or_run_yaml_should_be(tmp_path):
 
 def test_names_over_name_max_are_a_message_not_a_traceback(tmp_path):
     long_name = "x" * 300
-    clean_failure(repro("verify", tmp_path / f"{long_name}.txt"), 2, "")  # click: the path does not exist
+    clean_failure(repro("verify", tmp_path / f"{long_name}.txt"), 3, "")  # click: the path does not exist, bad input
     clean_failure(repro("verify", "--record", long_name, write_log(tmp_path, "a.txt")), 3, "is not a record name")
 
 

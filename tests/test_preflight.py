@@ -146,7 +146,7 @@ def test_cli_record_log_header():
 
 @pytest.mark.parametrize("args, code, message", [
     (["--record", "1999-01-01_Nothing"], 3, "unknown record '1999-01-01_Nothing'"),
-    (["--from-dir", "/nonexistent/folder"], 2, "does not exist"),
+    (["--from-dir", "/nonexistent/folder"], 3, "does not exist"),
     (["--from-dir", str(HOSTS / "h100-mig"), "--from-log", __file__], 2, "not both"),
     (["--runtime", "podman"], 2, "'podman' is not one of"),
 ])
