@@ -24,7 +24,8 @@
 #      its weights on the GPU, from CUDA's fixed default seed: its runs shared one initialisation while the
 #      record's, drawn on the CPU, did not, and the loss comparison measured that one draw).
 # Every record run executes one program file (/tmp/sbs-record/train_gpt.py); the shards are docs-v1
-# (.devcarry/docs-v1, carried). The bf16 matmul rate is measured once at the start and once at the end.
+# (.devcarry/docs-v1, unpacked by benchmarks/lease.sh from the carried .devcarry/docs-v1.txz). The bf16 matmul
+# rate is measured once at the start and once at the end.
 # SBS_BUDGET_S (default 1440): sidebyside starts no run after that many seconds; set it from the lease's
 # budget_left_s less about two minutes.
 # Compile caches across leases: after each phase the Inductor/Triton cache is packed into RESULTS/cache/ in

@@ -9,7 +9,7 @@
 #                                                       # fresh machine (the session is gone with the last one)
 #
 # The full table of issue 41, native against the record in one lease (benchmarks/device_session.sh's phase one,
-# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1), with the caller's clock when it made the call and
+# planned by benchmarks/session_plan.py; carry .devcarry/docs-v1.txz), with the caller's clock when it made the call and
 # the device time the session had left then (status's budget_left_s):
 #   LEASE_DEVICE_S=1800 LEASE_T0=1764851234 bash benchmarks/lease.sh start 540 \
 #     bash benchmarks/device_session.sh /tmp/lease/ds one
@@ -21,10 +21,14 @@
 # LEASE_T0, where given (seconds since the epoch when the caller made the start call), gives COMMAND LEASE_HELD_S,
 # what the lease has held so far (the machine's start, 29-87 s measured, and the tree's copy): the session's time
 # budget is the lease's less that, not less the slowest start. A T0 late by the caller's delay only shortens it.
-# Environment: LEASE_TREE (/tmp/lease-tree), LEASE_DIR (/tmp/lease), LEASE_NAME (lease). benchmarks/lever_lease.sh
-# is this with lever_ab.sh's session.
+# The shards travel compressed: one call carries at most 64 MiB, tracked files and carried paths together, and the
+# tracked tree is 42 MB (2026-12-05, most of it docs/device-runs), so the 23 MB of docs-v1 no longer fit beside it;
+# xz makes them 7.4 MB. Made once on this machine, carried as .devcarry/docs-v1.txz, unpacked into the copy here:
+#   mkdir -p .devcarry && tar -cJf .devcarry/docs-v1.txz -C <the docs-v1 folder> .
+# Environment: LEASE_TREE (/tmp/lease-tree), LEASE_DIR (/tmp/lease), LEASE_NAME (lease), LEASE_SRC (the tree copied:
+# this checkout). benchmarks/lever_lease.sh is this with lever_ab.sh's session.
 set -uo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=${LEASE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 T=${LEASE_TREE:-/tmp/lease-tree} R=${LEASE_DIR:-/tmp/lease}
 
 start() {
@@ -32,6 +36,11 @@ start() {
   rm -rf "$T" "$R" && mkdir -p "$T" "$R" || exit 1
   # the tree and the carried shards (.devcarry); not a virtual environment or git's objects (CPU tests, 2 GB)
   tar -C "$REPO" --exclude=./.venv --exclude=./.git --exclude=./cache -cf - . | tar -C "$T" -xf - || exit 1
+  local shards=$T/.devcarry/docs-v1
+  if [ -f "$shards.txz" ] && [ ! -d "$shards" ]; then
+    mkdir -p "$shards" && tar -xJf "$shards.txz" -C "$shards" \
+      || { echo "lease.sh: cannot unpack $shards.txz" >&2; exit 1; }
+  fi
   held_since "${LEASE_T0:-}"
   (cd "$T" && export LEASE_DIR=$R && setsid nohup bash -c \
     '"$@" > "$LEASE_DIR/session.log" 2>&1; echo "session rc $?" >> "$LEASE_DIR/progress.txt"; echo all-done >> "$LEASE_DIR/progress.txt"' \

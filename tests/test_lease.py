@@ -41,6 +41,22 @@ def test_the_command_runs_in_the_copy_and_its_results_come_back_without_caches(t
     assert (tmp_path / "tree" / "benchmarks" / "lease.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
 
 
+def test_the_carried_shards_are_unpacked_into_the_copy(tmp_path):
+    """docs-v1 travels as .devcarry/docs-v1.txz (the tree and the carry share one call's 64 MiB): the command finds
+    the shards as .devcarry/docs-v1 in the copy, byte for byte."""
+    src = tmp_path / "src"
+    (src / "shards").mkdir(parents=True)
+    shard = os.urandom(4096)
+    (src / "shards" / "fineweb_val_000000.bin").write_bytes(shard)
+    (src / ".devcarry").mkdir()
+    subprocess.run(["tar", "-cJf", str(src / ".devcarry" / "docs-v1.txz"), "-C", str(src / "shards"), "."], check=True)
+    script = ('cmp -s .devcarry/docs-v1/fineweb_val_000000.bin shards/fineweb_val_000000.bin'
+              ' && echo same > "$LEASE_DIR/x"')
+    done = lease(tmp_path, "start", "30", "bash", "-c", script, env={"LEASE_SRC": str(src)})
+    assert done.returncode == 0 and "session rc 0" in done.stdout, done.stdout + done.stderr
+    assert archived(tmp_path)["lease/x"] == b"same\n"
+
+
 def test_a_poll_waits_for_a_running_session_and_says_so_on_a_fresh_machine(tmp_path):
     done = lease(tmp_path, "start", "5", "bash", "-c", 'sleep 15; echo late > "$LEASE_DIR/late.txt"')
     assert done.returncode == 0 and "all-done" not in done.stdout, done.stdout  # back after its 5 s, still running
