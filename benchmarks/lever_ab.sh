@@ -14,13 +14,15 @@
 #
 # First the levers' equivalence check on the GPU where CHECK_TESTS names one (pytest, seconds; e.g. lever 1's
 # tests/test_train_relu2_grad.py -k cuda, 2026-12-03), then benchmarks/sidebyside.py --only
-# native-base,native-LEVER... --repeat REPEAT (its per-run budget: no run starts with less than NEED_S left), then one line per run (median and mean
-# step time) and each lever's ratio to base (median over runs of each run's median step), overall and by window
-# phase. Everything lands in DEST (summary.json, summary.md, each run's log.txt and stdout.txt).
+# native-base,native-LEVER... --repeat REPEAT (its per-run budget: no run starts with less than NEED_S left), then
+# benchmarks/lever_summary.py: one line per run (median and mean step time), each lever's parity (final validation
+# loss seed by seed against the base's; exit 1 where it fails, and its ratios are then no figure) and its ratio to
+# base (median over runs of each run's median step), overall and by window phase. Everything lands in DEST
+# (summary.json, summary.md, each run's log.txt and stdout.txt).
 #
-# The project's rule: a lever measured no faster (ratio >= 1.000 overall) is DELETED from train/, with the
-# measured figure in train/BENCHMARKS.md; it is never kept switched off. Its option exists only for this
-# measurement and goes with it either way (a kept lever loses its switch and is simply the code).
+# The project's rule: a lever that fails parity, or is measured no faster (ratio >= 1.000 overall), is DELETED from
+# train/, with the measured figure in train/BENCHMARKS.md; it is never kept switched off. Its option exists only for
+# this measurement and goes with it either way (a kept lever loses its switch and is simply the code).
 #
 # Time (docs/device-runs/2026-12-01-h200-one, native alone on one H200: warm startup 44-52 s; cold startup about
 # 110-150 s alone; 610 ms per step): a warm run of 20 steps is about 44-52 + 12 + 5 s. Each arm whose lever
@@ -38,7 +40,8 @@ for LEVER in "${LEVERS[@]}"; do
     || { echo "lever_ab.sh: $LEVER is not a boolean option of train/config.py" >&2; exit 2; }
 done
 DATA=${DATA:-.devcarry/docs-v1}
-[ -d "$DATA" ] || { echo "lever_ab.sh: no shards in $DATA: carry .devcarry/docs-v1 (the docs-v1 shards)" >&2; exit 2; }
+[ -d "$DATA" ] || { echo "lever_ab.sh: no shards in $DATA: carry .devcarry/docs-v1.txz (the docs-v1 shards;" \
+  "benchmarks/lease.sh unpacks it)" >&2; exit 2; }
 mkdir -p "$DEST"
 
 # the levers' equivalence check on the GPU, where one is named (CHECK_TESTS: pytest's arguments)
@@ -74,21 +77,4 @@ echo "sidebyside exit $RC after $(($(date +%s) - START)) s (its output: $DEST/si
 
 if [ -n "${DRY_RUN:-}" ]; then cat "$DEST/sidebyside.txt"; exit $RC; fi
 [ -f "$DEST/summary.json" ] || { echo "no summary.json: sidebyside's last lines:"; tail -n 20 "$DEST/sidebyside.txt"; exit 1; }
-python3 - "$DEST/summary.json" "${LEVERS[@]}" <<'EOF'
-import json, statistics, sys
-summary, levers = json.load(open(sys.argv[1])), sys.argv[2:]
-runs = summary["runs"].get("1", {})
-for arm in ("base", *levers):
-    for i, r in enumerate(runs.get(f"native-{arm}", [])):
-        a = r.get("phases", {}).get("all", {})
-        print(f"{arm:>16} run {i + 1}: seed {r.get('seed')}, rc {r.get('rc')}, median {a.get('median_ms')} ms, "
-              f"mean {a.get('mean_ms')} ms per step, startup {r.get('startup_s')} s")
-for lever in levers:
-    for phase in ("3", "7", "11", "all"):
-        med = {arm: [r["phases"][phase]["median_ms"] for r in runs.get(f"native-{arm}", [])
-                     if phase in r.get("phases", {})] for arm in ("base", lever)}
-        if med["base"] and med[lever]:
-            off, on = statistics.median(med["base"]), statistics.median(med[lever])
-            print(f"{lever} phase {phase:>3}: base {off:.1f} ms, with it {on:.1f} ms, ratio {on / off:.4f} "
-                  f"(runs: {len(med[lever])} with, {len(med['base'])} base)")
-EOF
+python3 benchmarks/lever_summary.py "$DEST/summary.json" "${LEVERS[@]}"

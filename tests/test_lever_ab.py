@@ -124,3 +124,30 @@ def test_a_poll_on_a_fresh_machine_says_so_at_once(tmp_path):
     done = subprocess.run(["bash", "benchmarks/lever_lease.sh", "poll", "540"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 3 and "no lease session on this machine" in done.stderr, done.stderr
+
+
+def lever_summary(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "benchmarks/lever_summary.py", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_lever_that_changes_the_training_has_no_speed_figure():
+    """Lever 16's committed A/B (2026-12-05): its step times read 0.988 of the base's, but it trained to a final loss
+    3.5 above the base's on every seed. The verdict says parity failed, voids the ratios and exits 1."""
+    done = lever_summary("docs/device-runs/2026-12-05-h100-lever16/lever-ab/summary.json", "relu2_prologue")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "relu2_prologue parity FAILED: final val loss at most 3.5455 from the base's" in done.stdout
+    ratios = [line for line in done.stdout.splitlines() if " phase " in line]
+    assert len(ratios) == 4 and all(line.endswith("no figure: parity failed)") for line in ratios)
+    assert "ratio 0.9880" in ratios[-1]
+
+
+def test_a_lever_with_the_bases_training_gets_its_ratio():
+    """Lever 17's committed A/B (2026-12-05): final losses within 0.0004 of the base's seed by seed, ratio 1.0011."""
+    done = lever_summary("docs/device-runs/2026-12-05-h200-lever17/lever-ab/summary.json", "relu2_two_per_sm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "relu2_two_per_sm parity ok: final val loss at most 0.0004 from the base's over seeds 201, 202, 203" \
+        in done.stdout
+    assert "relu2_two_per_sm phase all: base 590.7 ms, with it 591.4 ms, ratio 1.0011 (runs: 3 with, 3 base)" \
+        in done.stdout
+    assert len([line for line in done.stdout.splitlines() if " run " in line]) == 6
