@@ -12,17 +12,17 @@ write grad_pre). Per layer at M = 49,152 tokens, D = 768, three ways:
      or cuBLAS where that wins);
   c. train/relu2_grad.py's persistent Triton GEMM on TMA descriptors with the elementwise work in its epilogue,
      persistent and one program per tile.
-Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²) and cuBLAS alone. A fused forward (pre and h written by the
-epilogue) measured slower, 0.512 against 0.467 ms, and was dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/, run
-with this file as of commit 699dfb3). Levers 15 and 16 (config relu2_prologue) square pre where the next GEMM reads
-it: (a)'s y = h·projᵀ after Inductor's h = relu(pre)² against (d), train/relu2_grad.py's forward kernel, which stores
-h from its registers. Lever 15's (d) left h to (c), which wrote it in its epilogue: (d) took 0.360 against 0.443 ms,
-in the fastest of four tile shapes, and (c) 0.604 against 0.472 (docs/device-runs/
-2026-12-04-h200-table-lost-lever15/, with this file as of commit bfe3f3f). Lever 17, (c) on 128 × 128 tiles, one
-program each and two an SM, was timed only end to end, 1.0011 against the persistent kernel, and deleted
-(docs/device-runs/2026-12-05-h200-lever17/). Each way is checked against (a) first (bf16: elements apart, largest
-distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds the
-medians.
+Also timed: (a)'s forward (cuBLAS, then h = relu(pre)²), cuBLAS alone, and the forward's second GEMM after
+Inductor's h. A fused forward (pre and h written by the epilogue) measured slower, 0.512 against 0.467 ms, and was
+dropped (docs/device-runs/2026-12-03-h200-relu2-gemm/, run with this file as of commit 699dfb3). Levers 15 and 16
+squared pre inside the GEMM y = h·projᵀ: lever 15 (h left to (c)'s epilogue) measured 1.0069 end to end and was
+deleted (docs/device-runs/2026-12-04-h200-table-lost-lever15/, this file as of commit bfe3f3f); lever 16 (h stored
+from the forward's registers) gave wrong y at its tile shape, 11,786,659 of 37,748,736 elements apart from (a) by up
+to 1.41, and was deleted (docs/device-runs/2026-12-05-h100-lever16/, this file as of commit a126cb0). Lever 17, (c) on
+128 × 128 tiles, one program each and two an SM, was timed only end to end, 1.0011 against the persistent kernel, and
+deleted (docs/device-runs/2026-12-05-h200-lever17/). Each way is checked against (a) first (bf16: elements apart,
+largest distance), then timed as means of 20 calls, 5 rounds alternating. One Python dict per line; the last holds
+the medians.
 """
 
 import argparse
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.timing import time_ms
-from train.relu2_grad import PROJ_STAGES, PROJ_TILE, PROJ_WARPS, launch, launch_proj
+from train.relu2_grad import launch
 
 
 def relu2(pre):
@@ -69,11 +69,8 @@ def main() -> None:
     grad_pre = ew_b(grad_y @ proj, pre)
     forms = {"persistent": sms, "one tile each": 0} if cuda else {"one tile each": 0}  # (c)'s, launch's programs
     h = ew(pre)
-    y = F.linear(h, proj)
-    d_y, d_h = launch_proj(pre, proj, sms, *(PROJ_TILE, PROJ_STAGES, PROJ_WARPS) if cuda else ((64, 32, 64), 2, 4))
     print({"check (elements apart, largest distance) against (a), of": pre.numel(),
-           **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()},
-           "d: y": apart(d_y, y), "d: h": apart(d_h, h)}, flush=True)
+           **{form: apart(launch(grad_y, proj, pre, p), grad_pre) for form, p in forms.items()}}, flush=True)
     if not cuda:
         return
 
@@ -83,7 +80,6 @@ def main() -> None:
             "proj_mm_alone": lambda: F.linear(h, proj)}
     for form, p in forms.items():
         ways[f"c_backward {form}"] = lambda p=p: launch(grad_y, proj, pre, p)
-    ways["d_forward_proj"] = lambda: launch_proj(pre, proj, sms)
     if not a.no_autotune:
         began = time.time()
         bw = torch.compile(lambda gy, w, p: relu2_backward(gy @ w, p), mode="max-autotune-no-cudagraphs")

@@ -72,10 +72,6 @@ class TrainConfig:
     # with fused_loss and fp8 on CUDA (ignored otherwise): the loss's second pass also writes dW's transposed FP8
     # gradient, in place of a copy that reads it back; both FP8 gradients live until the backward pass
     fused_loss_transpose: bool = True
-    # issue 41, lever 16, off until measured end to end (benchmarks/lever_ab.sh), then kept without a switch or
-    # deleted: h = relu(pre)² squared inside the GEMM that reads it and stored from there, in place of Inductor's
-    # separate pass (train/relu2_grad.py)
-    relu2_prologue: bool = False
     seed: int | None = None  # None: a seed drawn per run and logged (train/loop.py says why); tests set one
 
     # ---- derived sizes -------------------------------------------------------------------------------

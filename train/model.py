@@ -138,9 +138,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, prologue: bool):
+    def __init__(self, dim: int):
         super().__init__()
-        self.prologue = prologue  # lever 16 (config relu2_prologue), where Triton runs
         self.fc = nn.Parameter(torch.empty(dim, 4 * dim))  # used as x·fc
         self.proj = nn.Parameter(torch.empty(dim, 4 * dim))  # used as h·projᵀ
         with torch.no_grad():
@@ -153,15 +152,15 @@ class MLP(nn.Module):
         # relu(x·fc)²·projᵀ, (T, D); where Triton runs, ReLU²'s backward rides the grad GEMM (train/relu2_grad.py)
         fc, proj = self.copies if self.training and self.copies is not None else (self.fc.type_as(x),
                                                                                   self.proj.type_as(x))
-        return relu2_mlp(x, fc, proj, self.prologue) if runs_triton(x) else record_mlp(x, fc, proj)
+        return relu2_mlp(x, fc, proj) if runs_triton(x) else record_mlp(x, fc, proj)
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, num_heads: int, spec: LayerSpec, relu2_prologue: bool):
+    def __init__(self, dim: int, num_heads: int, spec: LayerSpec):
         super().__init__()
         self.spec = spec
         self.attn = Attention(dim, num_heads) if spec.has_attn else None
-        self.mlp = MLP(dim, relu2_prologue) if spec.has_mlp else None
+        self.mlp = MLP(dim) if spec.has_mlp else None
 
     def add(self, x: Tensor, delta: Tensor) -> Tensor:
         """x + delta, delta a GEMM's output (T, D). Inductor rewrites `x + mm` as one addmm, whose beta = 1 GEMM
@@ -207,7 +206,7 @@ class GPT(nn.Module):
         nn.init.zeros_(self.smear_gate.weight)
         self.value_embeds = nn.ModuleList([nn.Embedding(V, D) for _ in range(3)])
         self.kernels: Kernels = select_kernels(cfg)  # the optional kernels switched on (train/kernels.py)
-        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec, cfg.relu2_prologue) for spec in self.plan])
+        self.blocks = nn.ModuleList([Block(D, cfg.num_heads, spec) for spec in self.plan])
         self.yarn = Yarn(cfg.head_dim, cfg.rotary_len, cfg.block_size)
         self.head = Head(D, V, fp8)
         # [0:L] skip weights, [L:3L] block lambdas (1, 0), [3L:5L] SA lambdas (0.5, 0.5), [5L:6L] zeros with the

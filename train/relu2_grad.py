@@ -2,7 +2,6 @@
 
     from train.relu2_grad import record_mlp, relu2_mlp
     y = relu2_mlp(x, fc, proj)   # x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D): train/model.py's MLP
-    y = relu2_mlp(x, fc, proj, prologue=True)   # lever 16 (config relu2_prologue): h made by the GEMM that reads it
     y = record_mlp(x, fc, proj)  # the record's expression: the same forward; the model's choice off Triton
 
 Forward: the model's expression, pre = x·fc, h = relu(pre)², y = h·projᵀ, with pre and h saved. Backward:
@@ -17,10 +16,10 @@ shape whose kernel does not fit the GPU's shared memory: with a single K block (
 needs 278,568 bytes where an H100 or H200 gives a program 232,448, at 128 or more it needs 213,016 (compiled for
 sm_90a on any machine: tests/test_train_relu2_grad.py), and smaller GPUs give less.
 
-Lever 16 (off until measured end to end): the forward's y = h·projᵀ by a Triton GEMM that squares each pre tile as
-it loads it and stores h from the same registers, in place of Inductor's pass (read pre, write h) before cuBLAS reads
-h back. Lever 15, the same GEMM with h left to the backward kernel's epilogue, measured slower (1.0069 end to end,
-2026-12-04): the forward took 0.360 against 0.443 ms per layer, the backward 0.604 against 0.472.
+Levers 15 and 16, the forward's y = h·projᵀ by a Triton GEMM that squares each pre tile as it loads it, were deleted:
+lever 15 (h written by the backward kernel's epilogue) measured 1.0069 end to end (2026-12-04); lever 16 (h stored
+from the forward's registers) computed wrong values at the model's tile shape and trained to a final loss of 7.80-7.89
+where the base gave 4.34-4.36 (one H100, 2026-12-05, docs/device-runs/2026-12-05-h100-lever16/).
 
 Lever 17, the backward kernel on 128 × 128 tiles, one program per tile and two an SM so that one's epilogue would
 run beside the other's GEMM, measured 1.0011 end to end against this persistent kernel (3 + 3 runs on one H200,
@@ -39,9 +38,6 @@ from train.xent_triton import runs_triton
 # and the loops flattened were 4 % faster alone and no faster end to end (lever 12, 2026-12-04, train/BENCHMARKS.md)
 TILE = (128, 256, 64)
 STAGES, WARPS, GROUP_M = 3, 8, 8
-# the forward kernel's (lever 16), the fastest of four shapes measured (lever 15, 2026-12-04): its output has
-# D = 768 columns, three 256-wide tiles
-PROJ_TILE, PROJ_STAGES, PROJ_WARPS = (128, 256, 64), 3, 8
 # (op, M, N, K) for which Triton refused the kernel at its first launch (OutOfResources:
 # before anything ran); each is asked once per process, then goes straight to the torch form
 NO_FIT: set[tuple] = set()
@@ -71,26 +67,6 @@ def launch(grad_y: Tensor, proj: Tensor, pre: Tensor, programs: int, tile: tuple
     relu2_grad_kernel[grid](*descs, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
                             NUM_PROGRAMS=persistent, num_stages=stages, num_warps=warps)
     return out
-
-
-def launch_proj(pre: Tensor, proj: Tensor, programs: int, tile: tuple[int, int, int] = PROJ_TILE,
-                stages: int = PROJ_STAGES, warps: int = PROJ_WARPS) -> tuple[Tensor, Tensor]:
-    """The forward kernel: pre (M, K), proj (N, K) -> (relu(pre)²·projᵀ (M, N), h = relu(pre)² (M, K)); programs
-    as in `launch`."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    from train.relu2_grad_kernel import relu2_proj_kernel
-
-    (M, K), N = pre.shape, proj.size(0)
-    bm, bn, bk = tile
-    pre, proj = pre.contiguous(), proj.contiguous()
-    out, h = pre.new_empty(M, N), torch.empty_like(pre)
-    grid, persistent = programs_for(M, N, bm, bn, programs)
-    relu2_proj_kernel[grid](TensorDescriptor.from_tensor(pre, [bm, bk]), TensorDescriptor.from_tensor(proj, [bn, bk]),
-                            TensorDescriptor.from_tensor(out, [bm, bn]), h, M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn,
-                            BLOCK_K=bk, GROUP_M=GROUP_M, NUM_PROGRAMS=persistent, num_stages=stages,
-                            num_warps=warps)
-    return out, h
 
 
 def programs_for(M: int, N: int, bm: int, bn: int, programs: int) -> tuple[tuple[int], int]:
@@ -125,22 +101,6 @@ def _(grad_y: Tensor, proj: Tensor, pre: Tensor) -> Tensor:
     return torch.empty_like(pre, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("repro_train::relu2_proj", mutates_args=())
-def relu2_proj(pre: Tensor, proj: Tensor) -> tuple[Tensor, Tensor]:
-    """pre (T, 4D), proj (D, 4D) -> (relu(pre)²·projᵀ (T, D), h = relu(pre)² (T, 4D)) from one kernel (lever 16)."""
-    def torch_form():
-        h = F.relu(pre).square()
-        return F.linear(h, proj), h
-
-    return triton_or_reference(("relu2_proj", pre.size(0), proj.size(0), pre.size(1)), pre,
-                               lambda sms: launch_proj(pre, proj, sms), torch_form)
-
-
-@relu2_proj.register_fake
-def _(pre: Tensor, proj: Tensor) -> tuple[Tensor, Tensor]:
-    return pre.new_empty(pre.size(0), proj.size(0)), torch.empty_like(pre, memory_format=torch.contiguous_format)
-
-
 def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
     """The record's expression: x (T, D), fc and proj (D, 4D) in x's dtype -> (T, D), h = relu(x·fc)², y = h·projᵀ."""
     h = F.relu(F.linear(x, fc.T)).square()  # (T, 4D)
@@ -149,22 +109,18 @@ def record_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
 
 class _Relu2MLP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor, prologue: bool) -> Tensor:
+    def forward(ctx, x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
         pre = F.linear(x, fc.T)  # (T, 4D), the model's expression
-        if prologue:  # lever 16: h squared inside the GEMM that reads it, and stored from there
-            y, h = relu2_proj(pre, proj)
-        else:
-            h = F.relu(pre).square()
-            y = F.linear(h, proj)  # (T, D)
+        h = F.relu(pre).square()
         ctx.save_for_backward(x, fc, proj, pre, h)
-        return y
+        return F.linear(h, proj)  # (T, D)
 
     @staticmethod
     def backward(ctx, grad_y: Tensor):
         x, fc, proj, pre, h = ctx.saved_tensors
         grad_pre = relu2_grad(grad_y, proj, pre)  # (T, 4D)
-        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h, None
+        return grad_pre @ fc.T, x.T @ grad_pre, grad_y.T @ h
 
 
-def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor, prologue: bool = False) -> Tensor:
-    return _Relu2MLP.apply(x, fc, proj, prologue)
+def relu2_mlp(x: Tensor, fc: Tensor, proj: Tensor) -> Tensor:
+    return _Relu2MLP.apply(x, fc, proj)

@@ -1,17 +1,13 @@
-"""train/relu2_grad.py's Triton kernels (imported at their first launch; that module says what they compute).
+"""train/relu2_grad.py's Triton kernel (imported at its first launch; that module says what it computes).
 
-    from train.relu2_grad_kernel import relu2_grad_kernel, relu2_proj_kernel      # needs Triton
+    from train.relu2_grad_kernel import relu2_grad_kernel      # needs Triton
 
-Each is one GEMM on TMA descriptors, bf16 row-major, float32 accumulation, with ReLU²'s elementwise work inside it:
-- relu2_grad_kernel: A (M, K) · B (K, N), the sum rounded to bf16 as cuBLAS returns it, then the epilogue
-  out = 2·relu(pre)·acc, in float32, rounded once (as Inductor compiles the record's ReLU² backward).
-- relu2_proj_kernel (lever 16): relu(pre)² · Bᵀ, B (N, K): each A tile squared as it is loaded (in float32,
-  rounded to bf16 as Inductor's pass writes h) and fed to wgmma from registers; the programs of the first column
-  tile also store it to h (for proj's gradient) from those registers, inside the loop, where Inductor's separate
-  pass reads pre and writes h before the GEMM reads h back.
+relu2_grad_kernel is one GEMM on TMA descriptors, bf16 row-major, float32 accumulation, with ReLU²'s backward inside
+it: A (M, K) · B (K, N), the sum rounded to bf16 as cuBLAS returns it, then the epilogue out = 2·relu(pre)·acc, in
+float32, rounded once (as Inductor compiles the record's ReLU² backward).
 NUM_PROGRAMS > 0: persistent, that many programs (the GPU's SMs) walk the output tiles, GROUP_M row tiles at a time
 so that their programs share B's columns in L2; 0: one program per tile, the form Triton's interpreter runs (its
-loops cannot start at a program id). benchmarks/relu2_gemm.py times them.
+loops cannot start at a program id). benchmarks/relu2_gemm.py times it.
 """
 
 import triton
@@ -28,12 +24,6 @@ def _offsets(tile, tiles_m: tl.constexpr, tiles_n: tl.constexpr, BLOCK_M: tl.con
     off_m = (first_m + (tile % group_size) % rows_in_group) * BLOCK_M
     off_n = ((tile % group_size) // rows_in_group) * BLOCK_N
     return off_m, off_n
-
-
-@triton.jit
-def _relu2(pre, dtype: tl.constexpr):
-    r = tl.maximum(pre.to(tl.float32), 0.0)
-    return (r * r).to(dtype)
 
 
 @triton.jit
@@ -61,35 +51,4 @@ def relu2_grad_kernel(a_desc, b_desc, pre_desc, out_desc, M: tl.constexpr, N: tl
                        GROUP_M)
     else:
         _grad_tile(a_desc, b_desc, pre_desc, out_desc, tl.program_id(0), tiles_m, tiles_n, K, BLOCK_M, BLOCK_N,
-                   BLOCK_K, GROUP_M)
-
-
-@triton.jit
-def _proj_tile(pre_desc, b_desc, out_desc, h_ptr, tile, M: tl.constexpr, tiles_m: tl.constexpr,
-               tiles_n: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    off_m, off_n = _offsets(tile, tiles_m, tiles_n, BLOCK_M, BLOCK_N, GROUP_M)
-    rows = (off_m + tl.arange(0, BLOCK_M))[:, None].to(tl.int64)  # (BLOCK_M, 1)
-    cols = tl.arange(0, BLOCK_K)[None, :]  # (1, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        h = _relu2(pre_desc.load([off_m, k]), pre_desc.dtype)  # (BLOCK_M, BLOCK_K)
-        if off_n == 0:  # each h tile is squared by every column tile's program; one of them keeps it
-            tl.store(h_ptr + rows * K + (k + cols), h, mask=(rows < M) & (k + cols < K))
-        acc = tl.dot(h, b_desc.load([off_n, k]).T, acc)
-    out_desc.store([off_m, off_n], acc.to(out_desc.dtype))
-
-
-@triton.jit
-def relu2_proj_kernel(pre_desc, b_desc, out_desc, h_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                      NUM_PROGRAMS: tl.constexpr):
-    tiles_m: tl.constexpr = (M + BLOCK_M - 1) // BLOCK_M
-    tiles_n: tl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
-    if NUM_PROGRAMS > 0:
-        for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS):
-            _proj_tile(pre_desc, b_desc, out_desc, h_ptr, tile, M, tiles_m, tiles_n, K, BLOCK_M, BLOCK_N, BLOCK_K,
-                       GROUP_M)
-    else:
-        _proj_tile(pre_desc, b_desc, out_desc, h_ptr, tl.program_id(0), M, tiles_m, tiles_n, K, BLOCK_M, BLOCK_N,
                    BLOCK_K, GROUP_M)
