@@ -18,7 +18,7 @@ sm_90a on any machine: tests/test_train_relu2_grad.py), and smaller GPUs give le
 
 Levers 15 and 16, the forward's y = h·projᵀ by a Triton GEMM that squares each pre tile as it loads it, were deleted:
 lever 15 (h written by the backward kernel's epilogue) measured 1.0069 end to end (2026-12-04); lever 16 (h stored
-from the forward's registers) computed wrong values at the model's tile shape and trained to a final loss of 7.80-7.89
+from the forward's registers) computed wrong values at the record's shape and trained to a final loss of 7.80-7.89
 where the base gave 4.34-4.36 (one H100, 2026-12-05, docs/device-runs/2026-12-05-h100-lever16/).
 
 Lever 17, the backward kernel on 128 × 128 tiles, one program per tile and two an SM so that one's epilogue would
