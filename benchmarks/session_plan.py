@@ -167,10 +167,15 @@ def simulate(chosen: list[Item], budget_s: float, warm: bool, took) -> list[Plan
 
 
 def choose(budget_s: float, warm: bool) -> list[Item]:
-    """The base and speed always; then parity's item and each startup pair in priority order, each kept only when,
-    with it, every item kept so far still passes its gate at its expected start."""
+    """The base always, and the speed pairs whose gates pass at their expected starts (all three, or the plan does
+    not fit: only a short session, ONE_SHORT, runs fewer); then parity's item and each startup pair in priority
+    order, each kept only when, with it, every item kept so far still passes its gate at its expected start."""
     every = items(warm)
-    kept = [i for i in every if i.group in ("base", "speed")]
+    kept = [i for i in every if i.group == "base"]
+    for pair in (i for i in every if i.group == "speed"):
+        trial = kept + [pair]
+        if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s) if p.item in trial):
+            kept = trial
     for group in list(GROUPS)[1:]:
         for item in (i for i in every if i.group == group):
             trial = kept + [item]
