@@ -74,6 +74,14 @@ shift
 PHASES=${*:-ws2 ws1}
 PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
 WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
+# phase one is planned from the times measured on its GPU (an H100's host compiles a third slower, and there the
+# table cannot fit one lease): ONE_GPU, else nvidia-smi's name; a machine without one (a dry run) plans an H200's
+GPU=(--gpu H200)
+ONE_GPU=${ONE_GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)}
+if [[ " $PHASES " == *" one "* ]] && [ -n "$ONE_GPU" ]; then
+  GPU=(--gpu "$("${PLAN[@]}" gpu "$ONE_GPU")") || { echo "phase one cannot be planned on this GPU" >&2; exit 3; }
+fi
+WARM+=("${GPU[@]}")  # every plan, has, need and fits below takes both
 # what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
 # and the device time the session had left when that call began (LEASE_DEVICE_S: status's budget_left_s; a refused
 # call spends from it)
@@ -87,7 +95,8 @@ fi
 ONE_SHORT=${ONE_SHORT:-0}
 if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > /dev/null \
    && [ "$ONE_SHORT" != 1 ]; then
-  echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s: DRY_RUN=1 shows the plan (ONE_SHORT=1 runs what fits)" >&2
+  echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}: DRY_RUN=1 shows the plan" \
+    "(ONE_SHORT=1 runs what fits)" >&2
   exit 3
 fi
 STEPS=${STEPS:-40}
@@ -219,7 +228,7 @@ wave1_native() {  # the loss kernels' GPU check first (its result sets native's 
 }
 
 fits() {  # session_plan.py's gate: an item of this kind (pair, option-NAME) started now can finish
-  local verdict; verdict=$("${PLAN[@]}" fits "$1" --left-s "$(left_s)"); local ok=$?
+  local verdict; verdict=$("${PLAN[@]}" fits "$1" --left-s "$(left_s)" "${GPU[@]}"); local ok=$?
   note "one: $verdict"; return $ok
 }
 
@@ -227,7 +236,7 @@ startup_option() {  # program, name, env assignments...: one short run to time i
   local who=$1 name=$2 kind=native-option; shift 2
   [ "$who" = record ] && kind=record-$name
   env "$@" "${SBS[@]}" --only "$who" --world-sizes 1 --steps 6 "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" \
-    --need-s "$who=$("${PLAN[@]}" need "$kind")" --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" \
+    --need-s "$who=$("${PLAN[@]}" need "$kind" "${GPU[@]}")" --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" \
     > "$R/one-startup-$name-$who.txt" 2>&1
   note "one: startup $name: $(startup_of "$R/one-startup-$name-$who")"
 }
@@ -267,7 +276,8 @@ one_gpu() {
   wait $diff "$native"
   mapfile -t ONE_NATIVES < "$R/one-natives.txt"
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
-  local i needs=(--need-s "record=$("${PLAN[@]}" need record)" --need-s "native=$("${PLAN[@]}" need native)")
+  local i needs=(--need-s "record=$("${PLAN[@]}" need record "${GPU[@]}")"
+                 --need-s "native=$("${PLAN[@]}" need native "${GPU[@]}")")
   for i in 1 2 3; do
     fits pair || break
     sbs --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1 + i)) "${ONE_NATIVES[@]}" "${needs[@]}" \

@@ -6,6 +6,8 @@ starts, and the check made before each (record, native) pair.
     python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
     python3 benchmarks/session_plan.py fits pair --left-s N            # exit 0: a pair started now can finish
     python3 benchmarks/session_plan.py budget [--held-s N] [--device-s N]  # the session's clock, in seconds
+    python3 benchmarks/session_plan.py gpu "NVIDIA H100 80GB HBM3"     # H100: the key of its measured times
+    (plan, has, need and fits take --gpu H200|H100; default H200)
 
 One lease of `nvidia-h200`: 1,800 s of device time, the machine held 29 minutes at most (LEASE_CAP_S: the
 workplace hands it back at 30, and the minute's difference is the lease's margin). The machine's start, with the
@@ -35,6 +37,11 @@ Cold, the clock must give 1,578 s for speed 3 + 3, 1,628 s with parity 5 + 5, 2,
 one cold lease holds speed and parity 5 + 5 at the medians, and the startup options run only where the clock has
 them left. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293, and the third
 pair then needed a clock of 1,661 s, which a lease has when its machine started in 59 s or less (LEASE_T0).
+
+Times are per GPU: a call for `nvidia-h200` may be given an H100, whose host compiled the record 35 % slower
+(2026-12-05, MEASURED_H100). There the table needs about 2,000 s on the clock, more than any lease gives, so
+device_session.sh, which plans from the GPU it finds, refuses an H100 lease at once (or, with ONE_SHORT=1, runs
+the pairs that fit).
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one and
 2026-12-04-h200-one-table (80 steps, 524,288 validation tokens, FlexAttention, world size 1), and their progress.txt
@@ -93,14 +100,44 @@ MEASURED: dict[str, tuple[float, ...]] = {
 }
 ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
 
+# The same kinds on one H100 (docs/device-runs/2026-12-05-h100-one-short, the one lease there, asked for an
+# nvidia-h200 and given an H100): its host compiled 35-37 % slower (the record's cold startup 847.9 s against
+# 626.5 s) and its steps ran 9 % slower. start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the
+# record's run 1 (972.9 s, 847.9 of it to its first step), run 2 adding 847.9 + 195.1 - 972.9; the pair 17:14:31 ->
+# 17:19:40, 309 s for 184.2 + 111.9. A kind not measured there (each a run) takes the H200's times H100_UNMEASURED
+# (the widest ratio measured for a run, 184.2 / 132.2, rounded up): an estimate, like ESTIMATED.
+MEASURED_H100: dict[str, tuple[float, ...]] = {
+    "start": (13.0,), "end": (25.0,), "wave1-cold": (972.9,), "wave1-cold-second": (70.1,),
+    "record": (184.2,), "native": (111.9,), "pair-overhead": (12.9,),
+}
+H100_UNMEASURED = 1.4
+GPUS = ("H200", "H100")  # the GPUs with measured times: nvidia-smi's name holds one of them
 
-def expected_s(kind: str) -> float:
-    return ESTIMATED.get(kind) or statistics.median(MEASURED[kind])
+
+def gpu_of(name: str) -> str:
+    """nvidia-smi's name ("NVIDIA H100 80GB HBM3") -> the key of its measured times; ValueError for another GPU."""
+    for gpu in GPUS:
+        if gpu in name.upper():
+            return gpu
+    raise ValueError(f"{name!r}: no measured times for this GPU (measured: {', '.join(GPUS)})")
 
 
-def need_s(kind: str) -> float:
+def times_s(kind: str, gpu: str) -> tuple[float, ...]:
+    if kind in ESTIMATED:
+        scale = H100_UNMEASURED if gpu == "H100" else 1.0
+        return (ESTIMATED[kind] * scale,)
+    if gpu == "H100":
+        return MEASURED_H100.get(kind) or tuple(t * H100_UNMEASURED for t in MEASURED[kind])
+    return MEASURED[kind]
+
+
+def expected_s(kind: str, gpu: str = "H200") -> float:
+    return statistics.median(times_s(kind, gpu))
+
+
+def need_s(kind: str, gpu: str = "H200") -> float:
     """What an item of this kind must find left on the clock to start."""
-    return math.ceil((ESTIMATED.get(kind) or max(MEASURED[kind])) * MARGIN * 10) / 10  # rounded up, never down
+    return math.ceil(max(times_s(kind, gpu)) * MARGIN * 10) / 10  # rounded up, never down
 
 
 @dataclass(frozen=True)
@@ -108,14 +145,15 @@ class Item:
     name: str
     parts: tuple[str, ...]  # the kinds of its runs, run one after the other (or the time they add to wave 1)
     group: str  # "base", or one of GROUPS
+    gpu: str = "H200"  # whose measured times it takes
 
     @property
     def expected_s(self) -> float:
-        return sum(expected_s(k) for k in self.parts)
+        return sum(expected_s(k, self.gpu) for k in self.parts)
 
     @property
     def need_s(self) -> float:
-        return round(sum(need_s(k) for k in self.parts), 1)
+        return round(sum(need_s(k, self.gpu) for k in self.parts), 1)
 
 
 PAIR = ("record", "native", "pair-overhead")
@@ -128,20 +166,24 @@ GROUPS = {  # after the base, in priority order: what each gives
 END = Item("end", ("end",), "base")
 
 
+def end_item(gpu: str) -> Item:
+    return Item(END.name, END.parts, END.group, gpu)
+
+
 def option_parts(option: str) -> tuple[str, ...]:
     """A startup option's pair: the record's run with it, native's, and the pair's overhead."""
     return (f"record-{option}", "native-option", "pair-overhead")
 
 
-def items(warm: bool) -> list[Item]:
+def items(warm: bool, gpu: str = "H200") -> list[Item]:
     """Phase one in time order: the start, wave 1 (its first runs, then what its second runs add), wave 2's three
     pairs, the startup options' pairs, the end."""
     wave1 = "wave1-warm" if warm else "wave1-cold"
-    out = [Item("start", ("start",), "base"), Item("wave 1 runs 1", (wave1,), "base"),
-           Item("wave 1 runs 2", (f"{wave1}-second",), "parity")]
-    out += [Item(f"wave 2 pair {i}", PAIR, "speed") for i in (1, 2, 3)]
-    out += [Item(f"startup {o}", option_parts(o), "startups") for o in OPTIONS]
-    return out + [END]
+    out = [Item("start", ("start",), "base", gpu), Item("wave 1 runs 1", (wave1,), "base", gpu),
+           Item("wave 1 runs 2", (f"{wave1}-second",), "parity", gpu)]
+    out += [Item(f"wave 2 pair {i}", PAIR, "speed", gpu) for i in (1, 2, 3)]
+    out += [Item(f"startup {o}", option_parts(o), "startups", gpu) for o in OPTIONS]
+    return out + [end_item(gpu)]
 
 
 @dataclass(frozen=True)
@@ -153,41 +195,37 @@ class Planned:
 
 def gate(item: Item, left_s: float) -> bool:
     """An item starts when the time left covers its need and, after it, the end's (summaries, closing matmul)."""
-    return left_s >= item.need_s + (0 if item == END else END.need_s)
+    return left_s >= item.need_s + (0 if item.name == END.name else end_item(item.gpu).need_s)
 
 
-def simulate(chosen: list[Item], budget_s: float, warm: bool, took) -> list[Planned]:
+def simulate(chosen: list[Item], budget_s: float, warm: bool, took, gpu: str = "H200") -> list[Planned]:
     """Time order: a chosen item runs when its gate passes, and the clock moves on by what it took."""
     clock, out = 0.0, []
-    for item in items(warm):
+    for item in items(warm, gpu):
         runs = item in chosen and gate(item, budget_s - clock)
         out.append(Planned(item, clock, runs))
         clock += took(item) if runs else 0.0
     return out
 
 
-def choose(budget_s: float, warm: bool) -> list[Item]:
-    """The base always, and the speed pairs whose gates pass at their expected starts (all three, or the plan does
-    not fit: only a short session, ONE_SHORT, runs fewer); then parity's item and each startup pair in priority
-    order, each kept only when, with it, every item kept so far still passes its gate at its expected start."""
-    every = items(warm)
+def choose(budget_s: float, warm: bool, gpu: str = "H200") -> list[Item]:
+    """The base always; then, in priority order, each speed pair (all three, or the plan does not fit: only a short
+    session, ONE_SHORT, runs fewer), parity's item and each startup pair, each kept only when, with it, every item
+    kept so far still passes its gate at its expected start."""
+    every = items(warm, gpu)
     kept = [i for i in every if i.group == "base"]
-    for pair in (i for i in every if i.group == "speed"):
-        trial = kept + [pair]
-        if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s) if p.item in trial):
+    for item in [i for group in GROUPS for i in every if i.group == group]:
+        trial = kept + [item]
+        if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s, gpu) if p.item in trial):
             kept = trial
-    for group in list(GROUPS)[1:]:
-        for item in (i for i in every if i.group == group):
-            trial = kept + [item]
-            if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s) if p.item in trial):
-                kept = trial
     return kept
 
 
-def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.expected_s) -> list[Planned]:
+def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.expected_s,
+         gpu: str = "H200") -> list[Planned]:
     """The chosen items gated as the script gates them, the clock moving by what each took (its expected time
     unless `took` says otherwise); an item not chosen, or cut by its gate, takes none."""
-    return simulate(choose(budget_s, warm), budget_s, warm, took)
+    return simulate(choose(budget_s, warm, gpu), budget_s, warm, took, gpu)
 
 
 def dropped(planned: list[Planned]) -> list[str]:
@@ -203,29 +241,29 @@ def fits_whole(planned: list[Planned]) -> bool:
 
 def slowest_s(item: Item) -> float:
     """An item's time if every run of it takes the slowest measured time of its kind."""
-    return sum(ESTIMATED.get(k) or max(MEASURED[k]) for k in item.parts)
+    return sum(max(times_s(k, item.gpu)) for k in item.parts)
 
 
-def item_of(kind: str) -> Item:
+def item_of(kind: str, gpu: str = "H200") -> Item:
     """`pair` (a wave-2 pair) or `option-<name>` (a startup option's pair)."""
     if kind == "pair":
-        return Item(kind, PAIR, "speed")
+        return Item(kind, PAIR, "speed", gpu)
     option = kind.removeprefix("option-")
     if kind == option or option not in OPTIONS:
         raise ValueError(f"{kind}: choose pair, " + ", ".join(f"option-{o}" for o in OPTIONS))
-    return Item(kind, option_parts(option), "startups")
+    return Item(kind, option_parts(option), "startups", gpu)
 
 
-def fits(kind: str, left_s: float) -> bool:
+def fits(kind: str, left_s: float, gpu: str = "H200") -> bool:
     """Before an item of `kind`, with left_s on the clock: can it finish, and the end after it?"""
-    return gate(item_of(kind), left_s)
+    return gate(item_of(kind, gpu), left_s)
 
 
 def render(planned: list[Planned], budget_s: float) -> str:
-    lines = [f"budget {budget_s:.0f} s on the session's clock (lease: {DEVICE_S} s device time, held "
-             f"{LEASE_CAP_S} s at most, less what it held when the session started, {MACHINE_START_S} s unless "
-             f"measured, and {COLLECT_S} s to collect); need = the slowest measured runs and a pair's overhead, "
-             f"and the end's need after it",
+    lines = [f"budget {budget_s:.0f} s on the session's clock, {planned[0].item.gpu}'s measured times (lease: "
+             f"{DEVICE_S} s device time, held {LEASE_CAP_S} s at most, less what it held when the session started, "
+             f"{MACHINE_START_S} s unless measured, and {COLLECT_S} s to collect); need = the slowest measured runs "
+             f"and a pair's overhead, and the end's need after it",
              f"{'item':<22} {'group':<9} {'starts':>7} {'expected':>9} {'need':>7}  verdict"]
     for p in planned:
         verdict = "runs" if p.runs else ("CUT (required)" if p.item.group in ("base", "speed") else "dropped")
@@ -246,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     for q in (p, h):
         q.add_argument("--budget-s", type=float, default=BUDGET_S)
         q.add_argument("--warm", action="store_true", help="the compile caches are carried: no cold compile")
+    g = sub.add_parser("gpu", help="print the key of a GPU's measured times (exit 2: none measured)")
+    g.add_argument("name", help="nvidia-smi's name of the GPU, e.g. 'NVIDIA H100 80GB HBM3'")
     b = sub.add_parser("budget", help="print the session's budget (s)")
     b.add_argument("--held-s", type=float, default=MACHINE_START_S,
                    help="what the lease had held when the session started (default: the slowest start measured)")
@@ -256,25 +296,33 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
     f.add_argument("kind", help="pair, option-artifacts or option-no-aot-cache")
     f.add_argument("--left-s", type=float, required=True)
+    for q in (p, h, n, f):
+        q.add_argument("--gpu", choices=GPUS, default="H200", help="whose measured times (default H200)")
     a = ap.parse_args(argv)
+    if a.command == "gpu":
+        try:
+            print(gpu_of(a.name))
+        except ValueError as exc:
+            ap.error(str(exc))
+        return 0
     if a.command == "budget":
         print(f"{lease_budget_s(a.held_s, a.device_s):.0f}")
         return 0
     if a.command == "need":
-        print(need_s(a.kind))
+        print(need_s(a.kind, a.gpu))
         return 0
     if a.command in ("plan", "has"):
-        planned = plan(a.budget_s, a.warm)
+        planned = plan(a.budget_s, a.warm, gpu=a.gpu)
         if a.command == "has":
             return 0 if all(p.runs for p in planned if p.item.group == a.group) else 1
         print(render(planned, a.budget_s))
         return 0 if fits_whole(planned) else 3
     try:
-        item = item_of(a.kind)
+        item = item_of(a.kind, a.gpu)
     except ValueError as exc:
         ap.error(str(exc))
-    ok = fits(a.kind, a.left_s)
-    print(f"{a.kind}: needs {item.need_s:.0f} s and the end's {END.need_s:.0f} s, {a.left_s:.0f} s left: "
+    ok = fits(a.kind, a.left_s, a.gpu)
+    print(f"{a.kind}: needs {item.need_s:.0f} s and the end's {end_item(a.gpu).need_s:.0f} s, {a.left_s:.0f} s left: "
           f"{'start' if ok else 'not started'}")
     return 0 if ok else 1
 

@@ -80,6 +80,44 @@ def test_the_start_and_the_end_are_progress_times():
         assert lines[-1][0] - last_run == end
 
 
+H100_DAY = "2026-12-05-h100-one-short"
+
+
+def test_the_h100s_times_are_its_one_lease():
+    """2026-12-05: asked for an nvidia-h200, given an H100. Its wave 1 (the record's run 1, and what run 2 adds), its
+    one pair's walls and overhead, its start and end, as the plan's H200 times are read from theirs."""
+    (_, cold, cold_startup), = walls(H100_DAY, "one-w1-record-1.txt")
+    (_, second, _), = walls(H100_DAY, "one-w1-record-2.txt")
+    (_, record, _), (_, native, _) = walls(H100_DAY, "one-wave2-1.txt")
+    t = sp.MEASURED_H100
+    assert (t["wave1-cold"], t["wave1-cold-second"]) == ((cold,), (round(cold_startup + second - cold, 1),))
+    assert (t["record"], t["native"]) == ((record,), (native,))
+    lines = stamps(H100_DAY)
+    (i,) = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
+    assert t["pair-overhead"] == (round(lines[i + 1][0] - lines[i][0] - record - native, 1),)
+    assert t["start"] == (next(s for s, text in lines if text.startswith("matmul")) - lines[0][0],)
+    last_run = max(s for s, text in lines if "startup" in text or "wave 2 done" in text or "option-" in text)
+    assert t["end"] == (lines[-1][0] - last_run,)
+    runs = ("wave1-cold", "wave1-cold-second", "record", "native")  # the kinds not measured there are runs too
+    assert sp.H100_UNMEASURED >= max(t[k][0] / sp.expected_s(k) for k in runs) > 1.39
+
+
+def test_on_an_h100_the_table_cannot_fit_any_lease_and_the_script_says_so_at_once(tmp_path):
+    """The most clock a lease can give (nothing held before the session, 1,800 s of device time) holds two pairs on
+    an H100, not three: the script refuses there before it copies anything; a GPU with no measured times is
+    refused too."""
+    most = sp.lease_budget_s(0, 1800)
+    assert not sp.fits_whole(sp.plan(most, gpu="H100")) and sp.fits_whole(sp.plan(most))
+    assert sp.gpu_of("NVIDIA H100 80GB HBM3") == "H100" and sp.gpu_of("NVIDIA H200") == "H200"
+    refused = script(tmp_path, ONE_GPU="NVIDIA H100 80GB HBM3", ONE_BUDGET_S=str(most))
+    assert refused.returncode == 3 and "on an H100" in refused.stderr
+    dry = script(tmp_path, DRY_RUN="1", ONE_GPU="NVIDIA H100 80GB HBM3")
+    assert "H100's measured times" in dry.stdout and re.search(r"wave 2 pair 3 .* CUT \(required\)", dry.stdout)
+    other = script(tmp_path, ONE_GPU="Tesla T4")
+    assert other.returncode == 3 and "no measured times for this GPU" in other.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_the_budget_is_one_lease_less_what_it_held_at_the_start_and_the_collection():
     """1,800 s of device time, the machine held 29 minutes at most: the hold is the tighter bound. Unmeasured, the
     start is the slowest measured (87 s, 2026-12-04); measured by lease.sh (LEASE_T0), it is what the lease held."""
@@ -103,7 +141,8 @@ def test_with_the_lease_held_as_measured_on_2026_12_04_the_third_pair_would_have
 
 def ends_in_time(planned: list, budget: float) -> bool:
     """Every item that runs, and the end after it, ends within the budget at their slowest measured times."""
-    return all(p.starts_s + sp.slowest_s(p.item) + (0 if p.item == sp.END else sp.slowest_s(sp.END)) <= budget
+    end = sp.end_item(planned[0].item.gpu)
+    return all(p.starts_s + sp.slowest_s(p.item) + (0 if p.item == end else sp.slowest_s(end)) <= budget
                for p in planned if p.runs)
 
 
@@ -212,8 +251,9 @@ def test_sidebyside_takes_a_need_per_program(tmp_path, capsys):
     assert "--need-s record: expected PROGRAM=SECONDS" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("gpu", sp.GPUS)
 @pytest.mark.parametrize("warm", [False, True])
-def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm):
+def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm, gpu):
     """Whatever the budget (a later start, a slower machine), an item starts only when all of its runs and the end
     after it, at their slowest measured times, end before the budget does; and in a plan the script starts (speed
     3 + 3 fits), what runs follows the priority: no item of a group runs unless every item of the groups above it
@@ -221,8 +261,8 @@ def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm):
     ranks = {g: i for i, g in enumerate(["base", *sp.GROUPS])}
     for budget in range(300, 1801, 5):
         for took in (lambda item: item.expected_s, sp.slowest_s):
-            assert ends_in_time(sp.plan(budget, warm, took), budget), budget
-        planned = sp.plan(budget, warm)
+            assert ends_in_time(sp.plan(budget, warm, took, gpu), budget), budget
+        planned = sp.plan(budget, warm, gpu=gpu)
         if not sp.fits_whole(planned):
             continue  # refused: `plan` exits 3
         lowest_whole = min((ranks[p.item.group] for p in planned if not p.runs), default=len(ranks))
