@@ -63,6 +63,9 @@ collect() {
   for f in ${LEASE_SHOW:+"$R/$LEASE_SHOW"} $(find "$R" -mindepth 2 -name progress.txt 2> /dev/null | sort) \
     "$R/progress.txt"; do [ -f "$f" ] && shown+=("$f"); done
   if [ ${#shown[@]} -gt 0 ]; then tail -n 12 "${shown[@]}"; else echo "(no progress yet)"; fi
+  # a session that failed may have said why only on its own output (device_session.sh refusing an H100 before it
+  # has a results folder): show that too
+  if grep -qs "^session rc [1-9]" "$R/progress.txt"; then echo "==> session.log <=="; tail -n 12 "$R/session.log"; fi
 }
 
 wait_s() {  # up to N seconds, sooner once the session is done

@@ -41,6 +41,15 @@ def test_the_command_runs_in_the_copy_and_its_results_come_back_without_caches(t
     assert (tmp_path / "tree" / "benchmarks" / "lease.sh").is_file() and not (tmp_path / "tree" / ".venv").exists()
 
 
+def test_a_session_that_fails_shows_its_own_output(tmp_path):
+    """2026-12-05: device_session.sh refuses an H100 on its stderr, before it has a results folder; the call that
+    started it must say why, not only "session rc 3". A session that succeeds shows its progress alone."""
+    refused = lease(tmp_path, "start", "30", "bash", "-c", 'echo "phase one does not fit on an H100" >&2; exit 3')
+    assert "session rc 3" in refused.stdout and "does not fit on an H100" in refused.stdout
+    done = lease(tmp_path, "start", "30", "bash", "-c", "echo chatter")
+    assert "session rc 0" in done.stdout and "chatter" not in done.stdout
+
+
 def test_the_carried_shards_are_unpacked_into_the_copy(tmp_path):
     """docs-v1 travels as .devcarry/docs-v1.txz (the tree and the carry share one call's 64 MiB): the command finds
     the shards as .devcarry/docs-v1 in the copy, byte for byte."""
