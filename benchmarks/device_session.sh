@@ -81,19 +81,19 @@ ONE_GPU=${ONE_GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/n
 if [[ " $PHASES " == *" one "* ]] && [ -n "$ONE_GPU" ]; then
   GPU=(--gpu "$("${PLAN[@]}" gpu "$ONE_GPU")") || { echo "phase one cannot be planned on this GPU" >&2; exit 3; }
 fi
-WARM+=("${GPU[@]}")  # every plan, has, need and fits below takes both
 # what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
 # and the device time the session had left when that call began (LEASE_DEVICE_S: status's budget_left_s; a refused
 # call spends from it)
 ONE_BUDGET_S=${ONE_BUDGET_S:-$("${PLAN[@]}" budget ${LEASE_HELD_S:+--held-s "$LEASE_HELD_S"} \
   ${LEASE_DEVICE_S:+--device-s "$LEASE_DEVICE_S"})}
+ONE_PLAN=(--budget-s "$ONE_BUDGET_S" "${WARM[@]}" "${GPU[@]}")  # what `plan` and `has` take
 if [ "${DRY_RUN:-0}" = 1 ]; then  # the plan of phase one and its budget; nothing else
-  "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}"; exit $?
+  "${PLAN[@]}" plan "${ONE_PLAN[@]}"; exit $?
 fi
 # ONE_SHORT=1 runs what fits when speed 3 + 3 does not (a lease that started late): a check of where native
 # stands, with fewer pairs than the standard asks, never a table; progress.txt and plan.txt say so
 ONE_SHORT=${ONE_SHORT:-0}
-if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > /dev/null \
+if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan "${ONE_PLAN[@]}" > /dev/null \
    && [ "$ONE_SHORT" != 1 ]; then
   echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}: DRY_RUN=1 shows the plan" \
     "(ONE_SHORT=1 runs what fits)" >&2
@@ -236,8 +236,8 @@ startup_option() {  # program, name, env assignments...: one short run to time i
   local who=$1 name=$2 kind=native-option; shift 2
   [ "$who" = record ] && kind=record-$name
   env "$@" "${SBS[@]}" --only "$who" --world-sizes 1 --steps 6 "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" \
-    --need-s "$who=$("${PLAN[@]}" need "$kind" "${GPU[@]}")" --budget-s "$(left_s)" --out "$R/one-startup-$name-$who" \
-    > "$R/one-startup-$name-$who.txt" 2>&1
+    --need-s "$who=$("${PLAN[@]}" need "$kind" "${GPU[@]}")" --budget-s "$(left_s)" \
+    --out "$R/one-startup-$name-$who" > "$R/one-startup-$name-$who.txt" 2>&1
   note "one: startup $name: $(startup_of "$R/one-startup-$name-$who")"
 }
 
@@ -259,9 +259,9 @@ one_gpu() {
   ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
-  "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > "$R/plan.txt"
-  ONE_PARITY=0; "${PLAN[@]}" has parity --budget-s "$ONE_BUDGET_S" "${WARM[@]}" && ONE_PARITY=1
-  [ "$ONE_SHORT" = 1 ] && ! "${PLAN[@]}" plan --budget-s "$ONE_BUDGET_S" "${WARM[@]}" > /dev/null \
+  "${PLAN[@]}" plan "${ONE_PLAN[@]}" > "$R/plan.txt"
+  ONE_PARITY=0; "${PLAN[@]}" has parity "${ONE_PLAN[@]}" && ONE_PARITY=1
+  [ "$ONE_SHORT" = 1 ] && ! "${PLAN[@]}" plan "${ONE_PLAN[@]}" > /dev/null \
     && note "one: SHORT (ONE_SHORT=1): speed 3 + 3 does not fit the budget; what runs is no table"
   note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
     "budget $ONE_BUDGET_S s${LEASE_HELD_S:+ (the lease had held $LEASE_HELD_S s)}; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"

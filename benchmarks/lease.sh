@@ -65,7 +65,9 @@ collect() {
   if [ ${#shown[@]} -gt 0 ]; then tail -n 12 "${shown[@]}"; else echo "(no progress yet)"; fi
   # a session that failed may have said why only on its own output (device_session.sh refusing an H100 before it
   # has a results folder): show that too
-  if grep -qs "^session rc [1-9]" "$R/progress.txt"; then echo "==> session.log <=="; tail -n 12 "$R/session.log"; fi
+  if grep -qs "^session rc [1-9]" "$R/progress.txt"; then
+    echo "==> session.log <=="; tail -n 12 "$R/session.log"
+  fi
 }
 
 wait_s() {  # up to N seconds, sooner once the session is done
