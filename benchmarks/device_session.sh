@@ -93,11 +93,17 @@ fi
 # ONE_SHORT=1 runs what fits when speed 3 + 3 does not (a lease that started late): a check of where native
 # stands, with fewer pairs than the standard asks, never a table; progress.txt and plan.txt say so
 ONE_SHORT=${ONE_SHORT:-0}
-if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan "${ONE_PLAN[@]}" > /dev/null \
-   && [ "$ONE_SHORT" != 1 ]; then
-  echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}: DRY_RUN=1 shows the plan" \
-    "(ONE_SHORT=1 runs what fits)" >&2
-  exit 3
+if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan "${ONE_PLAN[@]}" > /dev/null; then
+  if [ "$ONE_SHORT" != 1 ]; then
+    echo "phase one does not fit ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}: DRY_RUN=1 shows the plan" \
+      "(ONE_SHORT=1 runs what fits)" >&2
+    exit 3
+  fi
+  # a short session without one pair would time nothing: refused too
+  if ! grep -Eq '^wave 2 pair 1 .* runs$' <<< "$("${PLAN[@]}" plan "${ONE_PLAN[@]}")"; then
+    echo "phase one: not even one pair fits ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}" >&2
+    exit 3
+  fi
 fi
 STEPS=${STEPS:-40}
 PRIME_STEPS=${PRIME_STEPS:-6}  # the warm-up compiles every window size; a priming run need not train long
@@ -253,6 +259,17 @@ option_pair() {  # name, then per program the same option: fresh caches where it
   done
 }
 
+artifact_sizes() {  # could the compile caches travel to a later lease (64 MiB a call)? Their size compressed,
+  # measured last, on the idle machine, where the clock has 90 s to spare
+  local f began
+  for f in "$R"/artifacts-*.bin; do
+    [ -f "$f" ] && [ "$(left_s)" -ge 90 ] || continue
+    began=$SECONDS
+    note "one: $(basename "$f"): $(stat -c %s "$f") bytes, $(xz -T0 -6 -c "$f" | wc -c) with xz -6" \
+      "($((SECONDS - began)) s)"
+  done
+}
+
 one_gpu() {
   ONE_END=$ONE_BUDGET_S  # on the script's clock (SECONDS counts from its start, as the plan's clock does)
   ONE_STEPS=${ONE_STEPS:-80}; ONE_SEED=${ONE_SEED:-101}
@@ -276,8 +293,10 @@ one_gpu() {
   wait $diff "$native"
   mapfile -t ONE_NATIVES < "$R/one-natives.txt"
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
-  local i needs=(--need-s "record=$("${PLAN[@]}" need record "${GPU[@]}")"
-                 --need-s "native=$("${PLAN[@]}" need native "${GPU[@]}")")
+  # gated pairs: native starts first and waits after its warm-up; its timed steps follow the record's exit
+  local i needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
+                 --need-s "record=$("${PLAN[@]}" need record "${GPU[@]}")"
+                 --need-s "native=$("${PLAN[@]}" need native-timed "${GPU[@]}")")
   for i in 1 2 3; do
     fits pair || break
     sbs --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1 + i)) "${ONE_NATIVES[@]}" "${needs[@]}" \
@@ -290,6 +309,7 @@ one_gpu() {
   sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \
     > "$R/one-parity.txt" 2>&1
   grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
+  artifact_sizes
   note "one: done, $(left_s) s of the budget left"
 }
 

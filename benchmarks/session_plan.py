@@ -90,6 +90,10 @@ MEASURED: dict[str, tuple[float, ...]] = {
     "wave1-warm-second": (89.4, 96.8),
     "record": (155.1, 120.6, 132.2, 174.4, 131.4),  # warm, the GPU alone (wave 2)
     "native": (96.2, 104.2, 109.4, 95.3),
+    # what a native run takes after its startup (wall less startup_s: validation 0, the timed steps, the final
+    # validation, exit): in a gated pair (sidebyside --gate-native) its startup overlaps the record's run, and only
+    # this part follows the record's exit
+    "native-timed": (52.0, 52.1, 51.2, 50.3),
     # a wave-2 pair's time beyond its two runs' walls (sidebyside's start and summary; 2026-12-04 only, where each
     # pair is its own call): 12:42:06 -> 12:46:59 is 293 s for 174.4 + 109.4, 12:46:59 -> 12:50:56 237 s for
     # 131.4 + 95.3
@@ -108,8 +112,12 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
 # (the widest ratio measured for a run, 184.2 / 132.2, rounded up): an estimate, like ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
     "start": (13.0,), "end": (25.0,), "wave1-cold": (972.9,), "wave1-cold-second": (70.1,),
-    "record": (184.2,), "native": (111.9,), "pair-overhead": (12.9,),
+    "record": (184.2,), "native": (111.9,), "native-timed": (54.2,), "pair-overhead": (12.9,),
 }
+# Not measured but set: how long native starts before the record in a gated pair. The record's warm startup was
+# 60.8-117 s, native's 44-58 s alone: the lead keeps native's warm-up (under the record's startup load) clear of the
+# record's first timed step with about 20 s to spare, and a pair where it is not is marked (sidebyside's "void").
+SETTINGS: dict[str, float] = {"gate-lead": 20.0}
 H100_UNMEASURED = 1.4
 GPUS = ("H200", "H100")  # the GPUs with measured times: nvidia-smi's name holds one of them
 
@@ -123,6 +131,8 @@ def gpu_of(name: str) -> str:
 
 
 def times_s(kind: str, gpu: str) -> tuple[float, ...]:
+    if kind in SETTINGS:
+        return (SETTINGS[kind],)
     if kind in ESTIMATED:
         scale = H100_UNMEASURED if gpu == "H100" else 1.0
         return (ESTIMATED[kind] * scale,)
@@ -156,7 +166,7 @@ class Item:
         return round(sum(need_s(k, self.gpu) for k in self.parts), 1)
 
 
-PAIR = ("record", "native", "pair-overhead")
+PAIR = ("gate-lead", "record", "native-timed", "pair-overhead")  # gated: native's startup inside the record's run
 OPTIONS = ("artifacts", "no-aot-cache")
 GROUPS = {  # after the base, in priority order: what each gives
     "speed": "speed 3 + 3 (wave 2's pairs)",
@@ -292,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--device-s", type=float, default=DEVICE_S,
                    help="the device time left when the lease's call began (status's budget_left_s)")
     n = sub.add_parser("need", help="print the seconds one run of a kind needs to start (record, native, ...)")
-    n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED}))
+    n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED, *SETTINGS}))
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
     f.add_argument("kind", help="pair, option-artifacts or option-no-aot-cache")
     f.add_argument("--left-s", type=float, required=True)

@@ -228,38 +228,100 @@ def _interrupt(_signum, _frame):
     raise KeyboardInterrupt
 
 
-def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
-    """Run one program on `gpus`; stdout+stderr to out_file; kill its process group on timeout.
+TIMING_STARTS = b"step:0/"  # the validation before the first timed step: the clock starts when it ends
 
-    startup_s: launch to the first timed step's line (process start, imports, compile, warm-up, validation 0)."""
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)), PYTHONUNBUFFERED="1", **env_extra)
-    env.pop("DISABLE_FP8", None)  # FP8 head in both
-    started = time.perf_counter()
-    first_step: list[float] = []
 
-    def copy_output(pipe, out) -> None:
-        for line in iter(pipe.readline, b""):
-            if not first_step and Tee.FIRST_STEP in line:
-                first_step.append(time.perf_counter())
-            out.write(line)
-            out.flush()
+class Launched:
+    """A started program: its process (own session), the thread copying its output to a file, and when it printed
+    the lines that bound its startup (time.time(), so that a gate file's mtime compares with them)."""
 
-    with out_file.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        reader = threading.Thread(target=copy_output, args=(proc.stdout, out), daemon=True)
-        reader.start()
+    def __init__(self, cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int]):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)), PYTHONUNBUFFERED="1", **env_extra)
+        env.pop("DISABLE_FP8", None)  # FP8 head in both
+        self.gpus, self.started = gpus, time.time()
+        self.timing_at: float | None = None  # its step-0 validation line: its timed steps follow at once
+        self.first_step_at: float | None = None  # its first timed step's line
+        self._out = out_file.open("wb")
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._copy, daemon=True)
+        self._reader.start()
+
+    def _copy(self) -> None:
+        for line in iter(self.proc.stdout.readline, b""):
+            if self.timing_at is None and line.startswith(TIMING_STARTS):
+                self.timing_at = time.time()
+            if self.first_step_at is None and Tee.FIRST_STEP in line:
+                self.first_step_at = time.time()
+            self._out.write(line)
+            self._out.flush()
+
+    def finish(self, timeout: float) -> dict:
+        """Wait for the program (its process group stopped at the timeout or on an interrupt).
+
+        startup_s: launch to the first timed step's line (process start, imports, compile, warm-up, validation 0)."""
         try:
-            rc = proc.wait(timeout=max(timeout, 1))
+            rc = self.proc.wait(timeout=max(timeout, 1))
         except subprocess.TimeoutExpired:
-            stop_group(proc)
+            stop_group(self.proc)
             rc = "timeout"
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (main): the program runs in its own session, stop it too
-            stop_group(proc)
+            stop_group(self.proc)
             raise
-        reader.join(timeout=10)
-    startup = round(first_step[0] - started, 1) if first_step else None
-    return dict(rc=rc, wall_s=round(time.perf_counter() - started, 1), startup_s=startup, gpus=gpus)
+        finally:
+            self._reader.join(timeout=10)
+            self._out.close()
+        startup = round(self.first_step_at - self.started, 1) if self.first_step_at else None
+        return dict(rc=rc, wall_s=round(time.time() - self.started, 1), startup_s=startup, gpus=self.gpus)
+
+
+def run(cmd: list[str], env_extra: dict, cwd: Path, out_file: Path, gpus: list[int], timeout: float) -> dict:
+    """Run one program on `gpus`; stdout+stderr to out_file; kill its process group on timeout."""
+    return Launched(cmd, env_extra, cwd, out_file, gpus).finish(timeout)
+
+
+def gated_pair(record: tuple[list[str], dict, Path], native: tuple[list[str], dict, Path], record_out: Path,
+               native_out: Path, gpus: list[int], lead_s: float, timeout: float) -> tuple[dict, dict]:
+    """One (record, native) pair whose startups overlap and whose timed steps do not: native starts first and
+    waits after its warm-up at a gate (train.loop.wait_at_start_gate); the record starts lead_s later; once the
+    record has exited, the gate opens and native's timed steps have the GPU alone. The pair takes about the
+    record's run and native's timed part, instead of both runs whole.
+
+    The record has no gate (its program is not changed for this): if native reached its gate only after the
+    record's timing began, native's warm-up shared the GPU with the record's first timed steps, and the record's
+    run is marked shared_gpu (its loss counts, its step times do not), with how long the overlap lasted. Native's
+    startup_s leaves out its wait at the gate (gate_wait_s)."""
+    gate = native_out.parent / "start-gate"
+    for stale in (gate, gate.with_name(gate.name + ".ready")):
+        stale.unlink(missing_ok=True)
+    cmd, env, cwd = native
+    began = time.time()
+    waiting = Launched(cmd, dict(env, REPRO_START_GATE=str(gate)), cwd, native_out, gpus)
+    try:
+        time.sleep(lead_s)
+        cmd, env, cwd = record
+        rec_run = Launched(cmd, env, cwd, record_out, gpus)
+        rec = rec_run.finish(timeout - (time.time() - began))
+        gate.write_text("open\n")
+        opened_at = time.time()
+        nat = waiting.finish(timeout - (opened_at - began))
+    except BaseException:
+        if waiting.proc.poll() is None:
+            stop_group(waiting.proc)
+        raise
+    ready = gate.with_name(gate.name + ".ready")
+    ready_at = ready.stat().st_mtime if ready.exists() else None  # None: native never finished its warm-up
+    if ready_at is not None:
+        nat["gate_wait_s"] = round(max(0.0, opened_at - ready_at), 1)
+        if nat["startup_s"] is not None:
+            nat["startup_s"] = round(nat["startup_s"] - nat["gate_wait_s"], 1)
+    timing_at = rec_run.timing_at
+    overlap = (ready_at or time.time()) - timing_at if timing_at is not None else None
+    rec["native_ready_before_timing_s"] = None if overlap is None else round(-overlap, 1)
+    if overlap is not None and overlap > 0:
+        rec["shared_gpu"] = True
+        rec["void"] = f"native's warm-up ran {overlap:.1f} s into this run's timed steps"
+    return rec, nat
 
 
 def run_result(log_text: str, steps: int, flops: dict[str, float], tflops: float | None, ws: int) -> dict:
@@ -412,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared-gpu", action="store_true",
                     help="these runs share the GPU with other work: losses and startups kept, step times left out "
                          "of the speed table")
+    ap.add_argument("--gate-native", type=float, metavar="LEAD_S",
+                    help="each (record, native) pair overlaps its startups: native starts first, waits at a gate "
+                         "after its warm-up, the record LEAD_S later; the gate opens when the record exits. "
+                         "--need-s native= is then what native's run adds after the record's")
     ap.add_argument("--site", type=Path, help="a folder put first on both programs' PYTHONPATH (sitecustomize.py)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--program-dir", type=Path, help="where the patched record program runs (default <out>/record)")
@@ -489,13 +555,15 @@ def main(argv: list[str] | None = None) -> int:
             return 4
         print(f"bf16 matmul rate {summary['tflops']} TFLOP/s", flush=True)
 
-    for ws in world_sizes:
+    def one_world_size(ws: int) -> None:
+        """Every run at world size ws, in order (a gated pair as one item)."""
         pair = summary["runs"].setdefault(str(ws), {})
         gpus = list(range(a.first_gpu, a.first_gpu + ws))
         order = [(i, who) for i in range(a.repeat) for who in programs]
         if a.variants_last:  # stable: pairs keep alternating, each variant's runs follow in turn
             order.sort(key=lambda run: run[1] in variants)
-        for i, who in order:
+        def command(i: int, who: str) -> tuple[list[str], dict, Path, Path, int | None]:
+            """(command, env, cwd, run folder, seed) of run i of a program, printed."""
             run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
             seed = None if a.seed is None else a.seed + i
             if who == "record":
@@ -509,14 +577,11 @@ def main(argv: list[str] | None = None) -> int:
                 env["PYTHONPATH"] = os.pathsep.join((str(a.site.resolve()), env["PYTHONPATH"]))
             print(f"[{who} ws{ws} run {i + 1}] cd {cwd} && {' '.join(f'{k}={v}' for k, v in env.items())} "
                   f"{' '.join(cmd)}", flush=True)
-            if a.dry_run:
-                continue
-            left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
-            if left < needs.get(who, 60.0):
-                pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
-                continue
-            before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
-            res = dict(run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), seed=seed, shared_gpu=a.shared_gpu)
+            return cmd, env, cwd, run_dir, seed
+
+        def keep(i: int, who: str, res: dict, cwd: Path, run_dir: Path, seed: int | None, before: set) -> None:
+            """A finished run's result, with what its log says, into the summary (saved at once)."""
+            res = dict(res, seed=seed, shared_gpu=a.shared_gpu or res.get("shared_gpu", False))
             log = record_log(cwd, run_dir / "stdout.txt", before) if who == "record" else run_dir / "log.txt"
             log_text = log.read_text() if log and log.exists() else ""
             if who == "record" and log_text:
@@ -526,8 +591,42 @@ def main(argv: list[str] | None = None) -> int:
             pair.setdefault(who, []).append(res)
             print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
                   f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"
-                  f" ms", flush=True)
+                  f" ms" + (f"; {res['void']}" if res.get("void") else ""), flush=True)
             save()
+
+        gated = set()  # native runs already run, gated, beside their record run
+        for i, who in order:
+            if (i, who) in gated:
+                continue
+            cmd, env, cwd, run_dir, seed = command(i, who)
+            partner = (i, "native")
+            if a.gate_native is not None and who == "record" and partner in order:
+                gated.add(partner)
+                n_cmd, n_env, n_cwd, n_dir, n_seed = command(*partner)
+                if a.dry_run:
+                    continue
+                left = a.budget_s - (time.perf_counter() - started) - 20
+                if left < a.gate_native + needs.get("record", 60.0) + needs.get("native", 60.0):
+                    for w in ("record", "native"):
+                        pair.setdefault(w, []).append(dict(rc="skipped: out of budget"))
+                    continue
+                before = set((cwd / "logs").glob("*.txt"))
+                rec, nat = gated_pair((cmd, env, cwd), (n_cmd, n_env, n_cwd), run_dir / "stdout.txt",
+                                      n_dir / "stdout.txt", gpus, a.gate_native, left)
+                keep(i, "record", rec, cwd, run_dir, seed, before)
+                keep(i, "native", nat, n_cwd, n_dir, n_seed, set())
+                continue
+            if a.dry_run:
+                continue
+            left = a.budget_s - (time.perf_counter() - started) - 20  # 20 s for the closing matmul, summary
+            if left < needs.get(who, 60.0):
+                pair.setdefault(who, []).append(dict(rc="skipped: out of budget"))
+                continue
+            before = set((cwd / "logs").glob("*.txt")) if who == "record" else set()
+            keep(i, who, run(cmd, env, cwd, run_dir / "stdout.txt", gpus, left), cwd, run_dir, seed, before)
+
+    for ws in world_sizes:
+        one_world_size(ws)
 
     if not a.dry_run and not a.matmul_file and a.budget_s - (time.perf_counter() - started) > 15:
         summary["tflops_end"] = matmul_rate()

@@ -43,6 +43,8 @@ def test_the_measured_times_are_the_committed_runs():
     wave2 = [w for day in DAYS for w in walls(day, *pairs[day])]
     assert sp.MEASURED["record"] == tuple(w for who, w, _ in wave2 if who == "record")
     assert sp.MEASURED["native"] == tuple(w for who, w, _ in wave2 if who == "native")
+    # a gated pair's native: its run after its startup, which overlaps the record's run
+    assert sp.MEASURED["native-timed"] == tuple(round(w - s, 1) for who, w, s in wave2 if who == "native")
     options = {"2026-12-01-h200-one": ("artifacts", "no-aot-cache"), "2026-12-04-h200-one-table": ("no-aot-cache",)}
     assert sp.MEASURED["native-option"] == tuple(walls(day, f"one-startup-{o}-native.txt")[0][1]
                                                  for day in DAYS for o in options[day])
@@ -92,6 +94,8 @@ def test_the_h100s_times_are_its_one_lease():
     t = sp.MEASURED_H100
     assert (t["wave1-cold"], t["wave1-cold-second"]) == ((cold,), (round(cold_startup + second - cold, 1),))
     assert (t["record"], t["native"]) == ((record,), (native,))
+    (_, _, native_startup), = [w for w in walls(H100_DAY, "one-wave2-1.txt") if w[0] == "native"]
+    assert t["native-timed"] == (round(native - native_startup, 1),)
     lines = stamps(H100_DAY)
     (i,) = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
     assert t["pair-overhead"] == (round(lines[i + 1][0] - lines[i][0] - record - native, 1),)
@@ -129,13 +133,14 @@ def test_the_budget_is_one_lease_less_what_it_held_at_the_start_and_the_collecti
 
 def test_with_the_lease_held_as_measured_on_2026_12_04_the_third_pair_would_have_started():
     """That lease had held about 47 s when the session started. Its third pair found 284 s left on the 1,630 s
-    clock (1,346 s in) and its need then, 285 s plus the end's 11, kept it from starting, 12 s short; the lease
-    ended with 161 s of device time unused. On the measured clock it starts, and ends inside the lease at its
-    slowest measured times."""
+    clock (1,346 s in), and its need then (an ungated pair: 285 s plus the end's 11) kept it from starting, 12 s
+    short; the lease ended with 161 s of device time unused. On the measured clock it starts, and ends inside the
+    lease at its slowest measured times; a gated pair (native's startup inside the record's run) needs 257 s and
+    the end's 21, and would have started on the old clock too."""
     clock = 1346
     budget = sp.lease_budget_s(47)
-    assert not sp.fits("pair", sp.BUDGET_S - clock)
-    assert sp.fits("pair", budget - clock)
+    assert sp.fits("pair", budget - clock) and sp.fits("pair", sp.BUDGET_S - clock)
+    assert sp.item_of("pair").need_s + sp.END.need_s <= 284 < 285 + 11
     assert clock + sp.slowest_s(sp.item_of("pair")) + sp.slowest_s(sp.END) <= budget
 
 
@@ -160,14 +165,17 @@ def test_the_plan_fits_one_lease_and_no_started_item_can_overrun_it(warm):
 
 
 def test_parity_ranks_below_speed_though_it_runs_first(capsys):
-    """Wave 1's second runs come before wave 2 in time, but rank after it: at 1,600 s they are dropped (4 + 4 final
-    losses) so that the third pair fits, and `plan` says so; at the default budget (1,630 s) they are kept."""
-    planned = {p.item.name: p for p in sp.plan(1600)}
+    """Wave 1's second runs come before wave 2 in time, but rank after it: at 1,520 s they are dropped (4 + 4 final
+    losses) so that the third pair fits, and `plan` says so; at the default budget (1,630 s) they are kept. Gated
+    pairs put the bounds at 1,484 s for speed 3 + 3 and 1,534 s with parity 5 + 5 (1,578 and 1,628 before)."""
+    planned = {p.item.name: p for p in sp.plan(1520)}
     assert planned["wave 2 pair 3"].runs and not planned["wave 1 runs 2"].runs
-    assert sp.main(["plan", "--budget-s", "1600"]) == 0
+    assert sp.main(["plan", "--budget-s", "1520"]) == 0
     out = capsys.readouterr().out
     assert "drops parity: parity 5 + 5" in out and "drops startups" in out and "drops speed" not in out
-    assert sp.main(["has", "parity", "--budget-s", "1600"]) == 1 and sp.main(["has", "speed"]) == 0
+    assert sp.main(["has", "parity", "--budget-s", "1520"]) == 1 and sp.main(["has", "speed"]) == 0
+    assert sp.main(["has", "parity", "--budget-s", "1534"]) == 0
+    assert sp.main(["has", "speed", "--budget-s", "1483"]) == 1
     default = {p.item.name: p for p in sp.plan()}
     assert default["wave 1 runs 2"].runs and default["wave 2 pair 3"].runs
     assert sp.main(["has", "parity"]) == 0
@@ -178,15 +186,16 @@ def test_a_short_budget_cuts_a_whole_pair_and_the_plan_says_it_does_not_fit(caps
     record run and cut native's), and `plan` exits 3, which makes device_session.sh refuse to start."""
     planned = {p.item.name: p for p in sp.plan(1400)}
     assert planned["wave 2 pair 2"].runs and not planned["wave 2 pair 3"].runs
-    assert sp.item_of("pair").parts == ("record", "native", "pair-overhead")
+    assert sp.item_of("pair").parts == ("gate-lead", "record", "native-timed", "pair-overhead")
     assert sp.main(["plan", "--budget-s", "1400"]) == 3
     out = capsys.readouterr().out
     assert "wave 2 pair 3" in out and "drops speed: speed 3 + 3" in out
 
 
 def test_a_pair_starts_only_when_both_its_runs_and_the_end_can_finish():
-    need = sp.need_s("record") + sp.need_s("native") + sp.need_s("pair-overhead") + sp.need_s("end")
-    assert sp.item_of("pair").need_s + sp.END.need_s == pytest.approx(need) and need >= 174.4 + 109.4 + 10.3 + 21
+    need = (sp.need_s("gate-lead") + sp.need_s("record") + sp.need_s("native-timed") + sp.need_s("pair-overhead")
+            + sp.need_s("end"))
+    assert sp.item_of("pair").need_s + sp.END.need_s == pytest.approx(need) and need >= 20 + 174.4 + 52.1 + 10.3 + 21
     assert sp.fits("pair", need) and not sp.fits("pair", need - 1)
     assert not sp.fits("pair", 60)  # what the per-run check once accepted
     assert sp.main(["fits", "option-artifacts", "--left-s", "100"]) == 1
@@ -220,6 +229,13 @@ def test_a_refused_call_spends_from_the_lease_so_the_plan_shrinks_with_the_devic
     assert held.returncode == 0 and "budget 1629 s" in held.stdout, held.stdout + held.stderr
     short = script(tmp_path, LEASE_HELD_S="60", LEASE_DEVICE_S="1547")
     assert short.returncode == 3 and "does not fit" in short.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_short_session_with_not_one_pair_is_refused_too(tmp_path):
+    """ONE_SHORT=1 runs what fits, but a clock that holds wave 1 and no pair would time nothing: refused at once."""
+    done = script(tmp_path, ONE_SHORT="1", ONE_BUDGET_S="1000", ONE_GPU="NVIDIA H200")
+    assert done.returncode == 3 and "not even one pair fits ONE_BUDGET_S=1000 s on an H200" in done.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -313,9 +329,9 @@ def who(call: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("budget", [1600, sp.BUDGET_S])
+@pytest.mark.parametrize("budget", [1520, sp.BUDGET_S])
 def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp_path, budget):
-    """At 1,600 s the plan drops parity: wave 1 runs each program once (seed 101) and the parity summary takes the
+    """At 1,520 s the plan drops parity: wave 1 runs each program once (seed 101) and the parity summary takes the
     runs that exist; at the default budget wave 1 runs each twice (seeds 101, 102). Wave 2 runs 3 pairs either
     way, each after its gate, and every startup option run is handed its own need."""
     keeps = sp.main(["has", "parity", "--budget-s", str(budget)]) == 0
@@ -325,8 +341,11 @@ def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp
     assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in wave1) == (
         ["native101", "native102", "record101", "record102"] if keeps else ["native101", "record101"])
     assert ("drops: startups" if keeps else "drops: parity startups") in progress
-    assert progress.count("one: pair: needs") == 3 and len([c for c in calls if "one-wave2-" in c
-                                                            and "--summarize" not in c]) == 3
+    wave2 = [c for c in calls if "one-wave2-" in c and "--summarize" not in c]
+    assert progress.count("one: pair: needs") == 3 and len(wave2) == 3
+    # gated pairs: native's need is its run after the record's exit
+    assert all("--gate-native 20.0" in c and "--need-s native=52.1" in c and "--need-s record=174.4" in c
+               for c in wave2)
     options = [c for c in calls if "one-startup-" in c]
     assert options and all(f"--need-s {who(c)}=" in c for c in options)
     (parity,) = [c for c in calls if "--out" in c and c.endswith("one-parity")]

@@ -302,6 +302,26 @@ def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, li
     return training_ms, val_losses
 
 
+START_GATE_ENV = "REPRO_START_GATE"
+
+
+def wait_at_start_gate(env: DistEnv, log: RunLog) -> None:
+    """REPRO_START_GATE=PATH (benchmarks/sidebyside.py --gate-native, where two programs take turns on one GPU):
+    after the untimed warm-up, rank 0 writes PATH.ready and every rank waits until PATH exists, so that the timed
+    steps begin only once the GPU is free. The wait is neither startup nor training time: it is logged apart."""
+    gate = os.environ.get(START_GATE_ENV)
+    if not gate:
+        return
+    synchronize(env.device)  # the warm-up's kernels are done before the controller is told so
+    if env.is_main:
+        ready = Path(gate + ".ready")
+        ready.write_text(f"{os.getpid()}\n")
+    began = time.perf_counter()
+    while not os.path.exists(gate):
+        time.sleep(0.05)
+    log.event("start_gate", waited_s=round(time.perf_counter() - began, 3))
+
+
 def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, env: DistEnv | None = None,
           save_model: Path | None = None, console: bool = True, profile_dir: Path | None = None) -> RunResult:
     started = time.perf_counter()
@@ -313,6 +333,7 @@ def train(cfg: TrainConfig, log_path: Path | None, metrics_path: Path | None, en
         warm_up(run)
         warmup_s = time.perf_counter() - started
         log.event("warmup", seconds=round(warmup_s, 2), steps=cfg.warmup_steps)
+        wait_at_start_gate(env, log)
         training_ms, val_losses = timed_run(run, StepProfiler(profile_dir and Path(profile_dir), env.is_main))
 
         peak = (0, 0)  # no allocator statistics on CPU
