@@ -313,6 +313,30 @@ one_gpu() {
   note "one: done, $(left_s) s of the budget left"
 }
 
+artifacts_gpu() {  # phase artifacts: both programs' compile artifacts for a later lease of this GPU's kind, cold
+  # and side by side, as wave 1 compiles them (same snapshot path, program folder and cache folders, so the graphs and
+  # their keys are the table's); 6 steps, since the warm-up compiles every window size. Then each is xz-compressed
+  # and cut into parts of 16,000,000 bytes in RESULTS/parts/, which benchmarks/lease.sh sends back four a call.
+  export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
+  local site=(--site "$SNAP/benchmarks/compile_artifacts") f
+  note "artifacts: the record and native, 6 steps each, cold, side by side"
+  ( REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps 6 --seed 101 \
+      --shared-gpu "${site[@]}" --out "$R/art-native" > "$R/art-native.txt" 2>&1
+    note "artifacts: native done; startup $(startup_of "$R/art-native")" ) &
+  REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps 6 --seed 101 \
+    --shared-gpu "${site[@]}" --out "$R/art-record" > "$R/art-record.txt" 2>&1
+  note "artifacts: record done; startup $(startup_of "$R/art-record")"
+  wait
+  mkdir -p "$R/parts"
+  for f in "$R"/artifacts-*.bin; do
+    [ -f "$f" ] || continue
+    xz -T0 -6 -c "$f" | split -b 16000000 -d - "$R/parts/$(basename "$f").xz.part-"
+    note "artifacts: $(basename "$f") $(stat -c %s "$f") bytes, xz $(cat "$R/parts/$(basename "$f").xz.part-"* | wc -c)," \
+      "sha256 $(sha256sum "$f" | cut -c1-64)"
+  done
+  ls -l "$R/parts" >> "$R/progress.txt"
+}
+
 # ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0, and the primes yield to the
 # record's timed steps (measure)
 HELPER_GPU=1; [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && HELPER_GPU=0
@@ -324,6 +348,7 @@ for phase in $PHASES; do
     ws1) measure 1 "$HELPER_GPU"; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
     one) one_gpu ;;
+    artifacts) artifacts_gpu ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
     *) note "unknown phase $phase (ws1, ws2, diff1, diff2, one)" ;;

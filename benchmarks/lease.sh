@@ -56,8 +56,16 @@ held_since() {  # LEASE_T0 (the caller's clock when it made the device call) -> 
 }
 
 collect() {
-  tar -czf "${OUT:-/tmp}/${LEASE_NAME:-lease}.tgz" --exclude=cache --exclude='artifacts-*.bin' \
+  tar -czf "${OUT:-/tmp}/${LEASE_NAME:-lease}.tgz" --exclude=cache --exclude='artifacts-*.bin' --exclude='parts*' \
     -C "$(dirname "$R")" "$(basename "$R")"
+  # large results cut into parts (device_session.sh's phase artifacts: a folder named parts): four a call, beside
+  # the tarball (a call brings back 64 MiB at most: four parts of 16 MB), each moved to parts-sent/ once copied
+  local part sent=0
+  for part in $(find "$R" -path '*/parts/*' -type f 2> /dev/null | sort); do
+    [ "$sent" -lt 4 ] && [ -n "${OUT:-}" ] || break
+    cp "$part" "$OUT/" && mkdir -p "$(dirname "$part")-sent" && mv "$part" "$(dirname "$part")-sent/" && sent=$((sent + 1))
+  done
+  if [ "$sent" -gt 0 ]; then echo "parts sent: $sent; left: $(find "$R" -path '*/parts/*' -type f | wc -l)"; fi
   # the command's own progress.txt files (a results folder below LEASE_DIR), then the session's
   local f shown=()
   for f in ${LEASE_SHOW:+"$R/$LEASE_SHOW"} $(find "$R" -mindepth 2 -name progress.txt 2> /dev/null | sort) \
