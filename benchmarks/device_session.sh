@@ -73,6 +73,7 @@ R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one]}
 shift
 PHASES=${*:-ws2 ws1}
 PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
+SRC_ARTIFACTS=$(cd "$(dirname "$0")/.." && pwd)/.devcarry
 WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
 # phase one is planned from the times measured on its GPU (an H100's host compiles a third slower, and there the
 # table cannot fit one lease): ONE_GPU, else nvidia-smi's name; a machine without one (a dry run) plans an H200's
@@ -80,6 +81,13 @@ GPU=(--gpu H200)
 ONE_GPU=${ONE_GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)}
 if [[ " $PHASES " == *" one "* ]] && [ -n "$ONE_GPU" ]; then
   GPU=(--gpu "$("${PLAN[@]}" gpu "$ONE_GPU")") || { echo "phase one cannot be planned on this GPU" >&2; exit 3; }
+fi
+# compile artifacts an earlier session on this GPU's kind packed (pack_artifacts) and the calls before this one carried
+# into .devcarry/artifacts-<GPU>/: with every part there and intact (PARTS.sha256), the plan is warm
+CARRIED=$SRC_ARTIFACTS/artifacts-${GPU[1]}
+if [ "${ONE_WARM:-}" = "" ] && [ -f "$CARRIED/SHA256SUMS" ] && [ -f "$CARRIED/PARTS.sha256" ] \
+   && (cd "$CARRIED" && sha256sum --quiet -c PARTS.sha256 > /dev/null 2>&1); then
+  WARM=(--warm)
 fi
 # what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
 # and the device time the session had left when that call began (LEASE_DEVICE_S: status's budget_left_s; a refused
@@ -259,14 +267,31 @@ option_pair() {  # name, then per program the same option: fresh caches where it
   done
 }
 
-artifact_sizes() {  # could the compile caches travel to a later lease (64 MiB a call)? Their size compressed,
-  # measured last, on the idle machine, where the clock has 90 s to spare
-  local f began
-  for f in "$R"/artifacts-*.bin; do
-    [ -f "$f" ] && [ "$(left_s)" -ge 90 ] || continue
-    began=$SECONDS
-    note "one: $(basename "$f"): $(stat -c %s "$f") bytes, $(xz -T0 -6 -c "$f" | wc -c) with xz -6" \
-      "($((SECONDS - began)) s)"
+pack_artifacts() {  # wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine at the
+  # end, where the clock has 90 s to spare: xz-compressed, cut into parts of 16,000,000 bytes in RESULTS/parts/ with
+  # their SHA256SUMS, which benchmarks/lease.sh's polls send back four a call. Kept in .devcarry/artifacts-<GPU>/ and
+  # carried there, they make a later lease's plan warm (load_carried): no cold compile, so an H100 holds the table
+  local f
+  [ "$(left_s)" -ge 90 ] || { note "one: artifacts not packed: $(left_s) s left"; return 0; }
+  mkdir -p "$R/parts"
+  for f in "$R"/artifacts-record.bin "$R"/artifacts-native.bin; do
+    [ -f "$f" ] || continue
+    (cd "$R" && sha256sum "$(basename "$f")") >> "$R/parts/SHA256SUMS"
+    xz -T0 -6 -c "$f" | split -b 16000000 -d - "$R/parts/$(basename "$f").xz.part-"
+    note "one: $(basename "$f") packed: $(stat -c %s "$f") bytes, $(cat "$R/parts/$(basename "$f").xz.part-"* | wc -c)" \
+      "with xz, in $(ls "$R/parts/$(basename "$f").xz.part-"* | wc -l) parts"
+  done
+  (cd "$R/parts" && sha256sum artifacts-*.part-* > PARTS.sha256)  # a later session's test that every part came
+}
+
+load_carried() {  # the carried artifacts (CARRIED) into this session's compile caches, each checked by its sha256
+  local dir=$SNAP/.devcarry/artifacts-${GPU[1]} who bin
+  for who in record native; do
+    bin=$R/artifacts-$who-carried.bin
+    cat "$dir"/artifacts-$who.bin.xz.part-* | xz -dc > "$bin" || return 1
+    [ "$(sha256sum < "$bin" | cut -c1-64)" = "$(grep "artifacts-$who.bin" "$dir/SHA256SUMS" | cut -c1-64)" ] \
+      || { note "one: carried artifacts-$who.bin: sha256 differs from SHA256SUMS"; return 1; }
+    python3 benchmarks/compile_artifacts/sitecustomize.py "$bin" >> "$R/artifacts-load.txt" 2>&1 || return 1
   done
 }
 
@@ -275,10 +300,15 @@ one_gpu() {
   ONE_STEPS=${ONE_STEPS:-80}; ONE_SEED=${ONE_SEED:-101}
   ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
+  if [ ${#WARM[@]} -gt 0 ] && [ "${ONE_WARM:-}" = "" ]; then
+    if load_carried; then note "one: carried compile artifacts loaded ($(du -sh "$SNAP/cache" | cut -f1) of caches)"
+    else note "one: carried compile artifacts NOT loaded (artifacts-load.txt): wave 1 compiles cold, the gates cut"; fi
+  fi
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
   # a plan that does not fit got this far only with ONE_SHORT=1
+  local short=0
   "${PLAN[@]}" plan "${ONE_PLAN[@]}" > "$R/plan.txt" \
-    || note "one: SHORT (ONE_SHORT=1): speed 3 + 3 does not fit the budget; what runs is no table"
+    || { short=1; note "one: SHORT (ONE_SHORT=1): speed 3 + 3 does not fit the budget; what runs is no table"; }
   ONE_PARITY=0; "${PLAN[@]}" has parity "${ONE_PLAN[@]}" && ONE_PARITY=1
   note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
     "budget $ONE_BUDGET_S s${LEASE_HELD_S:+ (the lease had held $LEASE_HELD_S s)}; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"
@@ -292,6 +322,9 @@ one_gpu() {
   wave1_record
   wait $diff "$native"
   mapfile -t ONE_NATIVES < "$R/one-natives.txt"
+  # a short session's artifacts are what lets the next one on this GPU hold the table: packed before wave 2 (about
+  # 20 s of xz on the idle machine), not left to the end's spare time
+  [ "$short" = 1 ] && [ ${#WARM[@]} -eq 0 ] && pack_artifacts
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
   # gated pairs: native starts first and waits after its warm-up; its timed steps follow the record's exit
   local i needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
@@ -309,32 +342,8 @@ one_gpu() {
   sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \
     > "$R/one-parity.txt" 2>&1
   grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
-  artifact_sizes
+  [ ${#WARM[@]} -eq 0 ] && [ ! -d "$R/parts" ] && pack_artifacts  # a warm session compiled nothing new
   note "one: done, $(left_s) s of the budget left"
-}
-
-artifacts_gpu() {  # phase artifacts: both programs' compile artifacts for a later lease of this GPU's kind, cold
-  # and side by side, as wave 1 compiles them (same snapshot path, program folder and cache folders, so the graphs and
-  # their keys are the table's); 6 steps, since the warm-up compiles every window size. Then each is xz-compressed
-  # and cut into parts of 16,000,000 bytes in RESULTS/parts/, which benchmarks/lease.sh sends back four a call.
-  export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
-  local site=(--site "$SNAP/benchmarks/compile_artifacts") f
-  note "artifacts: the record and native, 6 steps each, cold, side by side"
-  ( REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps 6 --seed 101 \
-      --shared-gpu "${site[@]}" --out "$R/art-native" > "$R/art-native.txt" 2>&1
-    note "artifacts: native done; startup $(startup_of "$R/art-native")" ) &
-  REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps 6 --seed 101 \
-    --shared-gpu "${site[@]}" --out "$R/art-record" > "$R/art-record.txt" 2>&1
-  note "artifacts: record done; startup $(startup_of "$R/art-record")"
-  wait
-  mkdir -p "$R/parts"
-  for f in "$R"/artifacts-*.bin; do
-    [ -f "$f" ] || continue
-    xz -T0 -6 -c "$f" | split -b 16000000 -d - "$R/parts/$(basename "$f").xz.part-"
-    note "artifacts: $(basename "$f") $(stat -c %s "$f") bytes, xz $(cat "$R/parts/$(basename "$f").xz.part-"* | wc -c)," \
-      "sha256 $(sha256sum "$f" | cut -c1-64)"
-  done
-  ls -l "$R/parts" >> "$R/progress.txt"
 }
 
 # ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0, and the primes yield to the
@@ -348,7 +357,6 @@ for phase in $PHASES; do
     ws1) measure 1 "$HELPER_GPU"; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
     one) one_gpu ;;
-    artifacts) artifacts_gpu ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
     *) note "unknown phase $phase (ws1, ws2, diff1, diff2, one)" ;;

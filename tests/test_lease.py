@@ -94,3 +94,24 @@ def test_the_start_gives_the_command_what_the_lease_held_and_a_poll_shows_nested
     assert 40 <= held <= 45 and "(no progress yet)" not in done.stdout
     stale = lease(tmp_path, "start", "30", "bash", "-c", script, env={"LEASE_T0": str(t0 - 3600)})
     assert "held none" in stale.stdout and "LEASE_T0 is 36" in stale.stdout
+
+
+def test_parts_come_back_four_a_call_beside_the_tarball_never_inside_it(tmp_path):
+    """device_session.sh packs compile artifacts into parts of 16 MB under a folder named parts; one call brings back
+    64 MiB at most, so each collection copies the next four to $OUT and moves them to parts-sent/."""
+    script = ('mkdir -p "$LEASE_DIR/ds/parts"; for i in 0 1 2 3 4 5; do '
+              'echo "$i" > "$LEASE_DIR/ds/parts/a.xz.part-0$i"; done; echo sums > "$LEASE_DIR/ds/parts/SHA256SUMS"')
+    done = lease(tmp_path, "start", "30", "bash", "-c", script)
+    assert done.returncode == 0 and "parts sent: 4; left: 3" in done.stdout, done.stdout + done.stderr
+    first = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert first == ["SHA256SUMS", "a.xz.part-00", "a.xz.part-01", "a.xz.part-02", "table.tgz"]
+    assert not [name for name in archived(tmp_path) if "part" in name or "SHA256SUMS" in name]
+    for f in (tmp_path / "out").iterdir():
+        f.unlink()
+    done = lease(tmp_path, "poll", "5")
+    assert done.returncode == 0 and "parts sent: 3; left: 0" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "a.xz.part-03", "a.xz.part-04", "a.xz.part-05", "table.tgz"]
+    assert (tmp_path / "out" / "a.xz.part-04").read_text() == "4\n"
+    done = lease(tmp_path, "poll", "5")
+    assert "parts sent" not in done.stdout

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -256,6 +257,8 @@ def test_a_short_session_runs_the_pairs_that_fit_and_says_it_is_no_table(tmp_pat
         "wave 1 runs 2", "wave 2 pair 1", "wave 2 pair 2"]
     progress, calls = run_phase_one(tmp_path, 1410, ONE_SHORT="1")
     assert "SHORT (ONE_SHORT=1)" in progress and "what runs is no table" in progress
+    # its artifacts, what lets the next session on this GPU hold the table, are packed before wave 2
+    assert -1 < progress.index("artifacts-record.bin packed") < progress.index("one: wave 2 (GPU alone)")
     assert progress.count("one: pair: needs") == 3
     assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in calls if "--shared-gpu" in c) == [
         "native101", "native102", "record101", "record102"]
@@ -294,6 +297,8 @@ with open(os.environ["STANDIN_LOG"], "a") as f:
 if "--matmul" in a:
     print('{"tflops": 0}')
     sys.exit(0)
+if os.environ.get("REPRO_COMPILE_ARTIFACTS_SAVE"):  # what a first run's sitecustomize saves at exit
+    pathlib.Path(os.environ["REPRO_COMPILE_ARTIFACTS_SAVE"]).write_bytes(os.urandom(17_000_000))
 out = pathlib.Path(a[a.index("--out") + 1])
 out.mkdir(parents=True, exist_ok=True)
 who = a[a.index("--only") + 1] if "--only" in a else "record"
@@ -307,8 +312,8 @@ def run_phase_one(tmp_path, budget: int, **env) -> tuple[str, list[str]]:
     """device_session.sh one on a tree of its own files with sidebyside.py and xent_check.py as stand-ins and an
     nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
     tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
-    (tree / "benchmarks").mkdir(parents=True)
-    bin_dir.mkdir()
+    (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
+    bin_dir.mkdir(exist_ok=True)
     for name in ("device_session.sh", "session_plan.py"):
         (tree / "benchmarks" / name).write_text((REPO_ROOT / "benchmarks" / name).read_text())
     (tree / "benchmarks" / "sidebyside.py").write_text(STANDIN_SBS)
@@ -350,3 +355,51 @@ def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp
     assert options and all(f"--need-s {who(c)}=" in c for c in options)
     (parity,) = [c for c in calls if "--out" in c and c.endswith("one-parity")]
     assert ("one-w1-record-2" in parity) == keeps and "one-w1-record-1" in parity
+
+
+@pytest.mark.slow
+def test_a_sessions_artifacts_come_back_in_parts_and_make_the_next_sessions_plan_warm(tmp_path):
+    """The end packs wave 1's compile artifacts (xz, 16 MB parts, SHA256SUMS); put in .devcarry/artifacts-H200/ they
+    make the next session's plan warm, and are loaded into its caches before wave 1, each checked by its sha256. A
+    part that does not match is not loaded, and the session says so."""
+    def results_of(session: str, name: str) -> str:
+        return (tmp_path / session / "results" / name).read_text()
+
+    progress, _ = run_phase_one(tmp_path / "a", sp.BUDGET_S)
+    parts = tmp_path / "a" / "results" / "parts"
+    names = sorted(p.name for p in parts.iterdir())
+    assert names[:2] == ["PARTS.sha256", "SHA256SUMS"] and "artifacts-record.bin.xz.part-00" in names
+    assert "packed" in progress
+    assert "artifacts-record.bin.xz.part-01" in names  # 17 MB of random bytes: two parts
+    assert all(p.stat().st_size <= 16_000_000 for p in parts.iterdir())
+
+    carried = tmp_path / "b" / "tree" / ".devcarry" / "artifacts-H200"
+    carried.mkdir(parents=True)
+    for part in parts.iterdir():
+        (carried / part.name).write_bytes(part.read_bytes())
+    site = tmp_path / "b" / "tree" / "benchmarks" / "compile_artifacts"
+    site.mkdir(parents=True)
+    (site / "sitecustomize.py").write_text("import sys; print('[compile artifacts] loaded', sys.argv[1])\n")
+    missing = carried / "artifacts-native.bin.xz.part-01"
+    kept = missing.read_bytes()
+    missing.unlink()  # one part not carried yet: cold
+    progress, calls = run_phase_one(tmp_path / "b", sp.BUDGET_S)
+    assert "carried compile artifacts" not in progress and "drops startups" in results_of("b", "plan.txt")
+    missing.write_bytes(kept)
+    shutil.rmtree(tmp_path / "b" / "results")
+    progress, calls = run_phase_one(tmp_path / "b", sp.BUDGET_S)
+    assert "carried compile artifacts loaded" in progress and "packed" not in progress
+    plan = results_of("b", "plan.txt")
+    assert re.search(r"wave 1 runs 1 +base +\d+s +154s", plan) and "drops nothing" in plan  # warm: everything fits
+    loads = results_of("b", "artifacts-load.txt")
+    assert "artifacts-record-carried.bin" in loads and "artifacts-native-carried.bin" in loads
+
+    (tmp_path / "c" / "tree" / ".devcarry").mkdir(parents=True)
+    (tmp_path / "c" / "tree" / "benchmarks").mkdir(parents=True)
+    os.rename(carried, tmp_path / "c" / "tree" / ".devcarry" / "artifacts-H200")
+    os.rename(site, tmp_path / "c" / "tree" / "benchmarks" / "compile_artifacts")
+    sums = tmp_path / "c" / "tree" / ".devcarry" / "artifacts-H200" / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    sums.write_text("".join(("0" * 64 + line[64:] if "native" in line else line) + "\n" for line in lines))
+    progress, _ = run_phase_one(tmp_path / "c", sp.BUDGET_S)
+    assert "artifacts-native.bin: sha256 differs" in progress and "artifacts NOT loaded" in progress

@@ -6,7 +6,9 @@ benchmarks/compile_artifacts). In a torchrun worker of local rank 0, with the en
                                      which fills the local compile caches (Inductor, AOTAutograd, Triton,
                                      autotuning) as a run that compiled everything would have left them;
   REPRO_COMPILE_ARTIFACTS_SAVE=FILE  at exit: torch.compiler.save_cache_artifacts() written to FILE (atomically).
-It prints one line per action, `[compile artifacts] ...`, with the seconds it took. A failure is printed and the
+It prints one line per action, `[compile artifacts] ...`, with the seconds it took. Run as a script
+(`python sitecustomize.py FILE`) it loads FILE once into the caches the environment names (device_session.sh's
+carried artifacts) and exits 1 if it could not. A failure is printed and the
 program runs on: a cache must never stop a run. Other processes (the launcher, other ranks) are left alone.
 """
 
@@ -21,7 +23,7 @@ def _say(text: str) -> None:
     print(f"[compile artifacts] {text}", file=sys.stderr, flush=True)
 
 
-def _load(path: str) -> None:
+def _load(path: str) -> bool:
     import torch
 
     began = time.perf_counter()
@@ -31,8 +33,10 @@ def _load(path: str) -> None:
         if info is None:  # torch logs why and returns None when it cannot read them
             raise ValueError("torch.compiler.load_cache_artifacts returned None")
         _say(f"loaded {path} in {time.perf_counter() - began:.1f} s: {info}")
+        return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, run uncached
         _say(f"could not load {path}: {type(exc).__name__}: {exc}")
+        return False
 
 
 def _save(path: str) -> None:
@@ -53,7 +57,9 @@ def _save(path: str) -> None:
         _say(f"could not save {path}: {type(exc).__name__}: {exc}")
 
 
-if os.environ.get("LOCAL_RANK") == "0" and (_LOAD or _SAVE):
+if __name__ == "__main__":  # python sitecustomize.py FILE: load FILE into the caches once (exit 1: not loaded)
+    sys.exit(0 if _load(sys.argv[1]) else 1)
+elif os.environ.get("LOCAL_RANK") == "0" and (_LOAD or _SAVE):
     if _LOAD:
         _load(_LOAD)
     if _SAVE:
