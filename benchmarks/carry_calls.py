@@ -1,0 +1,72 @@
+"""Which carried files go with which device call, when they do not fit one: each call sends the working tree (tracked
+and untracked-not-ignored files) and at most 8 carried paths, 64 MiB in all, and a file carried by an earlier call
+of the same lease stays there (ignored paths are kept between calls). Used to bring a session's packed compile
+artifacts (benchmarks/device_session.sh, .devcarry/artifacts-<GPU>/) back onto a fresh machine before the table.
+
+    python3 benchmarks/carry_calls.py .devcarry/docs-v1.txz .devcarry/artifacts-H100
+        # one line per call: the JSON list for run's carry; the last holds the first file named (the shards), so
+        # that the call that starts the session carries what it reads first. Exit 2: a file cannot fit any call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CALL_BYTES, CALL_PATHS = 64 * 1024 * 1024, 8
+SLACK = 1024 * 1024  # the tree changes by a commit or a log between the plan and the calls
+
+
+def tree_bytes(repo: Path) -> int:
+    """What every call sends before its carried paths: tracked files and untracked files git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
+                            capture_output=True, check=True).stdout.split(b"\0")
+    return sum((repo / name.decode()).stat().st_size for name in listed if name and (repo / name.decode()).is_file())
+
+
+def files_of(repo: Path, paths: list[str]) -> list[tuple[str, int]]:
+    """The named files, and each folder's files in name order, with their sizes."""
+    out = []
+    for path in paths:
+        full = repo / path
+        members = sorted(f for f in full.iterdir() if f.is_file()) if full.is_dir() else [full]
+        out += [(str(f.relative_to(repo)), f.stat().st_size) for f in members]
+    return out
+
+
+def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
+    """Pack the files, in order, into calls of at most `room` bytes and CALL_PATHS paths; the first file (the one the
+    session needs with the start) goes in the last call. ValueError: a file larger than a call's room."""
+    first, rest = files[:1], files[1:]
+    groups: list[list[tuple[str, int]]] = []
+    for name, size in rest + first:
+        if size > room:
+            raise ValueError(f"{name}: {size} bytes, more than a call carries beside the tree ({room})")
+        if not groups or sum(s for _, s in groups[-1]) + size > room or len(groups[-1]) == CALL_PATHS:
+            groups.append([])
+        groups[-1].append((name, size))
+    if first and len(groups) > 1 and groups[-1] == first and first[0][1] + sum(s for _, s in groups[-2]) <= room:
+        groups[-2:] = [groups[-2] + first]  # the first file rides with the last parts when it fits
+    return [[name for name, _ in group] for group in groups]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="files or folders under the repository, the one needed first first")
+    a = ap.parse_args(argv)
+    repo = Path(__file__).resolve().parent.parent
+    room = CALL_BYTES - tree_bytes(repo) - SLACK
+    try:
+        for group in calls(files_of(repo, a.paths), room):
+            print(json.dumps(group))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"carry_calls.py: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/carry_calls.py: carried files split over device calls (64 MiB a call with the tree, 8 paths).
+
+    .venv/bin/python -m pytest -q tests/test_carry_calls.py
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import carry_calls as cc
+from tests.paths import REPO_ROOT
+
+MB = 1_000_000
+
+
+def test_parts_go_one_call_each_when_only_one_fits_and_the_first_file_goes_last():
+    """2026-12-05: the tree took 44 MB, so a call had about 21.9 MB for its carried files: one 16 MB part each, and
+    the shards (7.4 MB, the file the session reads first) with the start call."""
+    files = [("docs.txz", 7_400_000)] + [(f"p{i}", 16 * MB) for i in range(3)] + [("p3", 4 * MB)]
+    assert cc.calls(files, 21_946_086) == [["p0"], ["p1"], ["p2", "p3"], ["docs.txz"]]
+    assert cc.calls(files, 40 * MB) == [["p0", "p1"], ["p2", "p3", "docs.txz"]]  # the shards ride with the last parts
+
+
+def test_no_call_gets_more_than_eight_paths_and_a_file_too_large_is_named():
+    many = [(f"f{i}", 10) for i in range(20)]
+    assert [len(group) for group in cc.calls(many, 10**9)] == [8, 8, 4]
+    assert sum(cc.calls(many, 10**9), [])[-1] == "f0"
+    with pytest.raises(ValueError, match="big: 100 bytes, more than a call carries beside the tree"):
+        cc.calls([("big", 100)], 99)
+
+
+def test_the_command_line_lists_a_folders_files_in_order_and_sizes_the_real_tree(tmp_path):
+    folder = REPO_ROOT / ".devcarry" / "carry-calls-test"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in ("b.part-01", "a.part-00"):
+            (folder / name).write_bytes(b"x" * 100)
+        done = subprocess.run([sys.executable, "benchmarks/carry_calls.py", ".devcarry/carry-calls-test"],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert [json.loads(line) for line in done.stdout.splitlines()] == [[
+            ".devcarry/carry-calls-test/b.part-01", ".devcarry/carry-calls-test/a.part-00"]]
+        assert 0 < cc.tree_bytes(REPO_ROOT) < cc.CALL_BYTES
+        missing = subprocess.run([sys.executable, "benchmarks/carry_calls.py", ".devcarry/nothing-here"],
+                                 cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert missing.returncode == 2 and "nothing-here" in missing.stderr
+    finally:
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
