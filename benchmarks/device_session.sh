@@ -45,11 +45,14 @@
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
 # one lease, 1,800 s of device time (LEASE_DEVICE_S: what was left) held 29 minutes at most, less what the lease
 # held before the session started, LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start
-# measured, and the collection) is the session's clock; ONE_WARM=1 says the compile caches are carried (no cold
-# compile: the plan then holds everything; but the caches measured 125-243 MB compressed, past what one call
-# carries, so no lease has had them).
-# Cold, the default budget holds speed 3 + 3 and parity 5 + 5 (the startup options are dropped: the record's cold
-# compile alone takes half the lease). Started and polled by benchmarks/lease.sh:
+# measured, and the collection) is the session's clock. The plan is warm (no cold compile) with ONE_WARM=1 or when
+# .devcarry/artifacts-<GPU>/ holds every part of the compile artifacts an earlier session on this GPU's kind packed
+# (pack_artifacts: xz, 16 MB parts, SHA256SUMS, PARTS.sha256; brought back by lease.sh's polls, carried by the calls
+# benchmarks/carry_calls.py lists): they are loaded into the caches before wave 1, each checked by its sha256.
+# Cold, the default budget holds speed 3 + 3 and parity 5 + 5 on an H200 (the startup options are dropped: the
+# record's cold compile alone takes half the lease); an H100 holds the table only warm. A session short of the
+# table (ONE_SHORT=1) packs its artifacts before wave 2, a full one at the end where time is left. Started and polled
+# by benchmarks/lease.sh:
 #   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \
 #     bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one  (then ... poll 540)
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
@@ -60,8 +63,10 @@
 #      torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world
 #      size 1 beside them (not in the plan);
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
-#      3 + 3 more final losses (5 + 5). Each pair starts only when the plan's need for a whole pair is left, so a
-#      cut drops a pair, never one side of it; sidebyside's --need-s keeps any single run from starting short;
+#      3 + 3 more final losses (5 + 5). Each pair is gated (sidebyside --gate-native): native starts 20 s before the
+#      record and waits after its warm-up; its timed steps start when the record has exited, and a record run whose
+#      timed steps native's warm-up reached is marked void. Each pair starts only when the plan's need for a whole
+#      pair is left, so a cut drops a pair, never one side of it; sidebyside's --need-s does the same check;
 #   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
 #      wave 2's warm startups, their baseline, were measured), each only when its pair and the end still fit:
 #      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0

@@ -15,8 +15,9 @@
 #     bash benchmarks/device_session.sh /tmp/lease/ds one
 #
 # COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done",
-# end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches or compile
-# artifacts, and prints the tails of LEASE_SHOW (a file under LEASE_DIR, where set), of every progress.txt in a folder
+# end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches, compile
+# artifacts or parts, beside it the next four files of any folder named parts (device_session.sh's packed compile
+# artifacts: poll until none is left; keep them in .devcarry/artifacts-<GPU>/), and prints the tails of LEASE_SHOW (a file under LEASE_DIR, where set), of every progress.txt in a folder
 # below LEASE_DIR (a results folder's, as device_session.sh keeps) and of progress.txt.
 # LEASE_T0, where given (seconds since the epoch when the caller made the start call), gives COMMAND LEASE_HELD_S,
 # what the lease has held so far (the machine's start, 29-87 s measured, and the tree's copy): the session's time

@@ -33,15 +33,19 @@ then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then th
 pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
 higher one out is dropped before the session starts; `plan` prints what it drops. (Startup options the plan drops
 still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
-Cold, the clock must give 1,578 s for speed 3 + 3, 1,628 s with parity 5 + 5, 2,057 s with the startup options too:
-one cold lease holds speed and parity 5 + 5 at the medians, and the startup options run only where the clock has
-them left. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293, and the third
-pair then needed a clock of 1,661 s, which a lease has when its machine started in 59 s or less (LEASE_T0).
+A wave-2 pair is gated (sidebyside --gate-native): native starts the gate lead (SETTINGS, 20 s) before the record,
+waits after its warm-up, and runs its timed steps once the record has exited, so the pair takes the lead, the
+record's run and native's run after its startup (native-timed), not both runs whole: 214 s against 242 on the H200.
+Cold, the clock must give 1,484 s for speed 3 + 3, 1,534 s with parity 5 + 5, 1,971 s with the startup options too
+(1,578, 1,628 and 2,057 with whole pairs): one cold lease holds speed and parity 5 + 5 with 96 s to spare (141 s
+when the machine's start is measured at 45 s), enough for one call bounced off an H100 before it. The medians are
+not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293.
 
 Times are per GPU: a call for `nvidia-h200` may be given an H100, whose host compiled the record 35 % slower
-(2026-12-05, MEASURED_H100). There the table needs about 2,000 s on the clock, more than any lease gives, so
-device_session.sh, which plans from the GPU it finds, refuses an H100 lease at once (or, with ONE_SHORT=1, runs
-the pairs that fit).
+(2026-12-05, MEASURED_H100). There the table needs a clock of 1,825 s cold (speed alone), more than any lease gives,
+so device_session.sh, which plans from the GPU it finds, refuses an H100 lease at once (or, with ONE_SHORT=1, runs
+the pairs that fit and packs its compile artifacts). With those artifacts carried back (the plan's --warm), an H100
+needs 1,068 s for speed and 1,198 s with parity 5 + 5: the warm kinds there are the H200's times 1.4, estimates.
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one and
 2026-12-04-h200-one-table (80 steps, 524,288 validation tokens, FlexAttention, world size 1), and their progress.txt

@@ -11,6 +11,8 @@
         benchmarks/lever_ab.sh)
     ... --site benchmarks/compile_artifacts   (first on the programs' PYTHONPATH: its sitecustomize.py loads or
         saves torch.compiler's cache artifacts in every rank, as REPRO_COMPILE_ARTIFACTS_LOAD/_SAVE say)
+    ... --gate-native 20   (each pair overlaps its startups: native starts 20 s first and waits after its warm-up
+        at a gate, train.loop.wait_at_start_gate, that opens when the record exits; gated_pair)
 
 For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
   record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
