@@ -564,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         order = [(i, who) for i in range(a.repeat) for who in programs]
         if a.variants_last:  # stable: pairs keep alternating, each variant's runs follow in turn
             order.sort(key=lambda run: run[1] in variants)
+
         def command(i: int, who: str) -> tuple[list[str], dict, Path, Path, int | None]:
             """(command, env, cwd, run folder, seed) of run i of a program, printed."""
             run_dir = a.out / (f"{who}-ws{ws}" + (f"-{i + 1}" if a.repeat > 1 else ""))
@@ -597,12 +598,12 @@ def main(argv: list[str] | None = None) -> int:
             save()
 
         gated = set()  # native runs already run, gated, beside their record run
-        for i, who in order:
+        for at, (i, who) in enumerate(order):
             if (i, who) in gated:
                 continue
             cmd, env, cwd, run_dir, seed = command(i, who)
-            partner = (i, "native")
-            if a.gate_native is not None and who == "record" and partner in order:
+            partner = (i, "native")  # gated with this record run when it comes after it (--only native,record: not)
+            if a.gate_native is not None and who == "record" and partner in order[at + 1:]:
                 gated.add(partner)
                 n_cmd, n_env, n_cwd, n_dir, n_seed = command(*partner)
                 if a.dry_run:

@@ -104,3 +104,16 @@ def test_a_gated_pair_starts_only_with_the_lead_and_both_needs_left(tmp_path):
                             "--matmul-file", str(matmul), "--out", str(out)]) == 0
     runs = json.loads((out / "summary.json").read_text())["runs"]["1"]
     assert runs["record"] == [dict(rc="skipped: out of budget")] == runs["native"]
+
+
+def test_a_native_run_is_gated_only_with_the_record_run_before_it(tmp_path, capsys):
+    """--gate-native pairs run i of the record with run i of native when native follows it; in the order
+    native, record each runs once, ungated."""
+    from tests.test_sidebyside import small_shards
+
+    small_shards(tmp_path / "d")
+    for only, expected in (("record,native", ["record", "native"]), ("native,record", ["native", "record"])):
+        assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--gate-native", "20",
+                                "--only", only, "--dry-run", "--out", str(tmp_path / only)]) == 0
+        printed = [line.split()[0][1:] for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+        assert printed == expected
