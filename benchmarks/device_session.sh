@@ -272,8 +272,9 @@ option_pair() {  # name, then per program the same option: fresh caches where it
   done
 }
 
-pack_artifacts() {  # wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine at the
-  # end, where the clock has 90 s to spare: xz-compressed, cut into parts of 16,000,000 bytes in RESULTS/parts/ with
+pack_artifacts() {  # wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine (before
+  # wave 2 in a short session, else at the end), where the clock has 90 s to spare: xz-compressed, cut into parts of
+  # 16,000,000 bytes in RESULTS/parts/ with
   # their SHA256SUMS, which benchmarks/lease.sh's polls send back four a call. Kept in .devcarry/artifacts-<GPU>/ and
   # carried there, they make a later lease's plan warm (load_carried): no cold compile, so an H100 holds the table
   local f

@@ -312,7 +312,9 @@ def wait_at_start_gate(env: DistEnv, log: RunLog) -> None:
     gate = os.environ.get(START_GATE_ENV)
     if not gate:
         return
-    synchronize(env.device)  # the warm-up's kernels are done before the controller is told so
+    synchronize(env.device)  # every rank's warm-up kernels are done before the controller is told so
+    if dist.is_initialized():
+        dist.barrier()
     if env.is_main:
         ready = Path(gate + ".ready")
         ready.write_text(f"{os.getpid()}\n")
