@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from benchmarks import sidebyside
 from tests.test_train_data import write_corpus
 
@@ -36,8 +38,13 @@ def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 240) -> None:
         time.sleep(0.05)
 
 
-def test_the_trainer_waits_at_the_gate_after_its_warm_up(tmp_path):
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_trainer_waits_at_the_gate_after_its_warm_up(tmp_path, ranks):
+    """At 2 ranks (torchrun, gloo) every rank waits: rank 0 says ready after a barrier, none validates or times
+    before the gate opens."""
     cmd, env, cwd = tiny_native(tmp_path)
+    if ranks > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *cmd[1:]]
     gate = tmp_path / "gate"
     out = tmp_path / "stdout.txt"
     with out.open("wb") as sink:
