@@ -38,8 +38,9 @@ waits after its warm-up, and runs its timed steps once the record has exited, so
 record's run and native's run after its startup (native-timed), not both runs whole: 214 s against 242 on the H200.
 Cold, the clock must give 1,484 s for speed 3 + 3, 1,534 s with parity 5 + 5, 1,971 s with the startup options too
 (1,578, 1,628 and 2,057 with whole pairs): one cold lease holds speed and parity 5 + 5 with 96 s to spare (141 s
-when the machine's start is measured at 45 s), enough for one call bounced off an H100 before it. The medians are
-not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293.
+when the machine's start is measured at 45 s), and still does with about 200 s of the session's device time spent
+before it on refused calls or machines bounced off (an H100, about 50 s each). The medians are not a promise: on
+2026-12-04 wave 1 took 804 s and the first pair 293.
 
 Times are per GPU: a call for `nvidia-h200` may be given an H100, whose host compiled the record 35 % slower
 (2026-12-05, MEASURED_H100). There the table needs a clock of 1,825 s cold (speed alone), more than any lease gives,
