@@ -24,7 +24,8 @@ def tree_bytes(repo: Path) -> int:
     """What every call sends before its carried paths: tracked files and untracked files git does not ignore."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
                             capture_output=True, check=True).stdout.split(b"\0")
-    return sum((repo / name.decode()).stat().st_size for name in listed if name and (repo / name.decode()).is_file())
+    paths = [repo / name.decode() for name in listed if name]
+    return sum(path.stat().st_size for path in paths if path.is_file())
 
 
 def files_of(repo: Path, paths: list[str]) -> list[tuple[str, int]]:
@@ -39,7 +40,8 @@ def files_of(repo: Path, paths: list[str]) -> list[tuple[str, int]]:
 
 def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
     """Pack the files, in order, into calls of at most `room` bytes and CALL_PATHS paths; the first file (the one the
-    session needs with the start) goes in the last call. ValueError: a file larger than a call's room."""
+    session needs with the start) goes last, with the last parts where it fits. ValueError: a file larger than a
+    call's room."""
     first, rest = files[:1], files[1:]
     groups: list[list[tuple[str, int]]] = []
     for name, size in rest + first:
@@ -48,8 +50,6 @@ def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
         if not groups or sum(s for _, s in groups[-1]) + size > room or len(groups[-1]) == CALL_PATHS:
             groups.append([])
         groups[-1].append((name, size))
-    if first and len(groups) > 1 and groups[-1] == first and first[0][1] + sum(s for _, s in groups[-2]) <= room:
-        groups[-2:] = [groups[-2] + first]  # the first file rides with the last parts when it fits
     return [[name for name, _ in group] for group in groups]
 
 

@@ -14,11 +14,12 @@
 #   LEASE_DEVICE_S=1800 LEASE_T0=1764851234 bash benchmarks/lease.sh start 540 \
 #     bash benchmarks/device_session.sh /tmp/lease/ds one
 #
-# COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done",
-# end $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches, compile
+# COMMAND runs in the copy with LEASE_DIR exported (its results belong there); its exit status, then "all-done", end
+# $LEASE_DIR/progress.txt. Every call leaves $OUT/$LEASE_NAME.tgz, LEASE_DIR without compile caches, compile
 # artifacts or parts, beside it the next four files of any folder named parts (device_session.sh's packed compile
-# artifacts: poll until none is left; keep them in .devcarry/artifacts-<GPU>/), and prints the tails of LEASE_SHOW (a file under LEASE_DIR, where set), of every progress.txt in a folder
-# below LEASE_DIR (a results folder's, as device_session.sh keeps) and of progress.txt.
+# artifacts: poll until none is left; keep them in .devcarry/artifacts-<GPU>/), and prints the tails of LEASE_SHOW (a
+# file under LEASE_DIR, where set), of every progress.txt in a folder below LEASE_DIR (a results folder's, as
+# device_session.sh keeps) and of progress.txt.
 # LEASE_T0, where given (seconds since the epoch when the caller made the start call), gives COMMAND LEASE_HELD_S,
 # what the lease has held so far (the machine's start, 29-87 s measured, and the tree's copy): the session's time
 # budget is the lease's less that, not less the slowest start. A T0 late by the caller's delay only shortens it.
@@ -59,8 +60,8 @@ held_since() {  # LEASE_T0 (the caller's clock when it made the device call) -> 
 collect() {
   tar -czf "${OUT:-/tmp}/${LEASE_NAME:-lease}.tgz" --exclude=cache --exclude='artifacts-*.bin' --exclude='parts*' \
     -C "$(dirname "$R")" "$(basename "$R")"
-  # large results cut into parts (device_session.sh's phase artifacts: a folder named parts): four a call, beside
-  # the tarball (a call brings back 64 MiB at most: four parts of 16 MB), each moved to parts-sent/ once copied
+  # large results cut into parts (device_session.sh's packed compile artifacts: a folder named parts): four a call,
+  # beside the tarball (a call brings back 64 MiB at most: four parts of 16 MB), each moved to parts-sent/ once copied
   local part sent=0
   for part in $(find "$R" -path '*/parts/*' -type f 2> /dev/null | sort); do
     [ "$sent" -lt 4 ] && [ -n "${OUT:-}" ] || break

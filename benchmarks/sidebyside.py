@@ -296,13 +296,12 @@ def gated_pair(record: tuple[list[str], dict, Path], native: tuple[list[str], di
     gate = native_out.parent / "start-gate"
     for stale in (gate, gate.with_name(gate.name + ".ready")):
         stale.unlink(missing_ok=True)
-    cmd, env, cwd = native
+    (n_cmd, n_env, n_cwd), (r_cmd, r_env, r_cwd) = native, record
     began = time.time()
-    waiting = Launched(cmd, dict(env, REPRO_START_GATE=str(gate)), cwd, native_out, gpus)
+    waiting = Launched(n_cmd, dict(n_env, REPRO_START_GATE=str(gate)), n_cwd, native_out, gpus)
     try:
         time.sleep(lead_s)
-        cmd, env, cwd = record
-        rec_run = Launched(cmd, env, cwd, record_out, gpus)
+        rec_run = Launched(r_cmd, r_env, r_cwd, record_out, gpus)
         rec = rec_run.finish(timeout - (time.time() - began))
         gate.write_text("open\n")
         opened_at = time.time()

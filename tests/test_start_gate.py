@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import sidebyside
+from tests.paths import REPO_ROOT as REPO
+from tests.test_sidebyside import small_shards
 from tests.test_train_data import write_corpus
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def tiny_native(tmp_path: Path) -> tuple[list[str], dict, Path]:
@@ -100,8 +100,6 @@ def test_a_gated_pair_times_native_only_after_the_record_has_ended(tmp_path):
 def test_a_gated_pair_starts_only_with_the_lead_and_both_needs_left(tmp_path):
     """sidebyside --gate-native: the pair is one item; with less than lead + the record's need + native's need
     left, neither run starts."""
-    from tests.test_sidebyside import small_shards
-
     small_shards(tmp_path / "d")
     matmul = tmp_path / "matmul.json"
     matmul.write_text('{"tflops": 700.0, "gpu": "none", "torch": "-", "cuda": "-", "triton": "-"}')
@@ -116,8 +114,6 @@ def test_a_gated_pair_starts_only_with_the_lead_and_both_needs_left(tmp_path):
 def test_a_native_run_is_gated_only_with_the_record_run_before_it(tmp_path, capsys):
     """--gate-native pairs run i of the record with run i of native when native follows it; in the order
     native, record each runs once, ungated."""
-    from tests.test_sidebyside import small_shards
-
     small_shards(tmp_path / "d")
     for only, expected in (("record,native", ["record", "native"]), ("native,record", ["native", "record"])):
         assert sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--gate-native", "20",

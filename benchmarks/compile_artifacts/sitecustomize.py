@@ -6,10 +6,10 @@ benchmarks/compile_artifacts). In a torchrun worker of local rank 0, with the en
                                      which fills the local compile caches (Inductor, AOTAutograd, Triton,
                                      autotuning) as a run that compiled everything would have left them;
   REPRO_COMPILE_ARTIFACTS_SAVE=FILE  at exit: torch.compiler.save_cache_artifacts() written to FILE (atomically).
-It prints one line per action, `[compile artifacts] ...`, with the seconds it took. Run as a script
-(`python sitecustomize.py FILE`) it loads FILE once into the caches the environment names (device_session.sh's
-carried artifacts) and exits 1 if it could not. A failure is printed and the
+It prints one line per action, `[compile artifacts] ...`, with the seconds it took. A failure is printed and the
 program runs on: a cache must never stop a run. Other processes (the launcher, other ranks) are left alone.
+Run as a script (`python sitecustomize.py FILE`) it loads FILE once into the caches the environment names
+(device_session.sh's carried artifacts) and exits 1 if it could not.
 """
 
 import os
