@@ -74,7 +74,7 @@
 #   summaries: one-parity/ (all runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
 # Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
-R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one]}
+R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one] [carry]}
 shift
 PHASES=${*:-ws2 ws1}
 PLAN=(python3 "$(cd "$(dirname "$0")" && pwd)/session_plan.py")
@@ -89,11 +89,17 @@ if [[ " $PHASES " == *" one "* ]] && [ -n "$ONE_GPU" ]; then
 fi
 # compile artifacts an earlier session on this GPU's kind packed (pack_artifacts) and the calls before this one carried
 # into .devcarry/artifacts-<GPU>/: with every part there and intact (PARTS.sha256), the plan is warm
+carried_whole() {  # a folder of packed artifacts -> exit 0: both programs' parts are there, each intact
+  local who
+  [ -f "$1/SHA256SUMS" ] && [ -f "$1/PARTS.sha256" ] || return 1
+  for who in record native; do  # one program's parts alone would plan warm and then compile the other cold
+    grep -q " artifacts-$who.bin$" "$1/SHA256SUMS" && grep -q " artifacts-$who.bin.xz.part-" "$1/PARTS.sha256" \
+      || return 1
+  done
+  (cd "$1" && sha256sum --quiet -c PARTS.sha256 > /dev/null 2>&1)
+}
 CARRIED=$SRC_ARTIFACTS/artifacts-${GPU[1]}
-if [ "${ONE_WARM:-}" = "" ] && [ -f "$CARRIED/SHA256SUMS" ] && [ -f "$CARRIED/PARTS.sha256" ] \
-   && (cd "$CARRIED" && sha256sum --quiet -c PARTS.sha256 > /dev/null 2>&1); then
-  WARM=(--warm)
-fi
+if [ "${ONE_WARM:-}" = "" ] && carried_whole "$CARRIED"; then WARM=(--warm); fi
 # what the lease had held when this session started, where benchmarks/lease.sh measured it (LEASE_T0)
 # and the device time the session had left when that call began (LEASE_DEVICE_S: status's budget_left_s; a refused
 # call spends from it)
@@ -272,27 +278,30 @@ option_pair() {  # name, then per program the same option: fresh caches where it
   done
 }
 
-pack_artifacts() {  # wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine (before
-  # wave 2 in a short session, else at the end), where the clock has 90 s to spare: xz-compressed, cut into parts of
-  # 16,000,000 bytes in RESULTS/parts/ with
-  # their SHA256SUMS, which benchmarks/lease.sh's polls send back four a call. Kept in .devcarry/artifacts-<GPU>/ and
-  # carried there, they make a later lease's plan warm (load_carried): no cold compile, so an H100 holds the table
+pack_artifacts() {  # [KEEP_DIR] wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine
+  # (before wave 2 in a short session, else at the end), where the clock has 90 s to spare: xz-compressed, cut into
+  # parts of 16,000,000 bytes in RESULTS/parts/ with their SHA256SUMS, which benchmarks/lease.sh's polls send back
+  # four a call (KEEP_DIR gets a copy first). Kept in .devcarry/artifacts-<GPU>/ and carried there, they make a
+  # later lease's plan warm (load_carried): no cold compile, so an H100 holds the table
   local f
   [ "$(left_s)" -ge 90 ] || { note "one: artifacts not packed: $(left_s) s left"; return 0; }
-  mkdir -p "$R/parts"
+  local tmp=$R/parts.tmp  # renamed to parts/ when whole: lease.sh sends what it finds there, and must not find half
+  rm -rf "$tmp" && mkdir -p "$tmp"
   for f in "$R"/artifacts-record.bin "$R"/artifacts-native.bin; do
     [ -f "$f" ] || continue
-    (cd "$R" && sha256sum "$(basename "$f")") >> "$R/parts/SHA256SUMS"
-    xz -T0 -6 -c "$f" | split -b 16000000 -d - "$R/parts/$(basename "$f").xz.part-"
-    note "one: $(basename "$f") packed: $(stat -c %s "$f") bytes, $(cat "$R/parts/$(basename "$f").xz.part-"* | wc -c)" \
-      "with xz, in $(ls "$R/parts/$(basename "$f").xz.part-"* | wc -l) parts"
+    (cd "$R" && sha256sum "$(basename "$f")") >> "$tmp/SHA256SUMS"
+    xz -T0 -6 -c "$f" | split -b 16000000 -d - "$tmp/$(basename "$f").xz.part-"
+    note "one: $(basename "$f") packed: $(stat -c %s "$f") bytes, $(cat "$tmp/$(basename "$f").xz.part-"* | wc -c)" \
+      "with xz, in $(ls "$tmp/$(basename "$f").xz.part-"* | wc -l) parts"
   done
-  (cd "$R/parts" && sha256sum artifacts-*.part-* > PARTS.sha256)  # a later session's test that every part came
+  (cd "$tmp" && sha256sum artifacts-*.part-* > PARTS.sha256) || return 1  # PARTS: a later test that every part came
+  if [ -n "${1:-}" ]; then mkdir -p "$1" && cp "$tmp"/* "$1"/; fi
+  mv "$tmp" "$R/parts"
 }
 
-load_carried() {  # the carried artifacts (CARRIED) into this session's compile caches, each checked by its sha256
-  local dir=$SNAP/.devcarry/artifacts-${GPU[1]} who bin
-  for who in record native; do
+load_carried() {  # DIR PROGRAM...: carried artifacts into this session's compile caches, each checked by its sha256
+  local dir=$1 who bin; shift
+  for who in "$@"; do
     bin=$R/artifacts-$who-carried.bin
     cat "$dir"/artifacts-$who.bin.xz.part-* | xz -dc > "$bin" || return 1
     [ "$(sha256sum < "$bin" | cut -c1-64)" = "$(grep "artifacts-$who.bin" "$dir/SHA256SUMS" | cut -c1-64)" ] \
@@ -307,7 +316,7 @@ one_gpu() {
   ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
   if [ ${#WARM[@]} -gt 0 ] && [ "${ONE_WARM:-}" = "" ]; then
-    if load_carried; then note "one: carried compile artifacts loaded ($(du -sh "$SNAP/cache" | cut -f1) of caches)"
+    if load_carried "$SNAP/.devcarry/artifacts-${GPU[1]}" record native; then note "one: carried compile artifacts loaded ($(du -sh "$SNAP/cache" | cut -f1) of caches)"
     else note "one: carried compile artifacts NOT loaded (artifacts-load.txt): wave 1 compiles cold, the gates cut"; fi
   fi
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
@@ -352,6 +361,24 @@ one_gpu() {
   note "one: done, $(left_s) s of the budget left"
 }
 
+carry_check() {  # native's compile artifacts through the carried path on one machine, in about 5 minutes: a cold
+  # 6-step run saves them, pack_artifacts packs them (their size), load_carried loads the parts into empty caches,
+  # and a second 6-step run starts from those: its startup against the cold one's says whether they hit
+  ONE_END=$ONE_BUDGET_S
+  local site=(--site "$SNAP/benchmarks/compile_artifacts") kept=$SNAP/.devcarry/artifacts-check
+  export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
+  REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps 6 "${site[@]}" \
+    --budget-s "$(left_s)" --out "$R/carry-cold" > "$R/carry-cold.txt" 2>&1
+  note "carry: cold run: startups $(startup_of "$R/carry-cold")"
+  pack_artifacts "$kept" || { note "carry: artifacts not packed"; return 1; }
+  export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache-carried/inductor TRITON_CACHE_DIR=$SNAP/cache-carried/triton
+  if load_carried "$kept" native; then note "carry: parts loaded into empty caches"
+  else note "carry: parts NOT loaded (artifacts-load.txt)"; fi
+  sbs --only native --world-sizes 1 --steps 6 "${site[@]}" --budget-s "$(left_s)" --out "$R/carry-warm" \
+    > "$R/carry-warm.txt" 2>&1
+  note "carry: run from the carried artifacts: startups $(startup_of "$R/carry-warm")"
+}
+
 # ws1's helpers take GPU 1 where there is one; on a one-GPU node they share GPU 0, and the primes yield to the
 # record's timed steps (measure)
 HELPER_GPU=1; [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && HELPER_GPU=0
@@ -363,9 +390,10 @@ for phase in $PHASES; do
     ws1) measure 1 "$HELPER_GPU"; pack_cache ;;
     ws2) measure 2 0; pack_cache ;;
     one) one_gpu ;;
+    carry) carry_check ;;
     diff1|diff2) n=${phase#diff}; diff_run "$n" "$(seq -s, 0 $((n - 1)))" "$R/$phase" "${DIFF_SET[@]/#/--set=}" \
           > "$R/$phase.txt" 2>&1; note "$phase: device_diff exit $?" ;;
-    *) note "unknown phase $phase (ws1, ws2, diff1, diff2, one)" ;;
+    *) note "unknown phase $phase (ws1, ws2, diff1, diff2, one, carry)" ;;
   esac
 done
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/sidebyside.py --matmul > "$R/matmul-end.json"

@@ -46,7 +46,8 @@ start() {
   held_since "${LEASE_T0:-}"
   (cd "$T" && export LEASE_DIR=$R && setsid nohup bash -c \
     '"$@" > "$LEASE_DIR/session.log" 2>&1; echo "session rc $?" >> "$LEASE_DIR/progress.txt"; echo all-done >> "$LEASE_DIR/progress.txt"' \
-    lease "$@" < /dev/null > /dev/null 2>&1 &)
+    lease "$@" &) < /dev/null > /dev/null 2>&1  # the whole subshell's: one left holding the caller's stdout keeps a
+  # pipe open for the session's length
 }
 
 held_since() {  # LEASE_T0 (the caller's clock when it made the device call) -> LEASE_HELD_S, the lease's time so far
@@ -80,9 +81,11 @@ collect() {
   fi
 }
 
-wait_s() {  # up to N seconds, sooner once the session is done
+wait_s() {  # up to N seconds, sooner once the session is done or has parts to send (a machine taken back loses
+  # what it has not sent: the parts leave at the first collect after they are packed)
   for _ in $(seq $(($1 / 5))); do
     grep -qs all-done "$R/progress.txt" && return
+    find "$R" -path '*/parts/*' -type f 2> /dev/null | grep -q . && return
     sleep 5
   done
 }

@@ -115,3 +115,13 @@ def test_parts_come_back_four_a_call_beside_the_tarball_never_inside_it(tmp_path
     assert (tmp_path / "out" / "a.xz.part-04").read_text() == "4\n"
     done = lease(tmp_path, "poll", "5")
     assert "parts sent" not in done.stdout
+
+
+def test_a_poll_returns_as_soon_as_parts_are_packed(tmp_path):
+    """A machine taken back loses what it has not sent (2026-12-05: a 540 s poll lost with its machine): a wait ends
+    at the first part packed, not at its full length, while the session runs on."""
+    script = 'sleep 3; mkdir -p "$LEASE_DIR/ds/parts"; echo 0 > "$LEASE_DIR/ds/parts/a.xz.part-00"; sleep 60'
+    began = time.monotonic()
+    done = lease(tmp_path, "start", "50", "bash", "-c", script)
+    assert done.returncode == 0 and "parts sent: 1; left: 0" in done.stdout, done.stdout + done.stderr
+    assert time.monotonic() - began < 20 and "all-done" not in done.stdout

@@ -310,9 +310,9 @@ who = a[a.index("--only") + 1] if "--only" in a else "record"
 '''
 
 
-def run_phase_one(tmp_path, budget: int, **env) -> tuple[str, list[str]]:
-    """device_session.sh one on a tree of its own files with sidebyside.py and xent_check.py as stand-ins and an
-    nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
+def run_phase_one(tmp_path, budget: int, phase: str = "one", **env) -> tuple[str, list[str]]:
+    """device_session.sh one (or PHASE) on a tree of its own files with sidebyside.py and xent_check.py as stand-ins
+    and an nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
     tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
     (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
     bin_dir.mkdir(exist_ok=True)
@@ -323,7 +323,7 @@ def run_phase_one(tmp_path, budget: int, **env) -> tuple[str, list[str]]:
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     log = tmp_path / "sbs.log"
-    done = subprocess.run(["bash", "benchmarks/device_session.sh", str(tmp_path / "results"), "one"], cwd=tree,
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", str(tmp_path / "results"), phase], cwd=tree,
                           env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", ONE_SNAP=str(tmp_path / "snap"),
                                    ONE_BUDGET_S=str(budget), STANDIN_LOG=str(log), **env),
                           capture_output=True, text=True, timeout=120)
@@ -405,3 +405,42 @@ def test_a_sessions_artifacts_come_back_in_parts_and_make_the_next_sessions_plan
     sums.write_text("".join(("0" * 64 + line[64:] if "native" in line else line) + "\n" for line in lines))
     progress, _ = run_phase_one(tmp_path / "c", sp.BUDGET_S)
     assert "artifacts-native.bin: sha256 differs" in progress and "artifacts NOT loaded" in progress
+
+
+def site_that_loads(tree) -> None:
+    site = tree / "benchmarks" / "compile_artifacts"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text("import sys; print('[compile artifacts] loaded', sys.argv[1])\n")
+
+
+@pytest.mark.slow
+def test_one_programs_parts_alone_plan_cold(tmp_path):
+    """Native's parts without the record's pass their sha256 but would plan warm and then compile the record cold
+    inside a warm plan's gates: a carried folder is whole only with both programs' parts."""
+    run_phase_one(tmp_path / "a", sp.BUDGET_S, phase="carry")
+    parts = tmp_path / "a" / "results" / "parts"
+    carried = tmp_path / "b" / "tree" / ".devcarry" / "artifacts-H200"
+    shutil.copytree(parts, carried)
+    site_that_loads(tmp_path / "b" / "tree")
+    progress, _ = run_phase_one(tmp_path / "b", sp.BUDGET_S)
+    assert "carried compile artifacts" not in progress and "drops startups" in (
+        tmp_path / "b" / "results" / "plan.txt").read_text()
+
+
+@pytest.mark.slow
+def test_the_carry_check_packs_native_loads_its_parts_into_empty_caches_and_runs_from_them(tmp_path):
+    """Phase carry: a cold 6-step native run saves its artifacts, they are packed (parts published whole, a copy
+    kept), loaded from that copy into empty caches, and a second run starts from those caches."""
+    site_that_loads(tmp_path / "tree")
+    progress, calls = run_phase_one(tmp_path, sp.BUDGET_S, phase="carry")
+    assert [("--steps 6" in c, who(c), c.split("--out ")[1].split()[0].rsplit("/", 1)[1]) for c in calls
+            if "--only" in c] == [(True, "native", "carry-cold"), (True, "native", "carry-warm")]
+    assert "artifacts-native.bin packed" in progress and "carry: parts loaded into empty caches" in progress
+    results = tmp_path / "results"
+    assert not (results / "parts.tmp").exists()
+    names = sorted(p.name for p in (results / "parts").iterdir())
+    assert names == ["PARTS.sha256", "SHA256SUMS", "artifacts-native.bin.xz.part-00",
+                     "artifacts-native.bin.xz.part-01"]
+    kept = tmp_path / "snap" / ".devcarry" / "artifacts-check"
+    assert sorted(p.name for p in kept.iterdir()) == names
+    assert "artifacts-native-carried.bin" in (results / "artifacts-load.txt").read_text()
