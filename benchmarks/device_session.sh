@@ -72,6 +72,9 @@
 #      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0
 #      on warm caches; no single run starts without its own need left (sidebyside --need-s);
 #   summaries: one-parity/ (all runs: Welch's test, every seed, startups), one-wave2/ (speed), startup.txt.
+# Phase `carry` (about five minutes): native's compile artifacts through the carried path on one machine: a cold
+# 6-step run saves them, pack_artifacts packs them (their size), load_carried loads the parts into empty caches, and
+# a second 6-step run starts from those (its startup says whether they hit).
 # Compile caches live where `make reproduce` keeps them: cache/inductor and cache/triton (of the snapshot).
 set -uo pipefail
 R=${1:?usage: device_session.sh RESULTS_DIR [ws1] [ws2] [diff1] [diff2] [one] [carry]}

@@ -7,6 +7,8 @@
 #                                                       # wait up to SECONDS (sooner once it ends), collect
 #   bash benchmarks/lease.sh poll SECONDS               # each later call: wait, collect; exit 3 at once on a
 #                                                       # fresh machine (the session is gone with the last one)
+# A wait ends early when the session is done or has published packed parts (a folder named parts): what a machine
+# taken back has not sent is lost, so they leave at the first collection after they exist.
 #
 # The full table of issue 41, native against the record in one lease (benchmarks/device_session.sh's phase one,
 # planned by benchmarks/session_plan.py; carry .devcarry/docs-v1.txz), with the caller's clock when it made the call and
