@@ -319,7 +319,8 @@ one_gpu() {
   ONE_SITE=(--site "$SNAP/benchmarks/compile_artifacts")
   export TORCHINDUCTOR_CACHE_DIR=$SNAP/cache/inductor TRITON_CACHE_DIR=$SNAP/cache/triton
   if [ ${#WARM[@]} -gt 0 ] && [ "${ONE_WARM:-}" = "" ]; then
-    if load_carried "$SNAP/.devcarry/artifacts-${GPU[1]}" record native; then note "one: carried compile artifacts loaded ($(du -sh "$SNAP/cache" | cut -f1) of caches)"
+    if load_carried "$SNAP/.devcarry/artifacts-${GPU[1]}" record native; then
+      note "one: carried compile artifacts loaded ($(du -sh "$SNAP/cache" | cut -f1) of caches)"
     else note "one: carried compile artifacts NOT loaded (artifacts-load.txt): wave 1 compiles cold, the gates cut"; fi
   fi
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
