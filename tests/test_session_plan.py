@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -359,6 +360,14 @@ def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp
     assert ("one-w1-record-2" in parity) == keeps and "one-w1-record-1" in parity
 
 
+def site_that_loads(tree) -> Path:
+    """A stand-in benchmarks/compile_artifacts/ in TREE whose script mode says it loaded its file: its folder."""
+    site = tree / "benchmarks" / "compile_artifacts"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text("import sys; print('[compile artifacts] loaded', sys.argv[1])\n")
+    return site
+
+
 @pytest.mark.slow
 def test_a_sessions_artifacts_come_back_in_parts_and_make_the_next_sessions_plan_warm(tmp_path):
     """The end packs wave 1's compile artifacts (xz, 16 MB parts, SHA256SUMS); put in .devcarry/artifacts-H200/ they
@@ -376,12 +385,8 @@ def test_a_sessions_artifacts_come_back_in_parts_and_make_the_next_sessions_plan
     assert all(p.stat().st_size <= 16_000_000 for p in parts.iterdir())
 
     carried = tmp_path / "b" / "tree" / ".devcarry" / "artifacts-H200"
-    carried.mkdir(parents=True)
-    for part in parts.iterdir():
-        (carried / part.name).write_bytes(part.read_bytes())
-    site = tmp_path / "b" / "tree" / "benchmarks" / "compile_artifacts"
-    site.mkdir(parents=True)
-    (site / "sitecustomize.py").write_text("import sys; print('[compile artifacts] loaded', sys.argv[1])\n")
+    shutil.copytree(parts, carried)
+    site = site_that_loads(tmp_path / "b" / "tree")
     missing = carried / "artifacts-native.bin.xz.part-01"
     kept = missing.read_bytes()
     missing.unlink()  # one part not carried yet: cold
@@ -405,12 +410,6 @@ def test_a_sessions_artifacts_come_back_in_parts_and_make_the_next_sessions_plan
     sums.write_text("".join(("0" * 64 + line[64:] if "native" in line else line) + "\n" for line in lines))
     progress, _ = run_phase_one(tmp_path / "c", sp.BUDGET_S)
     assert "artifacts-native.bin: sha256 differs" in progress and "artifacts NOT loaded" in progress
-
-
-def site_that_loads(tree) -> None:
-    site = tree / "benchmarks" / "compile_artifacts"
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text("import sys; print('[compile artifacts] loaded', sys.argv[1])\n")
 
 
 @pytest.mark.slow
