@@ -211,7 +211,17 @@ def test_the_untimed_warm_up_leaves_model_yarn_and_optimizers_as_they_started(sh
               log=RunLog(None, None, enabled=False), grad_accum=cfg.grad_accum(1))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     tables = (model.yarn.cos.clone(), model.yarn.sin.clone(), model.yarn.angular_freq.clone())
-    warm_up(run)
+    calls = []  # (training, grad enabled, tokens) of each forward
+    handle = model.register_forward_pre_hook(
+        lambda module, args: calls.append((module.training, torch.is_grad_enabled(), args[0].numel())))
+    try:
+        warm_up(run)
+    finally:
+        handle.remove()
+    # its last forward is one validation micro-step (eval, no autograd, a validation slot's tokens), so that graph
+    # compiles in the warm-up, not after a start gate's opening at step 0
+    assert calls[-1] == (False, False, cfg.val_tokens_per_slot) and model.training
+    assert all(training and grad for training, grad, _ in calls[:-1]) and len(calls) == 7
     assert adam.state and muon.state  # it trained (the old optimizers hold moments)
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
     assert model.yarn.attn_scale == 0.1

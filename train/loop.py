@@ -226,7 +226,8 @@ def set_up(cfg: TrainConfig, env: DistEnv, log: RunLog) -> Run:
 
 def warm_up(run: Run) -> None:
     """Untimed: train warmup_steps single micro-steps on real batches, cycling the window sizes (with YaRN) so
-    every graph compiles; then restore the initial model, fresh optimizers and YaRN (the data restarts too)."""
+    every graph compiles; then restore the initial model, fresh optimizers and YaRN (the data restarts too), and
+    run one validation micro-step so that its graph compiles as well."""
     model, cfg = run.model, run.cfg
     initial_state = copy.deepcopy(model.state_dict())
     loader = run.loader()
@@ -251,6 +252,10 @@ def warm_up(run: Run) -> None:
     model.yarn.reset()
     model.load_state_dict(initial_state)
     run.adam, run.muon = build_optimizers(model, cfg)
+    # the validation graph (eval mode, no autograd) compiles here too: left to step 0's validation it followed a start
+    # gate's opening (sidebyside --gate-native), 8.4 s of a gated pair's 18 s overhead on an H200 (2026-12-06)
+    ws_short, ws_long = window_blocks(0, cfg)
+    validate(run.forward, model, cfg, run.env, 1, run.attn_args(ws_short, ws_long, model.yarn.attn_scale))
 
 
 def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, list[tuple[int, float]]]:
