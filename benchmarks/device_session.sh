@@ -50,9 +50,9 @@
 # (pack_artifacts: xz, 16 MB parts, SHA256SUMS, PARTS.sha256; brought back by lease.sh's polls, carried by the calls
 # benchmarks/carry_calls.py lists): they are loaded into the caches before wave 1, each checked by its sha256.
 # Cold, the default budget holds speed 3 + 3 and parity 5 + 5 on an H200 (the startup options are dropped: the
-# record's cold compile alone takes half the lease); an H100 holds the table only warm. A session short of the
-# table (ONE_SHORT=1) packs its artifacts before wave 2, a full one at the end where time is left. Started and polled
-# by benchmarks/lease.sh:
+# record's cold compile alone takes half the lease); an H100 holds the table only warm. A cold session packs its
+# artifacts in wave 1, beside the record's second run, so that they leave the lease whatever it holds after.
+# Started and polled by benchmarks/lease.sh:
 #   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \
 #     bash benchmarks/lease.sh start 540 bash benchmarks/device_session.sh /tmp/lease/ds one  (then ... poll 540)
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
@@ -66,7 +66,8 @@
 #      3 + 3 more final losses (5 + 5). Each pair is gated (sidebyside --gate-native): native starts 20 s before the
 #      record and waits after its warm-up; its timed steps start when the record has exited, and a record run whose
 #      timed steps native's warm-up reached is marked void. Each pair starts only when the plan's need for a whole
-#      pair is left, so a cut drops a pair, never one side of it; sidebyside's --need-s does the same check;
+#      pair is left (after the first, the slowest pair this session ran), so a cut drops a pair, never one side of
+#      it; sidebyside's --need-s does the same check;
 #   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
 #      wave 2's warm startups, their baseline, were measured), each only when its pair and the end still fit:
 #      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0
@@ -223,8 +224,11 @@ for ws, pair in json.load(open(sys.argv[1] + "/summary.json"))["runs"].items():
 
 left_s() { echo $(( ONE_END - SECONDS )); }
 
-wave1_record() {  # record run 1 of phase one, and run 2 (parity) once run 1's compile is done (the caches warm)
-  local first="$R/one-w1-record-1/record-ws1/stdout.txt"
+wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) once run 1's compile is done (the
+  # caches warm); when run 1 and native's wave 1 (NATIVE_PID) have exited, a cold session packs both programs'
+  # compile artifacts beside run 2 (untimed: the xz takes no time from the clock), so that they leave this lease
+  # whatever the rest of it holds
+  local first="$R/one-w1-record-1/record-ws1/stdout.txt" second="" packer=""
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" --budget-s "$(left_s)" --out "$R/one-w1-record-1" \
     > "$R/one-w1-record-1.txt" 2>&1 &
@@ -232,9 +236,12 @@ wave1_record() {  # record run 1 of phase one, and run 2 (parity) once run 1's c
   if [ "$ONE_PARITY" = 1 ]; then
     until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
     sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
-      --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1
+      --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1 &
+    second=$!
   fi
-  wait "$pid"
+  wait "$pid" "$1"
+  if [ ${#WARM[@]} -eq 0 ]; then pack_artifacts & packer=$!; fi  # a warm session compiled nothing new
+  wait $second $packer
   note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1")" \
     "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-record-2")"
 }
@@ -255,8 +262,9 @@ wave1_native() {  # the loss kernels' GPU check first (its result sets native's 
     "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-native-2")"
 }
 
-fits() {  # session_plan.py's gate: an item of this kind (pair, option-NAME) started now can finish
-  local verdict; verdict=$("${PLAN[@]}" fits "$1" --left-s "$(left_s)" "${GPU[@]}"); local ok=$?
+fits() {  # KIND [--pair-took-s T ...]: session_plan.py's gate: an item of this kind (pair, option-NAME) started now
+  # can finish
+  local verdict; verdict=$("${PLAN[@]}" fits "$@" --left-s "$(left_s)" "${GPU[@]}"); local ok=$?
   note "one: $verdict"; return $ok
 }
 
@@ -281,11 +289,11 @@ option_pair() {  # name, then per program the same option: fresh caches where it
   done
 }
 
-pack_artifacts() {  # [KEEP_DIR] wave 1's compile artifacts for a later lease of this GPU's kind, on the idle machine
-  # (before wave 2 in a short session, else at the end), where the clock has 90 s to spare: xz-compressed, cut into
-  # parts of 16,000,000 bytes in RESULTS/parts/ with their SHA256SUMS, which benchmarks/lease.sh's polls send back
-  # four a call (KEEP_DIR gets a copy first). Kept in .devcarry/artifacts-<GPU>/ and carried there, they make a
-  # later lease's plan warm (load_carried): no cold compile, so an H100 holds the table
+pack_artifacts() {  # [KEEP_DIR] wave 1's compile artifacts for a later lease of this GPU's kind (packed in wave 1,
+  # beside the record's untimed second run), where the clock has 90 s to spare: xz-compressed, cut into parts of
+  # 16,000,000 bytes in RESULTS/parts/ with their SHA256SUMS, which benchmarks/lease.sh's polls send back four a
+  # call (KEEP_DIR gets a copy first). Kept in .devcarry/artifacts-<GPU>/ and carried there, they make a later
+  # lease's plan warm (load_carried): no cold compile, so an H100 holds the table and an H200 its startup options
   local f
   [ "$(left_s)" -ge 90 ] || { note "one: artifacts not packed: $(left_s) s left"; return 0; }
   local tmp=$R/parts.tmp  # renamed to parts/ when whole: lease.sh sends what it finds there, and must not find half
@@ -325,9 +333,8 @@ one_gpu() {
   fi
   ONE_NATIVES=()  # train/'s defaults (fused_loss and fused_loss_transpose on)
   # a plan that does not fit got this far only with ONE_SHORT=1
-  local short=0
   "${PLAN[@]}" plan "${ONE_PLAN[@]}" > "$R/plan.txt" \
-    || { short=1; note "one: SHORT (ONE_SHORT=1): speed 3 + 3 does not fit the budget; what runs is no table"; }
+    || { note "one: SHORT (ONE_SHORT=1): speed 3 + 3 does not fit the budget; what runs is no table"; }
   ONE_PARITY=0; "${PLAN[@]}" has parity "${ONE_PLAN[@]}" && ONE_PARITY=1
   note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
     "budget $ONE_BUDGET_S s${LEASE_HELD_S:+ (the lease had held $LEASE_HELD_S s)}; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"
@@ -337,22 +344,20 @@ one_gpu() {
     diff=$!
   fi
   wave1_native &
-  local native=$!
-  wave1_record
-  wait $diff "$native"
+  wave1_record $!
+  wait $diff
   mapfile -t ONE_NATIVES < "$R/one-natives.txt"
-  # a short session's artifacts are what lets the next one on this GPU hold the table: packed before wave 2 (about
-  # 20 s of xz on the idle machine), not left to the end's spare time
-  [ "$short" = 1 ] && [ ${#WARM[@]} -eq 0 ] && pack_artifacts
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
   # gated pairs: native starts first and waits after its warm-up; its timed steps follow the record's exit
-  local i needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
+  local i began took=() needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
                  --need-s "record=$("${PLAN[@]}" need record "${GPU[@]}")"
                  --need-s "native=$("${PLAN[@]}" need native-timed "${GPU[@]}")")
-  for i in 1 2 3; do
-    fits pair || break
+  for i in 1 2 3; do  # a pair after the first needs the slowest of this session's pairs
+    fits pair "${took[@]}" || break
+    began=$SECONDS
     sbs --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1 + i)) "${ONE_NATIVES[@]}" "${needs[@]}" \
       --budget-s "$(left_s)" --out "$R/one-wave2-$i" > "$R/one-wave2-$i.txt" 2>&1
+    took+=(--pair-took-s $((SECONDS - began)))
   done
   sbs --summarize "$R"/one-wave2-? --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
@@ -361,7 +366,6 @@ one_gpu() {
   sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \
     > "$R/one-parity.txt" 2>&1
   grep -h "startup" "$R/progress.txt" > "$R/startup.txt"
-  [ ${#WARM[@]} -eq 0 ] && [ ! -d "$R/parts" ] && pack_artifacts  # a warm session compiled nothing new
   note "one: done, $(left_s) s of the budget left"
 }
 

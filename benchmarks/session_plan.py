@@ -4,7 +4,8 @@ starts, and the check made before each (record, native) pair.
     python3 benchmarks/session_plan.py plan [--budget-s N] [--warm]    # the plan, its times and what it drops;
                                                                         # exit 3: speed 3 + 3 does not fit
     python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
-    python3 benchmarks/session_plan.py fits pair --left-s N            # exit 0: a pair started now can finish
+    python3 benchmarks/session_plan.py fits pair --left-s N [--pair-took-s T ...]  # exit 0: a pair started now
+                                                                        # can finish (T: this session's pairs)
     python3 benchmarks/session_plan.py budget [--held-s N] [--device-s N]  # the session's clock, in seconds
     python3 benchmarks/session_plan.py gpu "NVIDIA H100 80GB HBM3"     # H100: the key of its measured times
     (plan, has, need and fits take --gpu H200|H100; default H200)
@@ -20,9 +21,13 @@ slowest start measured, 90 s (BUDGET_S = 1,630).
 
 Every item is gated the same way, in the plan and while it runs: it starts only when the clock's time left covers
 its *need* (the slowest measured run of each of its kinds, and a pair's own overhead) and the end's need after it;
-it then takes about its *expected* time (the medians). The need has no factor on top (MARGIN 1.0): on 2026-12-04
-the slowest times times 1.1 left the third pair unstarted with 284 s on the clock, 12 s short, though the pair would
-have ended about 150 s inside the lease; the lease's own minute and the collection's 20 s are the margin. A
+it then takes about its *expected* time (the medians). A wave-2 pair after the first needs the slowest pair this
+session has run (`--pair-took-s`): the same machine, programs and caches. On 2026-12-06 the two pairs took 238 and
+229 s, and the third, needing the slowest runs of every lease (the record's 174.4 s is 2026-12-04's first pair) and
+the end's, found 244 s of its 278 and did not start; at the slowest pair of its own session it needed 259. The need
+has no factor on top (MARGIN 1.0): on 2026-12-04 the slowest times times 1.1 left the third pair unstarted with
+284 s on the clock, 12 s short, though the pair would have ended about 150 s inside the lease; the lease's own
+minute and the collection's 20 s are the margin. A
 (record, native) pair is one item, so a cut never falls on one side. The startup options are pairs too, timed after
 wave 2 on the idle GPU, where wave 2's warm startups are measured: the same load for both programs and for the
 baseline they are compared with.
@@ -35,23 +40,25 @@ higher one out is dropped before the session starts; `plan` prints what it drops
 still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
 A wave-2 pair is gated (sidebyside --gate-native): native starts the gate lead (SETTINGS, 20 s) before the record,
 waits after its warm-up, and runs its timed steps once the record has exited, so the pair takes the lead, the
-record's run and native's run after its startup (native-timed), not both runs whole: 214 s against 242 on the H200.
-Cold, the clock must give 1,484 s for speed 3 + 3, 1,534 s with parity 5 + 5, 1,971 s with the startup options too
-(1,578, 1,628 and 2,057 with whole pairs): one cold lease holds speed and parity 5 + 5 with 96 s to spare (141 s
-when the machine's start is measured at 45 s), and still does with about 200 s of the session's device time spent
-before it on refused calls or machines bounced off (an H100, about 50 s each). The medians are not a promise: on
-2026-12-04 wave 1 took 804 s and the first pair 293.
+record's run and native's run after its startup (native-timed), not both runs whole: 230 s on the H200 (the gated
+pairs of 2026-12-06 measured an overhead of 18-19 s, 8.4 s of it native's validation compile, now in its warm-up).
+Cold, the clock must give 1,524 s for speed 3 + 3, 1,575 s with parity 5 + 5, 2,095 s with the startup options
+too: one cold lease holds speed and parity 5 + 5 with 55 s to spare at the slowest start measured (90 s), 24 s at
+2026-12-06's 121 s; about 50 s of refused or bounced calls before it leave speed alone. Warm (the compile
+artifacts of an earlier lease on this GPU's kind carried), 963 s with parity and 1,483 s with the startup options:
+everything fits. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293; on
+2026-12-06 wave 1 took 877 s.
 
 Times are per GPU: a call for `nvidia-h200` may be given an H100, whose host compiled the record 35 % slower
 (2026-12-05, MEASURED_H100). There the table needs a clock of 1,825 s cold (speed alone), more than any lease gives,
 so device_session.sh, which plans from the GPU it finds, refuses an H100 lease at once (or, with ONE_SHORT=1, runs
 the pairs that fit and packs its compile artifacts). With those artifacts carried back (the plan's --warm), an H100
-needs 1,068 s for speed and 1,198 s with parity 5 + 5: the warm kinds there are the H200's times 1.4, estimates.
+needs 1,065 s for speed and 1,191 s with parity 5 + 5: the warm kinds there are the H200's times 1.4, estimates.
 
-The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one and
-2026-12-04-h200-one-table (80 steps, 524,288 validation tokens, FlexAttention, world size 1), and their progress.txt
-for the start, the end and a pair's overhead. The record's artifacts option has never run: its figure is an estimate
-(ESTIMATED), the budget the script gave it on 2026-12-01.
+The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one,
+2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2 (80 steps, 524,288 validation tokens, FlexAttention, world
+size 1), and their progress.txt for the start, the end and a pair's overhead. The record's artifacts option has
+never run: its figure is an estimate (ESTIMATED), the budget the script gave it on 2026-12-01.
 """
 
 from __future__ import annotations
@@ -75,36 +82,37 @@ def lease_budget_s(held_s: float = MACHINE_START_S, device_s: float = DEVICE_S) 
 
 BUDGET_S = lease_budget_s()
 
-# seconds per run as measured, one tuple per kind: 2026-12-01 (h200-one) first, then 2026-12-04 (h200-one-table)
+# seconds per run as measured, one tuple per kind: 2026-12-01 (h200-one) first, then 2026-12-04 (h200-one-table),
+# then 2026-12-06 (h200-one-2x2)
 MEASURED: dict[str, tuple[float, ...]] = {
-    # the matmul rate (21:38:57 -> 21:39:05; 12:28:30 -> 12:28:42); the loss kernels' GPU check (23 s) runs in wave
-    # 1 before native's runs, beside the record's compile, which starts at once
-    "start": (8.0, 12.0),
+    # the matmul rate (21:38:57 -> 21:39:05; 12:28:30 -> 12:28:42; 01:59:55 -> 02:00:06); the loss kernels' GPU check
+    # (23 s) runs in wave 1 before native's runs, beside the record's compile, which starts at once
+    "start": (8.0, 12.0, 11.0),
     # the summaries and the closing matmul: 22:04:05 -> 22:04:15 (one summary then); 12:54:41 -> 12:55:02 (the
-    # parity summary and the startup list, 11 s, then the matmul)
-    "end": (10.0, 21.0),
-    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s of it to its first timed step; 733.6 s, 626.5 s); native's
-    # check and runs end well before
-    "wave1-cold": (802.7, 733.6),
+    # parity summary and the startup list, 11 s, then the matmul); 02:25:27 -> 02:25:45
+    "end": (10.0, 21.0, 18.0),
+    # wave 1, cold: the record's run 1 (802.7 s, 702.5 s of it to its first timed step; 733.6 s, 626.5 s; 807.1 s,
+    # 709.0 s); native's check and runs end well before
+    "wave1-cold": (802.7, 733.6, 807.1),
     # what the second runs add to it: the record's run 2 starts at run 1's first timed step and takes 149.5 s
-    # (702.5 + 149.5 - 802.7) and 158.6 s (626.5 + 158.6 - 733.6); native's run 2 still ends before
-    "wave1-cold-second": (49.3, 51.5),
+    # (702.5 + 149.5 - 802.7), 158.6 s (626.5 + 158.6 - 733.6) and 151.7 s; native's run 2 still ends before
+    "wave1-cold-second": (49.3, 51.5, 53.6),
     # wave 1 on carried compile caches: record run 1 as a warm shared run; run 2 from its first timed step adds
     # that step's time
-    "wave1-warm": (149.5, 158.6),
-    "wave1-warm-second": (89.4, 96.8),
-    "record": (155.1, 120.6, 132.2, 174.4, 131.4),  # warm, the GPU alone (wave 2)
-    "native": (96.2, 104.2, 109.4, 95.3),
+    "wave1-warm": (149.5, 158.6, 151.7),
+    "wave1-warm-second": (89.4, 96.8, 90.3),
+    "record": (155.1, 120.6, 132.2, 174.4, 131.4, 148.8, 139.9),  # warm, the GPU alone (wave 2)
+    "native": (96.2, 104.2, 109.4, 95.3),  # whole runs (ungated pairs); a gated native's wall holds its wait
     # what a native run takes after its startup (wall less startup_s: validation 0, the timed steps, the final
-    # validation, exit): in a gated pair (sidebyside --gate-native) its startup overlaps the record's run, and only
-    # this part follows the record's exit
-    "native-timed": (52.0, 52.1, 51.2, 50.3),
-    # a wave-2 pair's time beyond its two runs' walls (sidebyside's start and summary; 2026-12-04 only, where each
-    # pair is its own call): 12:42:06 -> 12:46:59 is 293 s for 174.4 + 109.4, 12:46:59 -> 12:50:56 237 s for
-    # 131.4 + 95.3
-    "pair-overhead": (9.2, 10.3),
-    # 6 steps, on warm caches without the AOTAutograd cache (125.1 s), and artifacts into empty caches
-    "record-no-aot-cache": (125.1,),
+    # validation, exit; in a gated pair less its wait at the gate too): in a gated pair (sidebyside --gate-native)
+    # its startup overlaps the record's run, and only this part follows the record's exit
+    "native-timed": (52.0, 52.1, 51.2, 50.3, 51.0, 50.2),
+    # a gated pair's time beyond the lead, the record's wall and native-timed (sidebyside's start and summary, the
+    # gate's opening and native's step-0 validation, whose compile took 8.4 s there; the warm-up now holds it):
+    # 02:14:43 -> 02:18:41 is 238 s for 20 + 148.8 + 51.0, 02:18:41 -> 02:22:30 229 s for 20 + 139.9 + 50.2
+    "pair-overhead": (18.2, 18.9),
+    # 6 steps, on warm caches without the AOTAutograd cache (125.1 s, 146.8 s), and artifacts into empty caches
+    "record-no-aot-cache": (125.1, 146.8),
     "native-option": (65.8, 67.1, 68.3),
 }
 ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
@@ -114,7 +122,8 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
 # 626.5 s) and its steps ran 9 % slower. start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the
 # record's run 1 (972.9 s, 847.9 of it to its first step), run 2 adding 847.9 + 195.1 - 972.9; the pair 17:14:31 ->
 # 17:19:40, 309 s for 184.2 + 111.9. A kind not measured there (each a run) takes the H200's times H100_UNMEASURED
-# (the widest ratio measured for a run, 184.2 / 132.2, rounded up): an estimate, like ESTIMATED.
+# (the widest ratio to the H200's medians measured for a run, 184.2 / 132.2 when set, rounded up; 70.1 / 51.5 with
+# 2026-12-06's runs in the medians): an estimate, like ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
     "start": (13.0,), "end": (25.0,), "wave1-cold": (972.9,), "wave1-cold-second": (70.1,),
     "record": (184.2,), "native": (111.9,), "native-timed": (54.2,), "pair-overhead": (12.9,),
@@ -206,20 +215,29 @@ class Planned:
     item: Item
     starts_s: float  # on the session's clock
     runs: bool
+    need_s: float  # what its gate asked for
 
 
-def gate(item: Item, left_s: float) -> bool:
+def item_need_s(item: Item, pairs_took_s: tuple[float, ...] = ()) -> float:
+    """A wave-2 pair after this session's first needs the slowest pair the session has run; any other item, the
+    slowest measured runs of its kinds."""
+    return max(pairs_took_s) if item.group == "speed" and pairs_took_s else item.need_s
+
+
+def gate(item: Item, left_s: float, pairs_took_s: tuple[float, ...] = ()) -> bool:
     """An item starts when the time left covers its need and, after it, the end's (summaries, closing matmul)."""
-    return left_s >= item.need_s + (0 if item.name == END.name else end_item(item.gpu).need_s)
+    return left_s >= item_need_s(item, pairs_took_s) + (0 if item.name == END.name else end_item(item.gpu).need_s)
 
 
 def simulate(chosen: list[Item], budget_s: float, warm: bool, took, gpu: str = "H200") -> list[Planned]:
     """Time order: a chosen item runs when its gate passes, and the clock moves on by what it took."""
-    clock, out = 0.0, []
+    clock, out, pairs = 0.0, [], ()
     for item in items(warm, gpu):
-        runs = item in chosen and gate(item, budget_s - clock)
-        out.append(Planned(item, clock, runs))
-        clock += took(item) if runs else 0.0
+        runs = item in chosen and gate(item, budget_s - clock, pairs)
+        out.append(Planned(item, clock, runs, item_need_s(item, pairs)))
+        if runs:
+            clock += took(item)
+            pairs += (took(item),) if item.group == "speed" else ()
     return out
 
 
@@ -269,21 +287,23 @@ def item_of(kind: str, gpu: str = "H200") -> Item:
     return Item(kind, option_parts(option), "startups", gpu)
 
 
-def fits(kind: str, left_s: float, gpu: str = "H200") -> bool:
-    """Before an item of `kind`, with left_s on the clock: can it finish, and the end after it?"""
-    return gate(item_of(kind, gpu), left_s)
+def fits(kind: str, left_s: float, gpu: str = "H200", pairs_took_s: tuple[float, ...] = ()) -> bool:
+    """Before an item of `kind`, with left_s on the clock (and, before a pair, the pairs this session has run): can
+    it finish, and the end after it?"""
+    return gate(item_of(kind, gpu), left_s, pairs_took_s)
 
 
 def render(planned: list[Planned], budget_s: float) -> str:
     lines = [f"budget {budget_s:.0f} s on the session's clock, {planned[0].item.gpu}'s measured times (lease: "
              f"{DEVICE_S} s device time, held {LEASE_CAP_S} s at most, less what it held when the session started, "
              f"{MACHINE_START_S} s unless measured, and {COLLECT_S} s to collect); need = the slowest measured runs "
-             f"and a pair's overhead, and the end's need after it",
+             f"and a pair's overhead (a pair after the first: the slowest pair before it), and the end's need after "
+             f"it",
              f"{'item':<22} {'group':<9} {'starts':>7} {'expected':>9} {'need':>7}  verdict"]
     for p in planned:
         verdict = "runs" if p.runs else ("CUT (required)" if p.item.group in ("base", "speed") else "dropped")
         lines.append(f"{p.item.name:<22} {p.item.group:<9} {p.starts_s:>6.0f}s {p.item.expected_s:>8.0f}s "
-                     f"{p.item.need_s:>6.0f}s  {verdict}")
+                     f"{p.need_s:>6.0f}s  {verdict}")
     end = max(p.starts_s + (p.item.expected_s if p.runs else 0) for p in planned)
     lines.append(f"expected end {end:.0f} s, {budget_s - end:.0f} s left")
     lines += [f"drops {d}" for d in dropped(planned)] or ["drops nothing"]
@@ -311,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
     f.add_argument("kind", help="pair, option-artifacts or option-no-aot-cache")
     f.add_argument("--left-s", type=float, required=True)
+    f.add_argument("--pair-took-s", type=float, action="append", default=[],
+                   help="seconds a wave-2 pair of this session took (repeat): a pair then needs the slowest of them")
     for q in (p, h, n, f):
         q.add_argument("--gpu", choices=GPUS, default="H200", help="whose measured times (default H200)")
     a = ap.parse_args(argv)
@@ -336,9 +358,11 @@ def main(argv: list[str] | None = None) -> int:
         item = item_of(a.kind, a.gpu)
     except ValueError as exc:
         ap.error(str(exc))
-    ok = fits(a.kind, a.left_s, a.gpu)
-    print(f"{a.kind}: needs {item.need_s:.0f} s and the end's {end_item(a.gpu).need_s:.0f} s, {a.left_s:.0f} s left: "
-          f"{'start' if ok else 'not started'}")
+    took = tuple(a.pair_took_s) if a.kind == "pair" else ()
+    ok = fits(a.kind, a.left_s, a.gpu, took)
+    whose = " (the slowest pair of this session)" if took else ""
+    print(f"{a.kind}: needs {item_need_s(item, took):.0f} s{whose} and "
+          f"the end's {end_item(a.gpu).need_s:.0f} s, {a.left_s:.0f} s left: {'start' if ok else 'not started'}")
     return 0 if ok else 1
 
 
