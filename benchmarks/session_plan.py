@@ -219,9 +219,12 @@ class Planned:
 
 
 def item_need_s(item: Item, pairs_took_s: tuple[float, ...] = ()) -> float:
-    """A wave-2 pair after this session's first needs the slowest pair the session has run; any other item, the
-    slowest measured runs of its kinds."""
-    return max(pairs_took_s) if item.group == "speed" and pairs_took_s else item.need_s
+    """A wave-2 pair after this session's first needs the slowest pair the session has run, and never less than a
+    pair's expected time (a pair that failed at its start took seconds); any other item, the slowest measured runs
+    of its kinds."""
+    if item.group == "speed" and pairs_took_s:
+        return max(*pairs_took_s, item.expected_s)
+    return item.need_s
 
 
 def gate(item: Item, left_s: float, pairs_took_s: tuple[float, ...] = ()) -> bool:
