@@ -22,13 +22,13 @@ slowest start measured, 90 s (BUDGET_S = 1,630).
 Every item is gated the same way, in the plan and while it runs: it starts only when the clock's time left covers
 its *need* (the slowest measured run of each of its kinds, and a pair's own overhead) and the end's need after it;
 it then takes about its *expected* time (the medians). A wave-2 pair after the first needs the slowest pair this
-session has run (`--pair-took-s`): the same machine, programs and caches. On 2026-12-06 the two pairs took 238 and
-229 s, and the third, needing the slowest runs of every lease (the record's 174.4 s is 2026-12-04's first pair) and
-the end's, found 244 s of its 278 and did not start; at the slowest pair of its own session it needed 259. The need
-has no factor on top (MARGIN 1.0): on 2026-12-04 the slowest times times 1.1 left the third pair unstarted with
-284 s on the clock, 12 s short, though the pair would have ended about 150 s inside the lease; the lease's own
-minute and the collection's 20 s are the margin. A
-(record, native) pair is one item, so a cut never falls on one side. The startup options are pairs too, timed after
+session has run (`--pair-took-s`; the same machine, programs and caches), never less than a pair's expected time.
+On 2026-12-06 the two pairs took 238 and 229 s, and the third, needing the slowest runs of every lease (the record's
+174.4 s is 2026-12-04's first pair) and the end's, found 244 s of its 278 and did not start; at the slowest pair of
+its own session it needed 259. The need has no factor on top (MARGIN 1.0): on 2026-12-04 the slowest times times
+1.1 left the third pair unstarted with 284 s on the clock, 12 s short, though the pair would have ended about 150 s
+inside the lease; the lease's own minute and the collection's 20 s are the margin. A (record, native) pair is one
+item, so a cut never falls on one side. The startup options are pairs too, timed after
 wave 2 on the idle GPU, where wave 2's warm startups are measured: the same load for both programs and for the
 baseline they are compared with.
 
