@@ -59,7 +59,7 @@
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
 #      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with
-#      the world-size-8 Muon patch (benchmarks/record_program.py MUON_SPLIT). The first run of each saves
+#      the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each saves
 #      torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world
 #      size 1 beside them (not in the plan);
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,

@@ -41,7 +41,8 @@ still run when the clock, after wave 2, has their need left: they come last, so 
 A wave-2 pair is gated (sidebyside --gate-native): native starts the gate lead (SETTINGS, 20 s) before the record,
 waits after its warm-up, and runs its timed steps once the record has exited, so the pair takes the lead, the
 record's run and native's run after its startup (native-timed), not both runs whole: 230 s on the H200 (the gated
-pairs of 2026-12-06 measured an overhead of 18-19 s, 8.4 s of it native's validation compile, now in its warm-up).
+pairs of 2026-12-06 measured an overhead of 18-19 s: 8.4 s of it native's validation compile, now in its warm-up,
+and about 8 s sidebyside's start before native's launch, torch's import, now beside the runs).
 Cold, the clock must give 1,524 s for speed 3 + 3, 1,575 s with parity 5 + 5, 2,095 s with the startup options
 too: one cold lease holds speed and parity 5 + 5 with 55 s to spare at the slowest start measured (90 s), 24 s at
 2026-12-06's 121 s; about 50 s of refused or bounced calls before it leave speed alone. Warm (the compile
@@ -107,8 +108,9 @@ MEASURED: dict[str, tuple[float, ...]] = {
     # validation, exit; in a gated pair less its wait at the gate too): in a gated pair (sidebyside --gate-native)
     # its startup overlaps the record's run, and only this part follows the record's exit
     "native-timed": (52.0, 52.1, 51.2, 50.3, 51.0, 50.2),
-    # a gated pair's time beyond the lead, the record's wall and native-timed (sidebyside's start and summary, the
-    # gate's opening and native's step-0 validation, whose compile took 8.4 s there; the warm-up now holds it):
+    # a gated pair's time beyond the lead, the record's wall and native-timed (sidebyside's start, about 8 s there,
+    # and summary, the gate's opening and native's step-0 validation, whose compile took 8.4 s there; the warm-up
+    # now holds that compile, and sidebyside imports torch only after its first launch):
     # 02:14:43 -> 02:18:41 is 238 s for 20 + 148.8 + 51.0, 02:18:41 -> 02:22:30 229 s for 20 + 139.9 + 50.2
     "pair-overhead": (18.2, 18.9),
     # 6 steps, on warm caches without the AOTAutograd cache (125.1 s, 146.8 s), and artifacts into empty caches

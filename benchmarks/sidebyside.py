@@ -16,7 +16,7 @@
 
 For each world size N (CUDA_VISIBLE_DEVICES = --first-gpu .. +N-1), --repeat times, one after the other:
   record  torchrun --standalone --nproc_per_node=N train_gpt.py   (cwd: --program-dir, one path for every run so
-          that the compile caches carry over) — the program patched by record_program.sidebyside_patch (each
+          that the compile caches carry over) — the program patched by record_patch.sidebyside_patch (each
           change listed in the run's patch.json): the shards, --steps scheduled iterations and no extension,
           --val-tokens validation tokens in one batch, training files cycled when they cannot last the run,
           optionally --warmup-steps, and (default) the Muon groups cut where attention meets MLP so that below 8
@@ -42,6 +42,8 @@ losses and, with 2+ runs each, Welch's t-test of each native against the record.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import glob
 import json
 import os
 import re
@@ -56,7 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.record_program import FIXTURE, STANDIN_DIR, program_text, sidebyside_patch  # noqa: E402
+from benchmarks.record_patch import FIXTURE, STANDIN_DIR, program_text, sidebyside_patch  # noqa: E402
 from pipeline.runs.launch import Tee  # noqa: E402  (its first-timed-step marker: repro's startup_s)
 
 STEP_RE = re.compile(r"^step:(\d+)/(\d+) train_time:(\d+)ms step_avg:([\d.]+)ms\s*$")
@@ -118,6 +120,27 @@ def phase_stats(times: dict[int, float], steps: int) -> dict:
 
 
 # ---- FLOPs ----------------------------------------------------------------------------------------------------------
+
+def shards_tokens(pattern: str) -> int:
+    """The token count of the shards PATTERN matches, from their headers (pipeline/data/shards.py: numpy, not torch,
+    so that nothing before the first launch imports torch). SystemExit when a file is missing or not a shard."""
+    from pipeline.data.shards import MAGIC, VERSION, read_header
+    from pipeline.errors import ReproError
+
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise SystemExit(f"sidebyside: no shards match {pattern!r}; pass --data or --train-files")
+    total = 0
+    for f in files:
+        try:
+            header = read_header(Path(f))
+        except ReproError as exc:
+            raise SystemExit(f"sidebyside: {exc}") from None
+        if header is None or (header.magic, header.version) != (MAGIC, VERSION):
+            raise SystemExit(f"sidebyside: {f} is not a token shard (its header); fetch or generate the data again")
+        total += header.num_tokens
+    return total
+
 
 def flops_by_phase(train_files: str) -> dict[str, float]:
     """Model FLOPs per step of the record configuration for each long window (benchmarks/bench.py's count)."""
@@ -519,17 +542,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--only {a.only}: distinct programs among {', '.join(programs)}")
     programs = only
 
-    from train.data import shards_total_tokens
-
     # cycle only where the data cannot last: BOS alignment skips the tails of long documents, so ask for twice
-    cycle = shards_total_tokens(a.train_files, "train") < 2 * a.steps * RECORD_BATCH
-    flops = flops_by_phase(a.train_files)
+    cycle = shards_tokens(a.train_files) < 2 * a.steps * RECORD_BATCH
+    # the FLOPs need torch and the first batch (about 8 s on the device host before the first launch, 2026-12-06):
+    # counted beside the runs, wanted only once one has ended
+    flops_count = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="flops")
+    flops_job = flops_count.submit(flops_by_phase, a.train_files)
+    flops_count.shutdown(wait=False)
     a.out.mkdir(parents=True, exist_ok=True)
     a.program_dir = (a.program_dir or a.out / "record").resolve()
     summary: dict = dict(steps=a.steps, val_tokens=a.val_tokens, attention=a.attention, cycle_train=cycle,
                          train_files=a.train_files, val_files=a.val_files, program=str(a.program),
                          record_muon_groups=a.record_muon_groups, native_set=a.native_set, variants=variants,
-                         seed=a.seed, model_flops_per_step=flops, runs={})
+                         seed=a.seed, model_flops_per_step=None, runs={})
 
     def save() -> None:
         (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -589,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
             if who == "record" and log_text:
                 (run_dir / "log.txt").write_text(log_text)
             if log_text:
-                res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
+                summary["model_flops_per_step"] = flops_job.result()
+                res.update(run_result(log_text, a.steps, flops_job.result(), summary["tflops"], ws))
             pair.setdefault(who, []).append(res)
             print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
                   f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"
@@ -634,6 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["tflops_end"] = matmul_rate()
     summary["wall_s"] = round(time.perf_counter() - started, 1)
     if not a.dry_run:
+        summary["model_flops_per_step"] = flops_job.result()
         save()
         print(table(summary), flush=True)
     return 0

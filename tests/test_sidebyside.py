@@ -11,13 +11,15 @@ import ast
 import difflib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from benchmarks import sidebyside
-from benchmarks.record_program import (
+from benchmarks.record_patch import (
     FIXTURE,
     SEED_ANCHOR,
     SEED_LINE,
@@ -27,6 +29,7 @@ from benchmarks.record_program import (
     sidebyside_patch,
     split_program,
 )
+from tests.paths import REPO_ROOT
 from train.config import apply_overrides, preset
 from train.data import BOS_ID, write_shard
 from train.schedule import window_blocks
@@ -255,7 +258,6 @@ def test_device_diff_cpu_smoke_at_two_ranks_with_the_fused_loss(tmp_path):
     import subprocess
     import sys
 
-    from tests.paths import REPO_ROOT
 
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "benchmarks/device_diff.py", "--cpu-smoke", "--set", "fused_loss=true",
@@ -294,7 +296,6 @@ def test_adam_time_runs_both_updates_from_one_start():
     import subprocess
     import sys
 
-    from tests.paths import REPO_ROOT
 
     done = subprocess.run([sys.executable, "benchmarks/adam_time.py", "--device", "cpu", "--preset", "tiny",
                            "--steps", "2", "--warmup", "1"], cwd=REPO_ROOT, capture_output=True, text=True,
@@ -372,3 +373,47 @@ def test_the_record_log_is_the_one_the_run_printed_when_two_runs_share_the_folde
     stdout.write_text("")  # nothing printed: only an unambiguous new file is taken
     assert sidebyside.record_log(tmp_path, stdout, {mine}) == other
     assert sidebyside.record_log(tmp_path, stdout, set()) is None
+
+
+# ---- nothing before the first launch imports torch -------------------------------------------------------------
+
+FIRST_LAUNCH = '''import json, sys, threading
+from pathlib import Path
+import benchmarks.sidebyside as sbs
+
+counted = threading.Event()
+def flops_by_phase(train_files):  # the real count imports torch: it waits here until the first launch has happened
+    counted.wait(60)
+    return {"3": 1.0, "7": 1.0, "11": 1.0}
+def gated_pair(record, native, *args, **kwargs):
+    print(json.dumps({"torch_imported": "torch" in sys.modules}), flush=True)
+    counted.set()
+    raise SystemExit(0)
+sbs.flops_by_phase, sbs.gated_pair = flops_by_phase, gated_pair
+sbs.main(sys.argv[1:])
+'''
+
+
+def test_the_first_pair_launches_before_anything_imports_torch(tmp_path):
+    """2026-12-06: each gated pair spent about 8 s in sidebyside before native's launch (torch's import for the
+    record program's module, the shards' token count and the FLOPs), on the lease's critical path. The patch, the
+    count and the commands need no torch now, and the FLOPs are counted beside the runs."""
+    small_shards(tmp_path / "d")
+    (tmp_path / "matmul.json").write_text(json.dumps({"tflops": 700.0, "gpu": "stand-in"}))
+    args = ["--data", str(tmp_path / "d"), "--world-sizes", "1", "--steps", "80", "--seed", "1", "--gate-native",
+            "20", "--matmul-file", str(tmp_path / "matmul.json"), "--out", str(tmp_path / "sbs")]
+    done = subprocess.run([sys.executable, "-c", FIRST_LAUNCH, *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"torch_imported": False}
+
+
+def test_a_file_that_is_not_a_shard_is_named(tmp_path, capsys):
+    small_shards(tmp_path / "d")
+    (tmp_path / "d" / "fineweb_train_000002.bin").write_bytes(b"not a shard")
+    with pytest.raises(SystemExit, match="fineweb_train_000002.bin is not a token shard"):
+        sidebyside.main(["--data", str(tmp_path / "d"), "--world-sizes", "1", "--dry-run",
+                         "--out", str(tmp_path / "sbs")])
+    with pytest.raises(SystemExit, match="no shards match"):
+        sidebyside.main(["--train-files", str(tmp_path / "none_*.bin"), "--val-files", str(tmp_path / "v*.bin"),
+                         "--world-sizes", "1", "--dry-run", "--out", str(tmp_path / "sbs")])

@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 
 import train.loop as loop_module
-from benchmarks.record_program import load_record, program_text, sidebyside_patch
+from benchmarks.record_patch import program_text, sidebyside_patch
+from benchmarks.record_program import load_record
 from pipeline.records.smoke_cut import SMOKE_EXTENSION, smoke_cut
 from pipeline.runs.train_plan import effective_native_settings
 from tests.helpers_loop import first_differences, native_loop, record_hyperparameters, record_loop

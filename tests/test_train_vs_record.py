@@ -30,9 +30,8 @@ import torch
 import torch.distributed as dist
 
 import train.data as data_module
+from benchmarks.record_patch import FIXTURE, PROGRAM_SHA256, split_program
 from benchmarks.record_program import (
-    FIXTURE,
-    PROGRAM_SHA256,
     RecordSetup,
     _Done,
     bind_globals,
@@ -40,7 +39,6 @@ from benchmarks.record_program import (
     name_map,
     random_weights,
     split_mixed_muon_groups,
-    split_program,
 )
 from tests.ports import free_port
 from train.config import TrainConfig, apply_overrides, preset
@@ -318,7 +316,7 @@ def test_one_step_with_the_records_own_newton_schulz(rec):
 def test_sidebyside_patch_line_cuts_the_muon_groups_like_split_mixed_muon_groups(rec):
     """benchmarks/sidebyside.py's patch adds one line after the record's Muon is built; run on the record's own
     Muon, it leaves the groups split_mixed_muon_groups makes (runs of one kind), with the group settings kept."""
-    from benchmarks.record_program import MUON_LINE, MUON_SPLIT, program_text, sidebyside_patch
+    from benchmarks.record_patch import MUON_LINE, MUON_SPLIT, program_text, sidebyside_patch
 
     patched, _ = sidebyside_patch(program_text(), train_files="a", val_files="b", steps=40, val_tokens=1024)
     assert MUON_LINE + MUON_SPLIT in patched
@@ -408,7 +406,7 @@ def one_matrix_at_a_time(G: torch.Tensor) -> torch.Tensor:
 
 
 def test_the_world_size_8_muon_patch_at_one_rank_is_the_unpatched_program_at_eight(rec, monkeypatch):
-    """The declared patch (record_program.MUON_SPLIT) on the record's Muon at world size 1 against the record's
+    """The declared patch (record_patch.MUON_SPLIT) on the record's Muon at world size 1 against the record's
     unpatched Muon as rank 0..7 of 8 (its chunking and reshapes unchanged; only the collectives are simulated):
     every one of the 43 Muon matrices gets the same update, bit for bit. Unpatched at world size 1, six MLP
     matrices are orthogonalized as four blocks each and come out different."""
