@@ -124,22 +124,20 @@ def phase_stats(times: dict[int, float], steps: int) -> dict:
 def shards_tokens(pattern: str) -> int:
     """The token count of the shards PATTERN matches, from their headers (pipeline/data/shards.py: numpy, not torch,
     so that nothing before the first launch imports torch). SystemExit when a file is missing or not a shard."""
-    from pipeline.data.shards import MAGIC, VERSION, read_header
+    from pipeline.data.shards import header_problems, read_header
     from pipeline.errors import ReproError
 
-    files = sorted(glob.glob(pattern))
+    files = [Path(f) for f in sorted(glob.glob(pattern))]
     if not files:
         raise SystemExit(f"sidebyside: no shards match {pattern!r}; pass --data or --train-files")
-    total = 0
-    for f in files:
-        try:
-            header = read_header(Path(f))
-        except ReproError as exc:
-            raise SystemExit(f"sidebyside: {exc}") from None
-        if header is None or (header.magic, header.version) != (MAGIC, VERSION):
-            raise SystemExit(f"sidebyside: {f} is not a token shard (its header); fetch or generate the data again")
-        total += header.num_tokens
-    return total
+    try:
+        for f in files:
+            if problems := header_problems(f):
+                raise SystemExit(f"sidebyside: {f} is not a token shard ({'; '.join(problems)}); fetch or generate "
+                                 "the data again")
+        return sum(read_header(f).num_tokens for f in files)
+    except ReproError as exc:
+        raise SystemExit(f"sidebyside: {exc}") from None
 
 
 def flops_by_phase(train_files: str) -> dict[str, float]:
@@ -614,8 +612,8 @@ def main(argv: list[str] | None = None) -> int:
             if who == "record" and log_text:
                 (run_dir / "log.txt").write_text(log_text)
             if log_text:
-                summary["model_flops_per_step"] = flops_job.result()
-                res.update(run_result(log_text, a.steps, flops_job.result(), summary["tflops"], ws))
+                flops = summary["model_flops_per_step"] = flops_job.result()
+                res.update(run_result(log_text, a.steps, flops, summary["tflops"], ws))
             pair.setdefault(who, []).append(res)
             print(f"[{who} ws{ws} run {i + 1}] rc {res['rc']}, wall {res['wall_s']} s, startup "
                   f"{res['startup_s']} s, all-step median {res.get('phases', {}).get('all', {}).get('median_ms')}"

@@ -254,8 +254,7 @@ def warm_up(run: Run) -> None:
     run.adam, run.muon = build_optimizers(model, cfg)
     # the validation graph (eval mode, no autograd) compiles here too: left to step 0's validation it followed a start
     # gate's opening (sidebyside --gate-native), 8.4 s of a gated pair's 18 s overhead on an H200 (2026-12-06)
-    ws_short, ws_long = window_blocks(0, cfg)
-    validate(run.forward, model, cfg, run.env, 1, run.attn_args(ws_short, ws_long, model.yarn.attn_scale))
+    validate(run.forward, model, cfg, run.env, 1, run.attn_args(*window_blocks(0, cfg), model.yarn.attn_scale))
 
 
 def timed_run(run: Run, profiler: StepProfiler | None = None) -> tuple[float, list[tuple[int, float]]]:
