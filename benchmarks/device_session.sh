@@ -45,12 +45,13 @@
 # The session refuses to start when speed 3 + 3 does not fit (exit 3). ONE_BUDGET_S (default the plan's budget:
 # one lease, 1,800 s of device time (LEASE_DEVICE_S: what was left) held 29 minutes at most, less what the lease
 # held before the session started, LEASE_HELD_S where benchmarks/lease.sh measured it, else the slowest start
-# measured, and the collection) is the session's clock. The plan is warm (no cold compile) with ONE_WARM=1 or when
-# .devcarry/artifacts-<GPU>/ holds every part of the compile artifacts an earlier session on this GPU's kind packed
-# (pack_artifacts: xz, 16 MB parts, SHA256SUMS, PARTS.sha256; brought back by lease.sh's polls, carried by the calls
-# benchmarks/carry_calls.py lists): they are loaded into the caches before wave 1, each checked by its sha256.
-# Cold, the default budget holds speed 3 + 3 and parity 5 + 5 on an H200 (the startup options are dropped: the
-# record's cold compile alone takes half the lease); an H100 holds the table only warm. A cold session packs its
+# measured, and the collection) is the session's clock. The plan is warm (no cold compile) with ONE_WARM=1 or,
+# unless ONE_WARM=0, when .devcarry/artifacts-<GPU>/ holds every part of the compile artifacts an earlier session on
+# this GPU's kind packed (pack_artifacts: xz, 16 MB parts, SHA256SUMS, PARTS.sha256; brought back by lease.sh's polls,
+# carried by the calls benchmarks/carry_calls.py lists): they are loaded into the caches before wave 1, each checked
+# by its sha256. Cold, the default budget holds speed 3 + 3 and parity 5 + 5 on an H200 (the startup options are
+# dropped: the record's cold compile alone takes half the lease); an H100 holds the table warm (cold, only a lease
+# that had held under 85 s holds speed, and none parity). A cold session packs its
 # artifacts in wave 1, beside the record's second run, so that they leave the lease whatever it holds after.
 # Started and polled by benchmarks/lease.sh:
 #   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \

@@ -50,14 +50,18 @@ artifacts of an earlier lease on this GPU's kind carried), 963 s with parity and
 everything fits. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293; on
 2026-12-06 wave 1 took 877 s.
 
-Times are per GPU: a call for `nvidia-h200` may be given an H100, whose host compiled the record 35 % slower
-(2026-12-05, MEASURED_H100). There the table needs a clock of 1,825 s cold (speed alone), more than any lease gives,
-so device_session.sh, which plans from the GPU it finds, refuses an H100 lease at once (or, with ONE_SHORT=1, runs
-the pairs that fit and packs its compile artifacts). With those artifacts carried back (the plan's --warm), an H100
-needs 1,065 s for speed and 1,191 s with parity 5 + 5: the warm kinds there are the H200's times 1.4, estimates.
+Times are per GPU: a call for `nvidia-h200` may be given an H100 (MEASURED_H100, two leases). Its record's cold
+compile took 847.9 s on 2026-12-05 and 645.2 s on 2026-12-06 (626.5-709.0 s on the H200s), and its steps run 7-8 %
+slower. Cold, the table there needs a clock of 1,635 s for speed 3 + 3 and 1,705 s with parity 5 + 5: only a lease
+that had held under 85 s at the start holds speed, and none measured holds parity, so device_session.sh, which plans
+from the GPU it finds, refuses most cold H100 leases at once (or, with ONE_SHORT=1, runs the pairs that fit and
+packs its compile artifacts: on 2026-12-06 all three fit, the plan's needs being the slowest runs of both leases).
+With those artifacts carried back (the plan's --warm), an H100 needs 982 s for speed and 1,108 s with parity 5 + 5:
+the warm kinds there are the H200's times 1.4, estimates.
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one,
-2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2 (80 steps, 524,288 validation tokens, FlexAttention, world
+2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2, and on the H100 2026-12-05-h100-one-short and
+2026-12-06-h100-one-short-3x3 (80 steps, 524,288 validation tokens, FlexAttention, world
 size 1), and their progress.txt for the start, the end and a pair's overhead. The record's artifacts option has
 never run: its figure is an estimate (ESTIMATED), the budget the script gave it on 2026-12-01.
 """
@@ -119,16 +123,20 @@ MEASURED: dict[str, tuple[float, ...]] = {
 }
 ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
 
-# The same kinds on one H100 (docs/device-runs/2026-12-05-h100-one-short, the one lease there, asked for an
-# nvidia-h200 and given an H100): its host compiled 35-37 % slower (the record's cold startup 847.9 s against
-# 626.5 s) and its steps ran 9 % slower. start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the
-# record's run 1 (972.9 s, 847.9 of it to its first step), run 2 adding 847.9 + 195.1 - 972.9; the pair 17:14:31 ->
-# 17:19:40, 309 s for 184.2 + 111.9. A kind not measured there (each a run) takes the H200's times H100_UNMEASURED
-# (the widest ratio to the H200's medians measured for a run, 184.2 / 132.2 when set, rounded up; 70.1 / 51.5 with
-# 2026-12-06's runs in the medians): an estimate, like ESTIMATED.
+# The same kinds on one H100, one tuple per kind: 2026-12-05 (h100-one-short, an ungated pair) first, then 2026-12-06
+# (h100-one-short-3x3, three gated pairs), both leases asked for an nvidia-h200 and given an H100, both ONE_SHORT.
+# 2026-12-05: its host compiled the record 35 % slower than the H200 of 2026-12-04 (847.9 s to its first step
+# against 626.5); start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the record's run 1 (972.9 s), run 2
+# adding 847.9 + 195.1 - 972.9; its pair ungated (record 184.2 s, native 111.9 s whole), so its overhead is not a
+# gated pair's. 2026-12-06: the record's cold compile 645.2 s (wall 757.9 s), no second runs (parity dropped); start
+# 05:31:57 -> 05:32:07; end 05:56:53 -> 05:57:04; gated pairs of 253, 235 and 210 s (05:45:14 -> 05:56:52) for the
+# lead, the record (176.8, 159.0, 133.5 s) and native after its startup and wait (54.0, 53.7, 53.1 s). A kind not
+# measured there (each a run) takes the H200's times H100_UNMEASURED (the widest ratio of an H100 median to the
+# H200's measured for a run, wave 1's second runs' 70.1 / 51.5, rounded up): an estimate, like ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
-    "start": (13.0,), "end": (25.0,), "wave1-cold": (972.9,), "wave1-cold-second": (70.1,),
-    "record": (184.2,), "native": (111.9,), "native-timed": (54.2,), "pair-overhead": (12.9,),
+    "start": (13.0, 10.0), "end": (25.0, 11.0), "wave1-cold": (972.9, 757.9), "wave1-cold-second": (70.1,),
+    "record": (184.2, 176.8, 159.0, 133.5), "native": (111.9,), "native-timed": (54.2, 54.0, 53.7, 53.1),
+    "pair-overhead": (2.2, 2.3, 3.4),
 }
 # Not measured but set: how long native starts before the record in a gated pair. The record's warm startup was
 # 60.8-117 s, native's 44-58 s alone: the lead keeps native's warm-up (under the record's startup load) clear of the

@@ -105,41 +105,59 @@ def test_the_start_and_the_end_are_progress_times():
         assert lines[-1][0] - last_run == end
 
 
-H100_DAY = "2026-12-05-h100-one-short"
+H100_DAYS = ("2026-12-05-h100-one-short", "2026-12-06-h100-one-short-3x3")  # both asked for an H200, given an H100
 
 
-def test_the_h100s_times_are_its_one_lease():
-    """2026-12-05: asked for an nvidia-h200, given an H100. Its wave 1 (the record's run 1, and what run 2 adds), its
-    one pair's walls and overhead, its start and end, as the plan's H200 times are read from theirs."""
-    (_, cold, cold_startup), = walls(H100_DAY, "one-w1-record-1.txt")
-    (_, second, _), = walls(H100_DAY, "one-w1-record-2.txt")
-    (_, record, _), (_, native, _) = walls(H100_DAY, "one-wave2-1.txt")
+def test_the_h100s_times_are_its_two_leases():
+    """Both H100 leases ran ONE_SHORT. 2026-12-05: wave 1 with the record's second run, one ungated pair (record and
+    native whole, so its overhead is no gated pair's). 2026-12-06: wave 1 without second runs, three gated pairs.
+    Their times are read as the plan's H200 times are read from theirs."""
     t = sp.MEASURED_H100
-    assert (t["wave1-cold"], t["wave1-cold-second"]) == ((cold,), (round(cold_startup + second - cold, 1),))
-    assert (t["record"], t["native"]) == ((record,), (native,))
-    (_, _, native_startup), = [w for w in walls(H100_DAY, "one-wave2-1.txt") if w[0] == "native"]
-    assert t["native-timed"] == (round(native - native_startup, 1),)
-    lines = stamps(H100_DAY)
-    (i,) = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
-    assert t["pair-overhead"] == (round(lines[i + 1][0] - lines[i][0] - record - native, 1),)
-    assert t["start"] == (next(s for s, text in lines if text.startswith("matmul")) - lines[0][0],)
-    last_run = max(s for s, text in lines if "startup" in text or "wave 2 done" in text or "option-" in text)
-    assert t["end"] == (lines[-1][0] - last_run,)
+    (first, gated) = H100_DAYS
+    (_, cold, cold_startup), = walls(first, "one-w1-record-1.txt")
+    (_, second, _), = walls(first, "one-w1-record-2.txt")
+    assert t["wave1-cold-second"] == (round(cold_startup + second - cold, 1),)
+    assert t["wave1-cold"] == (cold, walls(gated, "one-w1-record-1.txt")[0][1])
+    assert not (RUNS / gated / "one-w1-record-2.txt").exists()  # parity's second runs dropped there
+    (_, record, _), (_, native, native_startup) = walls(first, "one-wave2-1.txt")
+    assert t["native"] == (native,)
+    records, timed, overheads = [record], [round(native - native_startup, 1)], []
+    lines = stamps(gated)
+    started = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
+    assert len(started) == 3
+    for n, i in enumerate(started, 1):
+        pair = walls(gated, f"one-wave2-{n}.txt")
+        (rec,), (nat,) = ([w for w in pair if w[0] == who] for who in ("record", "native"))
+        records.append(rec[1])
+        timed.append(round(nat[1] - nat[2] - gate_waits(gated, n), 1))
+        overheads.append(round(lines[i + 1][0] - lines[i][0] - sp.SETTINGS["gate-lead"] - rec[1] - timed[-1], 1))
+    assert (t["record"], t["native-timed"], t["pair-overhead"]) == (tuple(records), tuple(timed), tuple(overheads))
+    for day, start, end in zip(H100_DAYS, t["start"], t["end"]):
+        lines = stamps(day)
+        assert start == next(s for s, text in lines if text.startswith("matmul")) - lines[0][0]
+        last_run = max(s for s, text in lines if "startup" in text or "wave 2 done" in text or "option-" in text)
+        assert end == lines[-1][0] - last_run
     runs = ("wave1-cold", "wave1-cold-second", "record", "native")  # the kinds not measured there are runs too
-    assert sp.H100_UNMEASURED >= max(t[k][0] / sp.expected_s(k) for k in runs) > 1.35
+    widest = max(sp.expected_s(k, "H100") / sp.expected_s(k) for k in runs)
+    assert sp.H100_UNMEASURED >= widest > 1.35
 
 
-def test_on_an_h100_the_table_cannot_fit_any_lease_and_the_script_says_so_at_once(tmp_path):
-    """The most clock a lease can give (nothing held before the session, 1,800 s of device time) holds two pairs on
-    an H100, not three: the script refuses there before it copies anything; a GPU with no measured times is
-    refused too."""
-    most = sp.lease_budget_s(0, 1800)
-    assert not sp.fits_whole(sp.plan(most, gpu="H100")) and sp.fits_whole(sp.plan(most))
+def test_on_an_h100_a_cold_table_fits_only_a_lease_held_for_seconds_and_the_script_says_so(tmp_path):
+    """At the H100's times a cold table needs a clock of 1,635 s for speed 3 + 3 and 1,705 with parity 5 + 5: a lease
+    that held the slowest start measured (90 s) gives 1,630, and the script refuses there before it copies
+    anything; the most any lease gives (nothing held, 1,720 s) holds both. A GPU with no measured times is refused.
+    (ONE_WARM=0: this checkout may hold .devcarry/artifacts-H100/, which would make the plan warm.)"""
+    assert not sp.fits_whole(sp.plan(sp.BUDGET_S, gpu="H100")) and sp.fits_whole(sp.plan(sp.BUDGET_S))
+    most = sp.plan(sp.lease_budget_s(0, 1800), gpu="H100")
+    assert sp.fits_whole(most) and all(p.runs for p in most if p.item.group == "parity")
     assert sp.gpu_of("NVIDIA H100 80GB HBM3") == "H100" and sp.gpu_of("NVIDIA H200") == "H200"
-    refused = script(tmp_path, ONE_GPU="NVIDIA H100 80GB HBM3", ONE_BUDGET_S=str(most))
+    h100 = {"ONE_GPU": "NVIDIA H100 80GB HBM3", "ONE_WARM": "0"}
+    refused = script(tmp_path, **h100, ONE_BUDGET_S=str(sp.BUDGET_S))
     assert refused.returncode == 3 and "on an H100" in refused.stderr
-    dry = script(tmp_path, DRY_RUN="1", ONE_GPU="NVIDIA H100 80GB HBM3")
+    dry = script(tmp_path, DRY_RUN="1", **h100)
     assert "H100's measured times" in dry.stdout and re.search(r"wave 2 pair 3 .* CUT \(required\)", dry.stdout)
+    warm = script(tmp_path, DRY_RUN="1", ONE_GPU="NVIDIA H100 80GB HBM3", ONE_WARM="1")
+    assert warm.returncode == 0 and "drops parity" not in warm.stdout
     other = script(tmp_path, ONE_GPU="Tesla T4")
     assert other.returncode == 3 and "no measured times for this GPU" in other.stderr
     assert not (tmp_path / "results").exists()
