@@ -1,7 +1,9 @@
 """Which carried files go with which device call, when they do not fit one: each call sends the working tree (tracked
-and untracked-not-ignored files) and at most 8 carried paths, 64 MiB in all, and a file carried by an earlier call
-of the same lease stays there (ignored paths are kept between calls). Used to bring a session's packed compile
-artifacts (benchmarks/device_session.sh, .devcarry/artifacts-<GPU>/) back onto a fresh machine before the table.
+and untracked-not-ignored files) and at most 8 carried paths, 64 MiB in all. Used to bring a session's packed
+compile artifacts (benchmarks/device_session.sh, .devcarry/artifacts-<GPU>/) back onto a fresh machine before the
+table: each call but the last runs `nvidia-smi -L; bash benchmarks/lease.sh stash`, which keeps its files outside
+the tree the next call re-syncs and lists all kept so far; the last carries the shards and starts the session
+(lease.sh start adds the stash to its copy of the tree).
 
     python3 benchmarks/carry_calls.py .devcarry/docs-v1.txz .devcarry/artifacts-H100
         # one line per call: the JSON list for run's carry; the last holds the first file named (the shards), so

@@ -7,6 +7,8 @@
 #                                                       # wait up to SECONDS (sooner once it ends), collect
 #   bash benchmarks/lease.sh poll SECONDS               # each later call: wait, collect; exit 3 at once on a
 #                                                       # fresh machine (the session is gone with the last one)
+#   bash benchmarks/lease.sh stash                      # a call before the start that carries files too large
+#                                                       # for one call: keeps them for the start, lists them
 # A wait ends early when the session is done or has published packed parts (a folder named parts): what a machine
 # taken back has not sent is lost, so they leave at the first collection after they exist.
 #
@@ -29,17 +31,23 @@
 # tracked tree is 42 MB (2026-12-05, most of it docs/device-runs), so the 23 MB of docs-v1 no longer fit beside it;
 # xz makes them 7.4 MB. Made once on this machine, carried as .devcarry/docs-v1.txz, unpacked into the copy here:
 #   mkdir -p .devcarry && tar -cJf .devcarry/docs-v1.txz -C <the docs-v1 folder> .
+# Files that need more than one call (compile artifacts in parts: benchmarks/carry_calls.py lists the calls) are
+# carried under .devcarry/ by calls that run `stash`: it copies this call's .devcarry/ into LEASE_STASH, outside the
+# tree the next call re-syncs (the device README keeps ignored outputs between calls, but a carried path the next
+# call does not name has never been seen to stay), and prints every file stashed so far with its size; `start` adds
+# the stash to its copy of the tree, never over a file its own call carried.
 # Environment: LEASE_TREE (/tmp/lease-tree), LEASE_DIR (/tmp/lease), LEASE_NAME (lease), LEASE_SRC (the tree copied:
-# this checkout). benchmarks/lever_lease.sh is this with lever_ab.sh's session.
+# this checkout), LEASE_STASH (/tmp/lease-stash). benchmarks/lever_lease.sh is this with lever_ab.sh's session.
 set -uo pipefail
 REPO=${LEASE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
-T=${LEASE_TREE:-/tmp/lease-tree} R=${LEASE_DIR:-/tmp/lease}
+T=${LEASE_TREE:-/tmp/lease-tree} R=${LEASE_DIR:-/tmp/lease} S=${LEASE_STASH:-/tmp/lease-stash}
 
 start() {
   [ $# -gt 0 ] || { echo "usage: lease.sh start SECONDS COMMAND..." >&2; exit 2; }
   rm -rf "$T" "$R" && mkdir -p "$T" "$R" || exit 1
   # the tree and the carried shards (.devcarry); not a virtual environment or git's objects (CPU tests, 2 GB)
   tar -C "$REPO" --exclude=./.venv --exclude=./.git --exclude=./cache -cf - . | tar -C "$T" -xf - || exit 1
+  if [ -d "$S/.devcarry" ]; then mkdir -p "$T/.devcarry" && cp -rn "$S/.devcarry/." "$T/.devcarry/" || exit 1; fi
   local shards=$T/.devcarry/docs-v1
   if [ -f "$shards.txz" ] && [ ! -d "$shards" ]; then
     mkdir -p "$shards" && tar -xJf "$shards.txz" -C "$shards" \
@@ -50,6 +58,12 @@ start() {
     '"$@" > "$LEASE_DIR/session.log" 2>&1; echo "session rc $?" >> "$LEASE_DIR/progress.txt"; echo all-done >> "$LEASE_DIR/progress.txt"' \
     lease "$@" &) < /dev/null > /dev/null 2>&1  # the whole subshell's: one left holding the caller's stdout keeps a
   # pipe open for the session's length
+}
+
+stash() {  # this call's carried .devcarry/ into the stash, then every stashed file with its size
+  [ -d "$REPO/.devcarry" ] || { echo "lease.sh: nothing to stash: this call carried no .devcarry/ files" >&2; exit 2; }
+  mkdir -p "$S" && tar -C "$REPO" -cf - .devcarry | tar -C "$S" -xf - || exit 1
+  (cd "$S" && find .devcarry -type f -printf '%10s %p\n' | sort -k2)
 }
 
 held_since() {  # LEASE_T0 (the caller's clock when it made the device call) -> LEASE_HELD_S, the lease's time so far
@@ -92,11 +106,12 @@ wait_s() {  # up to N seconds, sooner once the session is done or has parts to s
   done
 }
 
-case ${1:?start or poll} in
+case ${1:?start, poll or stash} in
   start) wait_for=${2:?seconds to wait}; shift 2; start "$@"; wait_s "$wait_for"; collect ;;
   poll)
     [ -d "$R" ] || { echo "lease.sh: no lease session on this machine ($R): it was handed back and this one is" \
       "fresh; the results so far are in the last call's ${LEASE_NAME:-lease}.tgz. Start again." >&2; exit 3; }
     wait_s "${2:-540}"; collect ;;
-  *) echo "lease.sh: start or poll, not $1" >&2; exit 2 ;;
+  stash) stash ;;
+  *) echo "lease.sh: start, poll or stash, not $1" >&2; exit 2 ;;
 esac

@@ -125,3 +125,25 @@ def test_a_poll_returns_as_soon_as_parts_are_packed(tmp_path):
     done = lease(tmp_path, "start", "50", "bash", "-c", script)
     assert done.returncode == 0 and "parts sent: 1; left: 0" in done.stdout, done.stdout + done.stderr
     assert time.monotonic() - began < 20 and "all-done" not in done.stdout
+
+
+def test_files_stashed_by_earlier_calls_join_the_copy_under_what_the_start_carried(tmp_path):
+    """Compile artifacts need several calls (64 MiB a call, the tree 46 MB): each carry call stashes its .devcarry/
+    outside the tree the next call re-syncs, and the start adds the stash to its copy. A file the start's own call
+    carried is not overwritten by an older stashed one."""
+    stash = {"LEASE_STASH": str(tmp_path / "stash")}
+    first, second = tmp_path / "call1", tmp_path / "call2"
+    (first / ".devcarry" / "artifacts-H100").mkdir(parents=True)
+    (first / ".devcarry" / "artifacts-H100" / "native.part-00").write_bytes(b"n" * 1000)
+    (first / ".devcarry" / "artifacts-H100" / "SHA256SUMS").write_text("old\n")
+    listed = lease(tmp_path, "stash", env={**stash, "LEASE_SRC": str(first)})
+    assert listed.returncode == 0, listed.stderr
+    assert "1000 .devcarry/artifacts-H100/native.part-00" in listed.stdout
+    (second / ".devcarry" / "artifacts-H100").mkdir(parents=True)
+    (second / ".devcarry" / "artifacts-H100" / "SHA256SUMS").write_text("new\n")
+    script = 'ls .devcarry/artifacts-H100 > "$LEASE_DIR/x"; cat .devcarry/artifacts-H100/SHA256SUMS >> "$LEASE_DIR/x"'
+    done = lease(tmp_path, "start", "30", "bash", "-c", script, env={**stash, "LEASE_SRC": str(second)})
+    assert "session rc 0" in done.stdout, done.stdout + done.stderr
+    assert archived(tmp_path)["lease/x"] == b"SHA256SUMS\nnative.part-00\nnew\n"
+    empty = lease(tmp_path, "stash", env={**stash, "LEASE_SRC": str(tmp_path / "nothing")})
+    assert empty.returncode == 2 and "nothing to stash" in empty.stderr
