@@ -41,18 +41,21 @@ def files_of(repo: Path, paths: list[str]) -> list[tuple[str, int]]:
 
 
 def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
-    """Pack the files, in order, into calls of at most `room` bytes and CALL_PATHS paths; the first file (the one the
-    session needs with the start) goes last, with the last parts where it fits. ValueError: a file larger than a
-    call's room."""
-    first, rest = files[:1], files[1:]
-    groups: list[list[tuple[str, int]]] = []
-    for name, size in rest + first:
+    """The files in as few calls of at most `room` bytes and CALL_PATHS paths as first-fit by decreasing size gives;
+    the first file (the one the session needs with the start) goes in the last call, which the others fill only where
+    no earlier call has room. ValueError: a file larger than a call's room."""
+    for name, size in files:
         if size > room:
             raise ValueError(f"{name}: {size} bytes, more than a call carries beside the tree ({room})")
-        if not groups or sum(s for _, s in groups[-1]) + size > room or len(groups[-1]) == CALL_PATHS:
-            groups.append([])
-        groups[-1].append((name, size))
-    return [[name for name, _ in group] for group in groups]
+    last: list[tuple[str, int]] = files[:1]
+    earlier: list[list[tuple[str, int]]] = []
+    for name, size in sorted(files[1:], key=lambda f: -f[1]):  # stable: equal sizes keep their order
+        fits = [g for g in [*earlier, last] if sum(s for _, s in g) + size <= room and len(g) < CALL_PATHS]
+        if fits:
+            fits[0].append((name, size))
+        else:
+            earlier.append([(name, size)])
+    return [[name for name, _ in group] for group in [*earlier, last] if group]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,14 +19,26 @@ def test_parts_go_one_call_each_when_only_one_fits_and_the_first_file_goes_last(
     """2026-12-05: the tree took 44 MB, so a call had about 21.9 MB for its carried files: one 16 MB part each, and
     the shards (7.4 MB, the file the session reads first) with the start call."""
     files = [("docs.txz", 7_400_000)] + [(f"p{i}", 16 * MB) for i in range(3)] + [("p3", 4 * MB)]
-    assert cc.calls(files, 21_946_086) == [["p0"], ["p1"], ["p2", "p3"], ["docs.txz"]]
-    assert cc.calls(files, 40 * MB) == [["p0", "p1"], ["p2", "p3", "docs.txz"]]  # the shards ride with the last parts
+    assert cc.calls(files, 21_946_086) == [["p0", "p3"], ["p1"], ["p2"], ["docs.txz"]]
+    assert cc.calls(files, 40 * MB) == [["p2", "p3"], ["docs.txz", "p0", "p1"]]  # the shards ride with parts
+
+
+def test_the_h100s_artifacts_take_two_calls_not_three():
+    """2026-12-06's H100 artifacts (xz) beside a 46.9 MB tree: about 19.2 MB a call. In name order the calls were
+    three (native's part and the sums, the record's two parts, the shards); by size, two: the record's parts with
+    the sums, then the shards with native's part."""
+    room = cc.CALL_BYTES - 46_908_998 - cc.SLACK
+    files = [("docs-v1.txz", 7_396_320), ("PARTS.sha256", 294), ("SHA256SUMS", 174), ("native.part-00", 5_697_696),
+             ("record.part-00", 16_000_000), ("record.part-01", 1_275_828)]
+    assert cc.calls(files, room) == [["record.part-00", "record.part-01", "PARTS.sha256", "SHA256SUMS"],
+                                     ["docs-v1.txz", "native.part-00"]]
 
 
 def test_no_call_gets_more_than_eight_paths_and_a_file_too_large_is_named():
     many = [(f"f{i}", 10) for i in range(20)]
-    assert [len(group) for group in cc.calls(many, 10**9)] == [8, 8, 4]
-    assert sum(cc.calls(many, 10**9), [])[-1] == "f0"
+    groups = cc.calls(many, 10**9)
+    assert sorted(len(group) for group in groups) == [4, 8, 8] and groups[-1][0] == "f0"
+    assert sorted(sum(groups, [])) == sorted(name for name, _ in many)
     with pytest.raises(ValueError, match="big: 100 bytes, more than a call carries beside the tree"):
         cc.calls([("big", 100)], 99)
 
@@ -41,7 +53,7 @@ def test_the_command_line_lists_a_folders_files_in_order_and_sizes_the_real_tree
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert [json.loads(line) for line in done.stdout.splitlines()] == [[
-            ".devcarry/carry-calls-test/b.part-01", ".devcarry/carry-calls-test/a.part-00"]]
+            ".devcarry/carry-calls-test/a.part-00", ".devcarry/carry-calls-test/b.part-01"]]
         assert 0 < cc.tree_bytes(REPO_ROOT) < cc.CALL_BYTES
         missing = subprocess.run([sys.executable, "benchmarks/carry_calls.py", ".devcarry/nothing-here"],
                                  cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
