@@ -148,6 +148,12 @@ def test_on_an_h100_a_cold_table_fits_only_a_lease_held_for_seconds_and_the_scri
     anything; the most any lease gives (nothing held, 1,720 s) holds both. A GPU with no measured times is refused.
     (ONE_WARM=0: this checkout may hold .devcarry/artifacts-H100/, which would make the plan warm.)"""
     assert not sp.fits_whole(sp.plan(sp.BUDGET_S, gpu="H100")) and sp.fits_whole(sp.plan(sp.BUDGET_S))
+    def holds(clock: float, group: str) -> bool:
+        planned = sp.plan(clock, gpu="H100")
+        return sp.fits_whole(planned) and all(p.runs for p in planned if p.item.group == group)
+
+    assert (holds(1634, "speed"), holds(1635, "speed"), holds(1704, "parity"), holds(1705, "parity")) == (
+        False, True, False, True)
     most = sp.plan(sp.lease_budget_s(0, 1800), gpu="H100")
     assert sp.fits_whole(most) and all(p.runs for p in most if p.item.group == "parity")
     assert sp.gpu_of("NVIDIA H100 80GB HBM3") == "H100" and sp.gpu_of("NVIDIA H200") == "H200"
