@@ -8,6 +8,10 @@ the tree the next call re-syncs and lists all kept so far; the last carries the 
     python3 benchmarks/carry_calls.py .devcarry/docs-v1.txz .devcarry/artifacts-H100
         # one line per call: the JSON list for run's carry; the last holds the first file named (the shards), so
         # that the call that starts the session carries what it reads first. Exit 2: a file cannot fit any call.
+    python3 benchmarks/carry_calls.py --lease T0 DEVICE_S .devcarry/docs-v1.txz .devcarry/artifacts-H100
+        # the same calls with the command each runs ({"carry": [...], "command": "..."}): the stashes, then the
+        # table's start with LEASE_T0=T0 (`date +%s` just before the first call) and LEASE_DEVICE_S=DEVICE_S
+        # (status's budget_left_s then), written out so that neither is typed by hand
 """
 
 from __future__ import annotations
@@ -58,18 +62,33 @@ def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
     return [[name for name, _ in group] for group in [*earlier, last] if group]
 
 
+STASH = "nvidia-smi -L; bash benchmarks/lease.sh stash"
+START = ("LEASE_DEVICE_S={device_s} LEASE_T0={t0} bash benchmarks/lease.sh start 540 "
+         "bash benchmarks/device_session.sh /tmp/lease/ds one")
+
+
+def lease_calls(groups: list[list[str]], t0: int, device_s: int) -> list[dict]:
+    """Each call's carry and command: every call but the last stashes what it carried; the last starts the table's
+    session, its clock counted from the first call (t0) with the device time left then."""
+    return [{"carry": group, "command": START.format(device_s=device_s, t0=t0) if i == len(groups) - 1 else STASH}
+            for i, group in enumerate(groups)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", help="files or folders under the repository, the one needed first first")
+    ap.add_argument("--lease", nargs=2, type=int, metavar=("T0", "DEVICE_S"),
+                    help="print each call's command too: LEASE_T0 and LEASE_DEVICE_S of the table's start")
     a = ap.parse_args(argv)
     repo = Path(__file__).resolve().parent.parent
     room = CALL_BYTES - tree_bytes(repo) - SLACK
     try:
-        for group in calls(files_of(repo, a.paths), room):
-            print(json.dumps(group))
+        groups = calls(files_of(repo, a.paths), room)
     except (ValueError, FileNotFoundError) as exc:
         print(f"carry_calls.py: {exc}", file=sys.stderr)
         return 2
+    for line in lease_calls(groups, *a.lease) if a.lease else groups:
+        print(json.dumps(line))
     return 0
 
 

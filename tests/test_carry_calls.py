@@ -34,6 +34,17 @@ def test_the_h100s_artifacts_take_two_calls_not_three():
                                      ["docs-v1.txz", "native.part-00"]]
 
 
+def test_every_call_but_the_last_stashes_and_the_last_starts_the_table_with_the_first_calls_clock():
+    """2026-12-06: a LEASE_T0 typed by hand was 54 s late; written out from `date +%s`, it is what was given."""
+    two = cc.lease_calls([["record.part-00"], ["docs-v1.txz", "native.part-00"]], 1796535006, 1800)
+    assert [c["carry"] for c in two] == [["record.part-00"], ["docs-v1.txz", "native.part-00"]]
+    assert two[0]["command"] == "nvidia-smi -L; bash benchmarks/lease.sh stash"
+    assert two[1]["command"] == ("LEASE_DEVICE_S=1800 LEASE_T0=1796535006 bash benchmarks/lease.sh start 540 "
+                                 "bash benchmarks/device_session.sh /tmp/lease/ds one")
+    (only,) = cc.lease_calls([["docs-v1.txz"]], 5, 6)  # nothing but the shards: the start is the one call
+    assert only["command"].startswith("LEASE_DEVICE_S=6 LEASE_T0=5 ")
+
+
 def test_no_call_gets_more_than_eight_paths_and_a_file_too_large_is_named():
     many = [(f"f{i}", 10) for i in range(20)]
     groups = cc.calls(many, 10**9)
@@ -55,6 +66,12 @@ def test_the_command_line_lists_a_folders_files_in_order_and_sizes_the_real_tree
         assert [json.loads(line) for line in done.stdout.splitlines()] == [[
             ".devcarry/carry-calls-test/a.part-00", ".devcarry/carry-calls-test/b.part-01"]]
         assert 0 < cc.tree_bytes(REPO_ROOT) < cc.CALL_BYTES
+        lease = subprocess.run([sys.executable, "benchmarks/carry_calls.py", "--lease", "7", "1500",
+                                ".devcarry/carry-calls-test"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        (call,) = [json.loads(line) for line in lease.stdout.splitlines()]
+        assert call["carry"] == [".devcarry/carry-calls-test/a.part-00", ".devcarry/carry-calls-test/b.part-01"]
+        assert "LEASE_DEVICE_S=1500 LEASE_T0=7 bash benchmarks/lease.sh start" in call["command"]
         missing = subprocess.run([sys.executable, "benchmarks/carry_calls.py", ".devcarry/nothing-here"],
                                  cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
         assert missing.returncode == 2 and "nothing-here" in missing.stderr
