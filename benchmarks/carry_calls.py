@@ -54,11 +54,10 @@ def calls(files: list[tuple[str, int]], room: int) -> list[list[str]]:
     last: list[tuple[str, int]] = files[:1]
     earlier: list[list[tuple[str, int]]] = []
     for name, size in sorted(files[1:], key=lambda f: -f[1]):  # stable: equal sizes keep their order
-        fits = [g for g in [*earlier, last] if sum(s for _, s in g) + size <= room and len(g) < CALL_PATHS]
-        if fits:
-            fits[0].append((name, size))
-        else:
-            earlier.append([(name, size)])
+        call = next((g for g in [*earlier, last] if sum(s for _, s in g) + size <= room and len(g) < CALL_PATHS), None)
+        if call is None:
+            earlier.append(call := [])
+        call.append((name, size))
     return [[name for name, _ in group] for group in [*earlier, last] if group]
 
 

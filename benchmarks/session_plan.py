@@ -274,15 +274,19 @@ def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.
     return simulate(choose(budget_s, warm, gpu), budget_s, warm, took, gpu)
 
 
+def holds(planned: list[Planned], *groups: str) -> bool:
+    """Every item of these groups runs."""
+    return all(p.runs for p in planned if p.item.group in groups)
+
+
 def dropped(planned: list[Planned]) -> list[str]:
     """The groups the plan does not hold whole, in priority order, with what each would have given."""
-    return [f"{group}: {what}" for group, what in GROUPS.items()
-            if any(not p.runs for p in planned if p.item.group == group)]
+    return [f"{group}: {what}" for group, what in GROUPS.items() if not holds(planned, group)]
 
 
 def fits_whole(planned: list[Planned]) -> bool:
     """The base and speed 3 + 3 run: the session may start."""
-    return all(p.runs for p in planned if p.item.group in ("base", "speed"))
+    return holds(planned, "base", "speed")
 
 
 def slowest_s(item: Item) -> float:
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command in ("plan", "has"):
         planned = plan(a.budget_s, a.warm, gpu=a.gpu)
         if a.command == "has":
-            return 0 if all(p.runs for p in planned if p.item.group == a.group) else 1
+            return 0 if holds(planned, a.group) else 1
         print(render(planned, a.budget_s))
         return 0 if fits_whole(planned) else 3
     try:

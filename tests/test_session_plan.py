@@ -148,14 +148,11 @@ def test_on_an_h100_a_cold_table_fits_only_a_lease_held_for_seconds_and_the_scri
     anything; the most any lease gives (nothing held, 1,720 s) holds both. A GPU with no measured times is refused.
     (ONE_WARM=0: this checkout may hold .devcarry/artifacts-H100/, which would make the plan warm.)"""
     assert not sp.fits_whole(sp.plan(sp.BUDGET_S, gpu="H100")) and sp.fits_whole(sp.plan(sp.BUDGET_S))
-    def holds(clock: float, group: str) -> bool:
-        planned = sp.plan(clock, gpu="H100")
-        return sp.fits_whole(planned) and all(p.runs for p in planned if p.item.group == group)
-
-    assert (holds(1634, "speed"), holds(1635, "speed"), holds(1704, "parity"), holds(1705, "parity")) == (
-        False, True, False, True)
+    held = [sp.holds(sp.plan(clock, gpu="H100"), "base", "speed", group)
+            for clock, group in ((1634, "speed"), (1635, "speed"), (1704, "parity"), (1705, "parity"))]
+    assert held == [False, True, False, True]
     most = sp.plan(sp.lease_budget_s(0, 1800), gpu="H100")
-    assert sp.fits_whole(most) and all(p.runs for p in most if p.item.group == "parity")
+    assert sp.fits_whole(most) and sp.holds(most, "parity")
     assert sp.gpu_of("NVIDIA H100 80GB HBM3") == "H100" and sp.gpu_of("NVIDIA H200") == "H200"
     h100 = {"ONE_GPU": "NVIDIA H100 80GB HBM3", "ONE_WARM": "0"}
     refused = script(tmp_path, **h100, ONE_BUDGET_S=str(sp.BUDGET_S))
@@ -235,7 +232,7 @@ def test_the_plan_fits_one_lease_and_no_started_item_can_overrun_it(warm):
     everything runs. If every run took its slowest measured time, each item started still ends, with the end after
     it, within the budget (the gate cuts later items instead)."""
     planned = sp.plan(warm=warm)
-    assert all(p.runs for p in planned if p.item.group in ("base", "speed", "parity"))
+    assert sp.holds(planned, "base", "speed", "parity")
     assert all(p.runs == warm for p in planned if p.item.group == "startups")
     for gated in (planned, sp.plan(warm=warm, took=sp.slowest_s)):
         assert ends_in_time(gated, sp.BUDGET_S)
