@@ -50,8 +50,8 @@
 # this GPU's kind packed (pack_artifacts: xz, 16 MB parts, SHA256SUMS, PARTS.sha256; brought back by lease.sh's polls,
 # carried by the calls benchmarks/carry_calls.py lists): they are loaded into the caches before wave 1, each checked
 # by its sha256. Cold, the default budget holds speed 3 + 3 and parity 5 + 5 on an H200 (the startup options are
-# dropped: the record's cold compile alone takes half the lease); an H100 holds the table warm (cold, only a lease
-# that had held under 85 s holds speed, and none parity). A cold session packs its
+# dropped: the record's cold compile alone takes half the lease); an H100 holds the whole table warm, startup options
+# too (cold, speed where the lease had held at most 188 s at the start, parity at most 118 s). A cold session packs its
 # artifacts in wave 1, beside the record's second run, so that they leave the lease whatever it holds after.
 # Started and polled by benchmarks/lease.sh:
 #   LEASE_DEVICE_S=<status's budget_left_s> LEASE_T0=<date +%s just before the call> \
@@ -62,13 +62,17 @@
 #      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with
 #      the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each saves
 #      torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world
-#      size 1 beside them (not in the plan);
+#      size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card holds three
+#      runs' peaks (session_plan.py room: an H200 does, an 80 GB H100 does not), else once run 1 or native's runs
+#      have ended;
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
 #      3 + 3 more final losses (5 + 5). Each pair is gated (sidebyside --gate-native): native starts 20 s before the
 #      record and waits after its warm-up; its timed steps start when the record has exited, and a record run whose
 #      timed steps native's warm-up reached is marked void. Each pair starts only when the plan's need for a whole
 #      pair is left (after the first, the slowest pair this session ran), so a cut drops a pair, never one side of
 #      it; sidebyside's --need-s does the same check;
+#   wave 1's failed runs again (a run that ran out of memory, say), each alone on its seed when its need is left:
+#      parity ranks above the startup options; the failed run's folder and log are kept as *.failed;
 #   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
 #      wave 2's warm startups, their baseline, were measured), each only when its pair and the end still fit:
 #      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0
@@ -89,6 +93,9 @@ WARM=(); [ "${ONE_WARM:-0}" = 1 ] && WARM=(--warm)
 # table cannot fit one lease): ONE_GPU, else nvidia-smi's name; a machine without one (a dry run) plans an H200's
 GPU=(--gpu H200)
 ONE_GPU=${ONE_GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)}
+# and its memory (MiB), which sets how many of wave 1's runs share it at once (session_plan.py room)
+GPU_MIB=${ONE_GPU_MIB:-$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)}
+[[ "$GPU_MIB" =~ ^[0-9]+$ ]] || GPU_MIB=0  # unknown: no run starts beside two others
 if [[ " $PHASES " == *" one "* ]] && [ -n "$ONE_GPU" ]; then
   GPU=(--gpu "$("${PLAN[@]}" gpu "$ONE_GPU")") || { echo "phase one cannot be planned on this GPU" >&2; exit 3; }
 fi
@@ -236,6 +243,13 @@ wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) on
   local pid=$!
   if [ "$ONE_PARITY" = 1 ]; then
     until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
+    # three runs at once only where the card holds their peaks: on 2026-12-06 a warm H100 (80 GB) ran the record
+    # twice beside native, and run 2 ran out of memory; elsewhere run 2 waits for run 1 or native's runs to end
+    if ! "${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native > /dev/null; then
+      while kill -0 "$pid" 2> /dev/null && kill -0 "$1" 2> /dev/null; do sleep 2; done
+      note "one: the record's run 2 starts once $(kill -0 "$pid" 2> /dev/null && echo "native's runs have" \
+        || echo "its run 1 has") ended ($("${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native))"
+    fi
     sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
       --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1 &
     second=$!
@@ -261,6 +275,29 @@ wave1_native() {  # the loss kernels' GPU check first (its result sets native's 
   fi
   note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1")" \
     "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-native-2")"
+}
+
+ran_ok() {  # a sidebyside --out folder -> exit 0: it has runs, and every one exited 0
+  python3 -c 'import json, sys
+runs = [r for pair in json.load(open(sys.argv[1] + "/summary.json"))["runs"].values()
+        for who, rs in pair.items() if who != "patch" for r in rs]
+sys.exit(0 if runs and all(r.get("rc") == 0 for r in runs) else 1)' "$1" 2> /dev/null
+}
+
+rerun_failed() {  # wave 1's failed runs (one out of memory beside the others, say) again, each on its seed and the
+  # GPU alone, when its need and the end's are left: parity 5 + 5 ranks above the startup options. The failed run's
+  # folder and log are kept beside it as one-w1-PROGRAM-N.failed
+  local dir who n
+  for dir in "$R"/one-w1-record-? "$R"/one-w1-native-?; do
+    [ -d "$dir" ] || continue
+    ran_ok "$dir" && continue
+    who=${dir##*/one-w1-}; n=${who##*-}; who=${who%-*}
+    fits "run-$who" || continue
+    mv "$dir" "$dir.failed" && mv "$dir.txt" "$dir.failed.txt"
+    sbs --only "$who" --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + n - 1)) "${ONE_NATIVES[@]}" \
+      --need-s "$who=$("${PLAN[@]}" need "$who" "${GPU[@]}")" --budget-s "$(left_s)" --out "$dir" > "$dir.txt" 2>&1
+    note "one: wave 1's $who run $n again, alone: $(startup_of "$dir")"
+  done
 }
 
 fits() {  # KIND [--pair-took-s T ...]: session_plan.py's gate: an item of this kind (pair, option-NAME) started now
@@ -362,6 +399,7 @@ one_gpu() {
   done
   sbs --summarize "$R"/one-wave2-? --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
+  rerun_failed
   option_pair artifacts
   option_pair no-aot-cache
   sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \

@@ -46,24 +46,24 @@ and about 8 s sidebyside's start before native's launch, torch's import, now bes
 Cold, the clock must give 1,524 s for speed 3 + 3, 1,575 s with parity 5 + 5, 2,095 s with the startup options
 too: one cold lease holds speed and parity 5 + 5 with 55 s to spare at the slowest start measured (90 s), 24 s at
 2026-12-06's 121 s; about 50 s of refused or bounced calls before it leave speed alone. Warm (the compile
-artifacts of an earlier lease on this GPU's kind carried), 963 s with parity and 1,483 s with the startup options:
+artifacts of an earlier lease on this GPU's kind carried), 984 s with parity and 1,504 s with the startup options:
 everything fits. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293; on
 2026-12-06 wave 1 took 877 s.
 
-Times are per GPU: a call for `nvidia-h200` may be given an H100 (MEASURED_H100, two leases). Its record's cold
-compile took 847.9 s on 2026-12-05 and 645.2 s on 2026-12-06 (626.5-709.0 s on the H200s), and its steps run 7-8 %
-slower. Cold, the table there needs a clock of 1,635 s for speed 3 + 3 and 1,705 s with parity 5 + 5: only a lease
-that had held under 85 s at the start holds speed, and none measured holds parity, so device_session.sh, which plans
-from the GPU it finds, refuses most cold H100 leases at once (or, with ONE_SHORT=1, runs the pairs that fit and
-packs its compile artifacts: on 2026-12-06 all three fit, the plan's needs being the slowest runs of both leases).
-With those artifacts carried back (the plan's --warm), an H100 needs 982 s for speed and 1,108 s with parity 5 + 5:
-the warm kinds there are the H200's times 1.4, estimates.
+Times are per GPU: a call may be given an H100 (MEASURED_H100, three leases). Its record's cold compile took 847.9 s
+on 2026-12-05 and 645.2 s on 2026-12-06 (626.5-709.0 s on the H200s). Cold, the table there needs a clock of 1,532 s
+for speed 3 + 3 and 1,602 s with parity 5 + 5: a lease that had held at most 188 s at the start holds speed, at most
+118 s parity. Warm, from the compile artifacts a cold H100 lease packed (the plan's --warm: loaded in 21 s before
+wave 1), it needs 882 s for speed, 1,076 s with parity and 1,410 s with the startup options: the whole table fits
+(2026-12-06's warm lease ended with 454 s of its 1,679 left). There the record's second wave-1 run follows its first
+(three runs' peaks do not fit 80 GB: PEAK_GIB, `room`), which ESTIMATED_H100 bounds by the first's wall.
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one,
-2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2, and on the H100 2026-12-05-h100-one-short and
-2026-12-06-h100-one-short-3x3 (80 steps, 524,288 validation tokens, FlexAttention, world
-size 1), and their progress.txt for the start, the end and a pair's overhead. The record's artifacts option has
-never run: its figure is an estimate (ESTIMATED), the budget the script gave it on 2026-12-01.
+2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2, and on the H100 2026-12-05-h100-one-short,
+2026-12-06-h100-one-short-3x3 and 2026-12-06-h100-one-warm (80 steps, 524,288 validation tokens, FlexAttention,
+world size 1), and their progress.txt for the start, the end and a pair's overhead. The record's artifacts option
+has run on the H100 only: on the H200 its figure is an estimate (ESTIMATED), the budget the script gave it on
+2026-12-01.
 """
 
 from __future__ import annotations
@@ -121,27 +121,46 @@ MEASURED: dict[str, tuple[float, ...]] = {
     "record-no-aot-cache": (125.1, 146.8),
     "native-option": (65.8, 67.1, 68.3),
 }
-ESTIMATED: dict[str, float] = {"record-artifacts": 200.0}
+# the record's artifacts option (the budget the script gave it on 2026-12-01; on the H100 it took 101.8 s), and the
+# carried artifacts' load before wave 1 (21 s on the H100, whose host is the slower: the H200's is taken to be no more)
+ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "load-carried": 21.0}
 
-# The same kinds on one H100, one tuple per kind: 2026-12-05 (h100-one-short, an ungated pair) first, then 2026-12-06
-# (h100-one-short-3x3, three gated pairs), both leases asked for an nvidia-h200 and given an H100, both ONE_SHORT.
+# The same kinds on one H100, one tuple per kind, in lease order: 2026-12-05 (h100-one-short, an ungated pair),
+# 2026-12-06 (h100-one-short-3x3, three gated pairs), both asked for an nvidia-h200 and given an H100, both ONE_SHORT;
+# then 2026-12-06 (h100-one-warm, the seventeenth session: nvidia-h100-x1, warm from the artifacts the second packed).
 # 2026-12-05: its host compiled the record 35 % slower than the H200 of 2026-12-04 (847.9 s to its first step
 # against 626.5); start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the record's run 1 (972.9 s), run 2
 # adding 847.9 + 195.1 - 972.9; its pair ungated (record 184.2 s, native 111.9 s whole), so its overhead is not a
 # gated pair's. 2026-12-06: the record's cold compile 645.2 s (wall 757.9 s), no second runs (parity dropped); start
 # 05:31:57 -> 05:32:07; end 05:56:53 -> 05:57:04; gated pairs of 253, 235 and 210 s (05:45:14 -> 05:56:52) for the
-# lead, the record (176.8, 159.0, 133.5 s) and native after its startup and wait (54.0, 53.7, 53.1 s). A kind not
-# measured there (each a run) takes the H200's times H100_UNMEASURED (the widest ratio of an H100 median to the
-# H200's measured for a run, wave 1's second runs' 70.1 / 51.5, rounded up): an estimate, like ESTIMATED.
+# lead, the record (176.8, 159.0, 133.5 s) and native after its startup and wait (54.0, 53.7, 53.1 s). The warm
+# lease: start 08:53:39 -> 08:53:50, the carried artifacts loaded by 08:54:11 (load-carried); the record's warm run 1
+# on the shared GPU 194.5 s (wave1-warm); gated pairs of 198, 197 and 200 s (08:58:37 -> 09:08:32: record 121.1,
+# 120.5, 120.8 s; native after its startup and wait 54.6, 54.4, 54.8 s); the startup options' runs; end 09:14:02 ->
+# 09:14:12. A kind not measured there (each a run) takes the H200's times H100_UNMEASURED (the widest ratio of an
+# H100 median to the H200's measured for a run, wave 1's second runs' 70.1 / 51.5, rounded up): an estimate, like
+# ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
-    "start": (13.0, 10.0), "end": (25.0, 11.0), "wave1-cold": (972.9, 757.9), "wave1-cold-second": (70.1,),
-    "record": (184.2, 176.8, 159.0, 133.5), "native": (111.9,), "native-timed": (54.2, 54.0, 53.7, 53.1),
-    "pair-overhead": (2.2, 2.3, 3.4),
+    "start": (13.0, 10.0, 11.0), "end": (25.0, 11.0, 10.0), "load-carried": (21.0,),
+    "wave1-cold": (972.9, 757.9), "wave1-cold-second": (70.1,), "wave1-warm": (194.5,),
+    "record": (184.2, 176.8, 159.0, 133.5, 121.1, 120.5, 120.8), "native": (111.9,),
+    "native-timed": (54.2, 54.0, 53.7, 53.1, 54.6, 54.4, 54.8), "pair-overhead": (2.2, 2.3, 3.4, 2.3, 2.1, 4.4),
+    "record-artifacts": (101.8,), "record-no-aot-cache": (107.8,), "native-option": (56.5, 59.1),
 }
+# Warm on an H100 the record's second wave-1 run cannot start beside run 1 while native runs (three programs' peaks
+# do not fit 80 GB: PEAK_GIB), so it follows run 1 and shares the GPU with native's second run at most: run 1's own
+# shared wall stands in for it, an upper bound (its run beside run 1 ran out of memory on 2026-12-06)
+ESTIMATED_H100: dict[str, float] = {"wave1-warm-second": 194.5}
 # Not measured but set: how long native starts before the record in a gated pair. The record's warm startup was
 # 60.8-117 s, native's 44-58 s alone: the lead keeps native's warm-up (under the record's startup load) clear of the
 # record's first timed step with about 20 s to spare, and a pair where it is not is marked (sidebyside's "void").
 SETTINGS: dict[str, float] = {"gate-lead": 20.0}
+# GPU memory, GiB: each program's peak at world size 1 and 80 steps (sidebyside's "peak GiB", torch's maximum
+# allocated: the same on the H200s and the H100s), and what a process holds beyond it (CUDA's context and the
+# allocator's reserve: 33.25 - 31.45 and 29.09 - 27.65 GiB in the out-of-memory report of 2026-12-06, rounded up).
+# Wave 1 shares the GPU; a run starts beside others only when their sum fits the card (`room`)
+PEAK_GIB: dict[str, float] = {"record": 31.45, "native": 27.65}
+PROCESS_GIB = 2.0
 H100_UNMEASURED = 1.4
 GPUS = ("H200", "H100")  # the GPUs with measured times: nvidia-smi's name holds one of them
 
@@ -155,14 +174,17 @@ def gpu_of(name: str) -> str:
 
 
 def times_s(kind: str, gpu: str) -> tuple[float, ...]:
+    """A kind's times on a GPU: measured there, else estimated there, else (on an H100) the H200's figures times
+    H100_UNMEASURED."""
     if kind in SETTINGS:
         return (SETTINGS[kind],)
-    if kind in ESTIMATED:
-        scale = H100_UNMEASURED if gpu == "H100" else 1.0
-        return (ESTIMATED[kind] * scale,)
     if gpu == "H100":
-        return MEASURED_H100.get(kind) or tuple(t * H100_UNMEASURED for t in MEASURED[kind])
-    return MEASURED[kind]
+        if kind in MEASURED_H100:
+            return MEASURED_H100[kind]
+        if kind in ESTIMATED_H100:
+            return (ESTIMATED_H100[kind],)
+        return tuple(t * H100_UNMEASURED for t in times_s(kind, "H200"))
+    return (ESTIMATED[kind],) if kind in ESTIMATED else MEASURED[kind]
 
 
 def expected_s(kind: str, gpu: str = "H200") -> float:
@@ -213,7 +235,8 @@ def items(warm: bool, gpu: str = "H200") -> list[Item]:
     """Phase one in time order: the start, wave 1 (its first runs, then what its second runs add), wave 2's three
     pairs, the startup options' pairs, the end."""
     wave1 = "wave1-warm" if warm else "wave1-cold"
-    out = [Item("start", ("start",), "base", gpu), Item("wave 1 runs 1", (wave1,), "base", gpu),
+    start = ("start", "load-carried") if warm else ("start",)  # warm: the carried artifacts loaded before wave 1
+    out = [Item("start", start, "base", gpu), Item("wave 1 runs 1", (wave1,), "base", gpu),
            Item("wave 1 runs 2", (f"{wave1}-second",), "parity", gpu)]
     out += [Item(f"wave 2 pair {i}", PAIR, "speed", gpu) for i in (1, 2, 3)]
     out += [Item(f"startup {o}", option_parts(o), "startups", gpu) for o in OPTIONS]
@@ -257,13 +280,17 @@ def simulate(chosen: list[Item], budget_s: float, warm: bool, took, gpu: str = "
 def choose(budget_s: float, warm: bool, gpu: str = "H200") -> list[Item]:
     """The base always; then, in priority order, each speed pair (all three, or the plan does not fit: only a short
     session, ONE_SHORT, runs fewer), parity's item and each startup pair, each kept only when, with it, every item
-    kept so far still passes its gate at its expected start."""
+    kept so far still passes its gate at its expected start, and none after parity or startups not kept whole."""
     every = items(warm, gpu)
     kept = [i for i in every if i.group == "base"]
-    for item in [i for group in GROUPS for i in every if i.group == group]:
-        trial = kept + [item]
-        if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s, gpu) if p.item in trial):
-            kept = trial
+    for group in GROUPS:
+        for item in [i for i in every if i.group == group]:
+            trial = kept + [item]
+            if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s, gpu) if p.item in trial):
+                kept = trial
+        if group != "speed" and not all(i in kept for i in every if i.group == group):
+            break  # a lower group never runs where a higher one did not (a startup option fits where a warm H100's
+            # parity run does not); speed cut is a short session (ONE_SHORT), whose parity runs where it fits
     return kept
 
 
@@ -294,13 +321,23 @@ def slowest_s(item: Item) -> float:
     return sum(max(times_s(k, item.gpu)) for k in item.parts)
 
 
+def room(programs: list[str], gpu_mib: float) -> bool:
+    """Whether these runs, at once on one GPU of gpu_mib MiB (nvidia-smi's memory.total), fit at their peaks."""
+    return sum(PEAK_GIB[p] + PROCESS_GIB for p in programs) * 1024 <= gpu_mib
+
+
+RERUNS = {"run-record": "record", "run-native": "native"}  # a failed wave-1 run again, alone: its program's need
+
+
 def item_of(kind: str, gpu: str = "H200") -> Item:
-    """`pair` (a wave-2 pair) or `option-<name>` (a startup option's pair)."""
+    """`pair` (a wave-2 pair), `option-<name>` (a startup option's pair) or `run-<program>` (one run, alone)."""
     if kind == "pair":
         return Item(kind, PAIR, "speed", gpu)
+    if kind in RERUNS:
+        return Item(kind, (RERUNS[kind],), "parity", gpu)
     option = kind.removeprefix("option-")
     if kind == option or option not in OPTIONS:
-        raise ValueError(f"{kind}: choose pair, " + ", ".join(f"option-{o}" for o in OPTIONS))
+        raise ValueError(f"{kind}: choose pair, {', '.join(RERUNS)}, " + ", ".join(f"option-{o}" for o in OPTIONS))
     return Item(kind, option_parts(option), "startups", gpu)
 
 
@@ -344,9 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--device-s", type=float, default=DEVICE_S,
                    help="the device time left when the lease's call began (status's budget_left_s)")
     n = sub.add_parser("need", help="print the seconds one run of a kind needs to start (record, native, ...)")
-    n.add_argument("kind", choices=sorted({*MEASURED, *ESTIMATED, *SETTINGS}))
+    n.add_argument("kind", choices=sorted({*MEASURED, *MEASURED_H100, *ESTIMATED, *SETTINGS}))
     f = sub.add_parser("fits", help="exit 0 when an item started now can finish")
-    f.add_argument("kind", help="pair, option-artifacts or option-no-aot-cache")
+    f.add_argument("kind", help="pair, run-record, run-native, option-artifacts or option-no-aot-cache")
+    r = sub.add_parser("room", help="exit 0 when these programs' runs fit one GPU's memory at once")
+    r.add_argument("--gpu-mib", type=float, required=True, help="nvidia-smi's memory.total, MiB")
+    r.add_argument("programs", nargs="+", choices=sorted(PEAK_GIB))
     f.add_argument("--left-s", type=float, required=True)
     f.add_argument("--pair-took-s", type=float, action="append", default=[],
                    help="seconds a wave-2 pair of this session took (repeat): a pair then needs the slowest of them")
@@ -365,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "need":
         print(need_s(a.kind, a.gpu))
         return 0
+    if a.command == "room":
+        ok = room(a.programs, a.gpu_mib)
+        need = sum(PEAK_GIB[p] + PROCESS_GIB for p in a.programs)
+        print(f"{' + '.join(a.programs)}: {need:.1f} GiB at their peaks, the GPU {a.gpu_mib / 1024:.1f} GiB: "
+              f"{'they fit' if ok else 'they do not fit'}")
+        return 0 if ok else 1
     if a.command in ("plan", "has"):
         planned = plan(a.budget_s, a.warm, gpu=a.gpu)
         if a.command == "has":

@@ -105,62 +105,111 @@ def test_the_start_and_the_end_are_progress_times():
         assert lines[-1][0] - last_run == end
 
 
-H100_DAYS = ("2026-12-05-h100-one-short", "2026-12-06-h100-one-short-3x3")  # both asked for an H200, given an H100
+H100_DAYS = ("2026-12-05-h100-one-short", "2026-12-06-h100-one-short-3x3", "2026-12-06-h100-one-warm")
 
 
-def test_the_h100s_times_are_its_two_leases():
-    """Both H100 leases ran ONE_SHORT. 2026-12-05: wave 1 with the record's second run, one ungated pair (record and
-    native whole, so its overhead is no gated pair's). 2026-12-06: wave 1 without second runs, three gated pairs.
-    Their times are read as the plan's H200 times are read from theirs."""
+def gated_pairs(day: str) -> tuple[list[float], list[float], list[float]]:
+    """A lease's three gated pairs: the record's wall, native's run after its startup and gate wait, and the pair's
+    overhead (its time in progress.txt less the lead and those two)."""
+    records, timed, overheads = [], [], []
+    lines = stamps(day)
+    started = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
+    assert len(started) == 3
+    for n, i in enumerate(started, 1):
+        pair = walls(day, f"one-wave2-{n}.txt")
+        (rec,), (nat,) = ([w for w in pair if w[0] == who] for who in ("record", "native"))
+        records.append(rec[1])
+        timed.append(round(nat[1] - nat[2] - gate_waits(day, n), 1))
+        overheads.append(round(lines[i + 1][0] - lines[i][0] - sp.SETTINGS["gate-lead"] - rec[1] - timed[-1], 1))
+    return records, timed, overheads
+
+
+def test_the_h100s_times_are_its_three_leases():
+    """2026-12-05 (ONE_SHORT): wave 1 with the record's second run, one ungated pair (record and native whole, so its
+    overhead is no gated pair's). 2026-12-06 (ONE_SHORT): wave 1 without second runs, three gated pairs. 2026-12-06
+    warm: the carried artifacts' load, the record's warm run 1 on the shared GPU, three gated pairs and the startup
+    options. Their times are read as the plan's H200 times are read from theirs."""
     t = sp.MEASURED_H100
-    (first, gated) = H100_DAYS
+    (first, gated, warm) = H100_DAYS
     (_, cold, cold_startup), = walls(first, "one-w1-record-1.txt")
     (_, second, _), = walls(first, "one-w1-record-2.txt")
     assert t["wave1-cold-second"] == (round(cold_startup + second - cold, 1),)
     assert t["wave1-cold"] == (cold, walls(gated, "one-w1-record-1.txt")[0][1])
     assert not (RUNS / gated / "one-w1-record-2.txt").exists()  # parity's second runs dropped there
+    assert t["wave1-warm"] == (walls(warm, "one-w1-record-1.txt")[0][1],)
     (_, record, _), (_, native, native_startup) = walls(first, "one-wave2-1.txt")
     assert t["native"] == (native,)
     records, timed, overheads = [record], [round(native - native_startup, 1)], []
-    lines = stamps(gated)
-    started = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
-    assert len(started) == 3
-    for n, i in enumerate(started, 1):
-        pair = walls(gated, f"one-wave2-{n}.txt")
-        (rec,), (nat,) = ([w for w in pair if w[0] == who] for who in ("record", "native"))
-        records.append(rec[1])
-        timed.append(round(nat[1] - nat[2] - gate_waits(gated, n), 1))
-        overheads.append(round(lines[i + 1][0] - lines[i][0] - sp.SETTINGS["gate-lead"] - rec[1] - timed[-1], 1))
+    for day in (gated, warm):
+        more = gated_pairs(day)
+        records, timed, overheads = records + more[0], timed + more[1], overheads + more[2]
     assert (t["record"], t["native-timed"], t["pair-overhead"]) == (tuple(records), tuple(timed), tuple(overheads))
+    options = {name: walls(warm, f"one-startup-{name}.txt")[0][1] for name in
+               ("artifacts-record", "no-aot-cache-record", "artifacts-native", "no-aot-cache-native")}
+    assert t["record-artifacts"] == (options["artifacts-record"],)
+    assert t["record-no-aot-cache"] == (options["no-aot-cache-record"],)
+    assert t["native-option"] == (options["artifacts-native"], options["no-aot-cache-native"])
     for day, start, end in zip(H100_DAYS, t["start"], t["end"]):
         lines = stamps(day)
-        assert start == next(s for s, text in lines if text.startswith("matmul")) - lines[0][0]
+        matmul = next(s for s, text in lines if text.startswith("matmul"))
+        assert start == matmul - lines[0][0]
         last_run = max(s for s, text in lines if "startup" in text or "wave 2 done" in text or "option-" in text)
         assert end == lines[-1][0] - last_run
-    runs = ("wave1-cold", "wave1-cold-second", "record", "native")  # the kinds not measured there are runs too
+        if day == warm:
+            loaded = next(s for s, text in lines if "carried compile artifacts loaded" in text)
+            assert t["load-carried"] == (loaded - matmul,)
+    runs = ("wave1-cold", "wave1-cold-second", "native")  # the kinds not measured there are runs too
     widest = max(sp.expected_s(k, "H100") / sp.expected_s(k) for k in runs)
     assert sp.H100_UNMEASURED >= widest > 1.35
 
 
-def test_on_an_h100_a_cold_table_fits_only_a_lease_held_for_seconds_and_the_script_says_so(tmp_path):
-    """At the H100's times a cold table needs a clock of 1,635 s for speed 3 + 3 and 1,705 with parity 5 + 5: a lease
-    that held the slowest start measured (90 s) gives 1,630, and the script refuses there before it copies
-    anything; the most any lease gives (nothing held, 1,720 s) holds both. A GPU with no measured times is refused.
-    (ONE_WARM=0: this checkout may hold .devcarry/artifacts-H100/, which would make the plan warm.)"""
-    assert not sp.fits_whole(sp.plan(sp.BUDGET_S, gpu="H100")) and sp.fits_whole(sp.plan(sp.BUDGET_S))
+def test_warm_on_an_h100_the_records_second_wave_1_run_cannot_start_beside_the_first():
+    """The out-of-memory report of 2026-12-06's warm H100 lease: three programs held 33.25 + 29.09 + 16.72 GiB of
+    the card's 79.18 when the third failed. Their peaks with a process's own share do not fit an H100, and do fit an
+    H200; two runs fit either."""
+    report = (RUNS / H100_DAYS[2] / "one-w1-record-2" / "record-ws1" / "stdout.txt").read_text()
+    assert "torch.OutOfMemoryError" in report and "Process 935 has 33.25 GiB memory in use" in report
+    assert "31.45" in (RUNS / H100_DAYS[2] / "one-wave2-1.txt").read_text()  # the record's peak, as PEAK_GIB
+    assert 33.25 - sp.PEAK_GIB["record"] <= sp.PROCESS_GIB and 29.09 - sp.PEAK_GIB["native"] <= sp.PROCESS_GIB
+    h100, h200 = 81559, 143771  # nvidia-smi's memory.total, MiB
+    assert not sp.room(["record", "record", "native"], h100) and sp.room(["record", "record", "native"], h200)
+    assert sp.room(["record", "record"], h100) and sp.room(["record", "native"], h100)
+    assert sp.main(["room", "--gpu-mib", str(h100), "record", "record", "native"]) == 1
+    assert sp.main(["room", "--gpu-mib", str(h200), "record", "record", "native"]) == 0
+
+
+def test_a_failed_wave_1_run_again_needs_its_programs_slowest_run_and_the_end():
+    """A rerun is one run alone: it starts when the record's (or native's) slowest measured run and the end's need
+    are left, and ranks with parity."""
+    need = sp.need_s("record", "H100") + sp.end_item("H100").need_s
+    assert sp.fits("run-record", need, "H100") and not sp.fits("run-record", need - 1, "H100")
+    assert sp.item_of("run-native").parts == ("native",) and sp.item_of("run-native").group == "parity"
+    with pytest.raises(ValueError, match="run-record"):
+        sp.item_of("run-both")
+
+
+def test_on_an_h100_a_cold_table_fits_a_lease_that_started_soon_enough_and_the_script_says_so(tmp_path):
+    """At the H100's times a cold table needs a clock of 1,532 s for speed 3 + 3 and 1,602 with parity 5 + 5: a
+    lease that held 188 s at the start holds speed and one that held 118 s parity; the script refuses a clock below
+    speed's before it copies anything. Warm, 882 s, 1,076 s, and 1,410 s with the startup options. A GPU with no
+    measured times is refused. (ONE_WARM=0: this checkout may hold .devcarry/artifacts-H100/, which would make the
+    plan warm.)"""
     held = [sp.holds(sp.plan(clock, gpu="H100"), "base", "speed", group)
-            for clock, group in ((1634, "speed"), (1635, "speed"), (1704, "parity"), (1705, "parity"))]
+            for clock, group in ((1531, "speed"), (1532, "speed"), (1601, "parity"), (1602, "parity"))]
     assert held == [False, True, False, True]
-    most = sp.plan(sp.lease_budget_s(0, 1800), gpu="H100")
-    assert sp.fits_whole(most) and sp.holds(most, "parity")
+    assert sp.lease_budget_s(188) == 1532 and sp.lease_budget_s(118) == 1602
+    warm = [sp.holds(sp.plan(clock, True, gpu="H100"), "base", "speed", *groups)
+            for clock, groups in ((881, ()), (882, ()), (1075, ("parity",)), (1076, ("parity",)),
+                                  (1409, ("parity", "startups")), (1410, ("parity", "startups")))]
+    assert warm == [False, True] * 3
     assert sp.gpu_of("NVIDIA H100 80GB HBM3") == "H100" and sp.gpu_of("NVIDIA H200") == "H200"
     h100 = {"ONE_GPU": "NVIDIA H100 80GB HBM3", "ONE_WARM": "0"}
-    refused = script(tmp_path, **h100, ONE_BUDGET_S=str(sp.BUDGET_S))
+    refused = script(tmp_path, **h100, ONE_BUDGET_S="1531")
     assert refused.returncode == 3 and "on an H100" in refused.stderr
-    dry = script(tmp_path, DRY_RUN="1", **h100)
+    dry = script(tmp_path, DRY_RUN="1", **h100, ONE_BUDGET_S="1531")
     assert "H100's measured times" in dry.stdout and re.search(r"wave 2 pair 3 .* CUT \(required\)", dry.stdout)
-    warm = script(tmp_path, DRY_RUN="1", ONE_GPU="NVIDIA H100 80GB HBM3", ONE_WARM="1")
-    assert warm.returncode == 0 and "drops parity" not in warm.stdout
+    warm_dry = script(tmp_path, DRY_RUN="1", ONE_GPU="NVIDIA H100 80GB HBM3", ONE_WARM="1")
+    assert warm_dry.returncode == 0 and "drops nothing" in warm_dry.stdout
     other = script(tmp_path, ONE_GPU="Tesla T4")
     assert other.returncode == 3 and "no measured times for this GPU" in other.stderr
     assert not (tmp_path / "results").exists()
@@ -367,7 +416,7 @@ def test_at_any_budget_no_item_starts_that_its_slowest_runs_would_overrun(warm, 
 
 # ---- the script's phase one, its programs replaced by stand-ins that log their arguments -------------------------
 
-STANDIN_SBS = '''import json, os, pathlib, sys
+STANDIN_SBS = '''import json, os, pathlib, sys, time
 a = sys.argv[1:]
 with open(os.environ["STANDIN_LOG"], "a") as f:
     f.write(" ".join(a) + "\\n")
@@ -379,15 +428,23 @@ if os.environ.get("REPRO_COMPILE_ARTIFACTS_SAVE"):  # what a first run's sitecus
 out = pathlib.Path(a[a.index("--out") + 1])
 out.mkdir(parents=True, exist_ok=True)
 who = a[a.index("--only") + 1] if "--only" in a else "record"
-(out / "summary.json").write_text(json.dumps({"runs": {"1": {who: [{"startup_s": 1.0, "rc": 0}]}}}))
 (out / f"{who}-ws1").mkdir(exist_ok=True)
 (out / f"{who}-ws1" / "stdout.txt").write_text("step:0/80 val_loss:7\\n")
+if "--shared-gpu" in a:  # wave 1's runs take STANDIN_SHARED_S after their step 0
+    time.sleep(float(os.environ.get("STANDIN_SHARED_S", "0")))
+failed = out.name == os.environ.get("STANDIN_FAIL") and not (out.parent / "standin-failed-once").exists()
+if failed:  # this folder's first run fails (out of memory, say); the run again does not
+    (out.parent / "standin-failed-once").touch()
+(out / "summary.json").write_text(json.dumps({"runs": {"1": {who: [{"startup_s": 1.0, "rc": 1 if failed else 0}]}}}))
+with open(os.environ["STANDIN_LOG"], "a") as f:
+    f.write("ended " + str(out) + "\\n")
 '''
 
 
 def run_phase_one(tmp_path, budget: int, phase: str = "one", **env) -> tuple[str, list[str]]:
     """device_session.sh one (or PHASE) on a tree of its own files with sidebyside.py and xent_check.py as stand-ins
-    and an nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines)."""
+    and an nvidia-smi that names one H200: (progress.txt, the stand-in sidebyside's argument lines; sbs.log has
+    them with an "ended OUT" line as each run exits)."""
     tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
     (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
     bin_dir.mkdir(exist_ok=True)
@@ -395,7 +452,9 @@ def run_phase_one(tmp_path, budget: int, phase: str = "one", **env) -> tuple[str
         (tree / "benchmarks" / name).write_text((REPO_ROOT / "benchmarks" / name).read_text())
     (tree / "benchmarks" / "sidebyside.py").write_text(STANDIN_SBS)
     (tree / "benchmarks" / "xent_check.py").write_text("")
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\n")
+    (bin_dir / "nvidia-smi").write_text(  # one H200, or the GPU and memory STANDIN_GPU and STANDIN_MIB name
+        '#!/bin/sh\ncase "$*" in *memory.total*nounits*) echo "${STANDIN_MIB:-143771}" ;;\n'
+        '*) echo "GPU 0: NVIDIA ${STANDIN_GPU:-H200}" ;; esac\n')
     (bin_dir / "nvidia-smi").chmod(0o755)
     log = tmp_path / "sbs.log"
     done = subprocess.run(["bash", "benchmarks/device_session.sh", str(tmp_path / "results"), phase], cwd=tree,
@@ -403,7 +462,8 @@ def run_phase_one(tmp_path, budget: int, phase: str = "one", **env) -> tuple[str
                                    ONE_BUDGET_S=str(budget), STANDIN_LOG=str(log), **env),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return (tmp_path / "results" / "progress.txt").read_text(), log.read_text().splitlines()
+    calls = [line for line in log.read_text().splitlines() if not line.startswith("ended ")]
+    return (tmp_path / "results" / "progress.txt").read_text(), calls
 
 
 def who(call: str) -> str:
@@ -522,3 +582,53 @@ def test_the_carry_check_packs_native_loads_its_parts_into_empty_caches_and_runs
     kept = tmp_path / "snap" / ".devcarry" / "artifacts-check"
     assert sorted(p.name for p in kept.iterdir()) == names
     assert "artifacts-native-carried.bin" in (results / "artifacts-load.txt").read_text()
+
+
+def wave1_order(tmp_path, gpu: str, mib: int) -> list[str]:
+    """Phase one's wave 1 on a stand-in GPU whose shared runs take 8 s after their step 0 (the script looks for
+    step 0 every 5 s): its runs' starts and
+    ends in order, as "start record 102" and "end one-w1-record-1"."""
+    run_phase_one(tmp_path, sp.BUDGET_S, STANDIN_GPU=gpu, STANDIN_MIB=str(mib), STANDIN_SHARED_S="8", ONE_WARM="1")
+    order = []
+    for line in (tmp_path / "sbs.log").read_text().splitlines():
+        if line.startswith("ended ") and "/one-w1-" in line:
+            order.append("end " + line.rsplit("/", 1)[1])
+        elif "--shared-gpu" in line:
+            seed = re.search(r"--seed (\d+)", line)[1]
+            order.append(f"start {who(line)} {seed}")
+    return order
+
+
+@pytest.mark.slow
+def test_the_records_second_wave_1_run_starts_beside_the_first_only_where_three_runs_fit(tmp_path):
+    """On an H200 (141 GiB) the record's run 2 starts once run 1 has printed step 0, beside it and native; on an
+    80 GB H100 three runs' peaks do not fit, and run 2 starts once run 1 (or native's two runs) has ended: on
+    2026-12-06 it started beside them and ran out of memory."""
+    h200 = wave1_order(tmp_path / "h200", "H200", 143771)
+    assert h200.index("start record 102") < h200.index("end one-w1-record-1")
+    h100 = wave1_order(tmp_path / "h100", "H100 80GB HBM3", 81559)
+    assert h100.index("end one-w1-record-1") < h100.index("start record 102")
+    assert "the record's run 2 starts once its run 1 has ended (record + record + native: 96.6 GiB" in (
+        tmp_path / "h100" / "results" / "progress.txt").read_text()
+
+
+@pytest.mark.slow
+def test_a_failed_wave_1_run_runs_again_alone_before_the_startup_options(tmp_path):
+    """The record's run 2 fails in wave 1; after wave 2 it runs again on its seed (102) with the GPU alone and its
+    program's need, before the startup options; the failed run is kept as one-w1-record-2.failed, and parity takes
+    the run again."""
+    progress, calls = run_phase_one(tmp_path, sp.BUDGET_S, STANDIN_FAIL="one-w1-record-2")
+    results = tmp_path / "results"
+    assert (results / "one-w1-record-2.failed" / "summary.json").exists()
+    assert (results / "one-w1-record-2.failed.txt").exists()
+    again = [i for i, c in enumerate(calls) if "--summarize" not in c and "/one-w1-record-2 " in f"{c} "]
+    assert len(again) == 2  # the failed run and the run again
+    rerun = calls[again[1]]
+    assert "--seed 102" in rerun and "--shared-gpu" not in rerun and "--need-s record=" in rerun
+    first_option = next(i for i, c in enumerate(calls) if "one-startup-" in c)
+    (pair3,) = [i for i, c in enumerate(calls) if "--summarize" not in c and c.endswith("one-wave2-3")]
+    assert pair3 < again[1] < first_option
+    assert "one: wave 1's record run 2 again, alone: record 1.0 s (rc 0)" in progress
+    assert "run-record: needs" in progress
+    (parity,) = [c for c in calls if c.endswith("one-parity")]
+    assert "one-w1-record-2 " in parity and ".failed" not in parity
