@@ -300,8 +300,8 @@ rerun_failed() {  # wave 1's failed runs (one out of memory beside the others, s
   done
 }
 
-fits() {  # KIND [--pair-took-s T ...]: session_plan.py's gate: an item of this kind (pair, option-NAME) started now
-  # can finish
+fits() {  # KIND [--pair-took-s T ...]: session_plan.py's gate: an item of this kind (pair, run-PROGRAM,
+  # option-NAME) started now can finish
   local verdict; verdict=$("${PLAN[@]}" fits "$@" --left-s "$(left_s)" "${GPU[@]}"); local ok=$?
   note "one: $verdict"; return $ok
 }
