@@ -245,10 +245,11 @@ wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) on
     until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
     # three runs at once only where the card holds their peaks: on 2026-12-06 a warm H100 (80 GB) ran the record
     # twice beside native, and run 2 ran out of memory; elsewhere run 2 waits for run 1 or native's runs to end
-    if ! "${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native > /dev/null; then
+    local room; room=$("${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native)
+    if [ $? -ne 0 ]; then
       while kill -0 "$pid" 2> /dev/null && kill -0 "$1" 2> /dev/null; do sleep 2; done
       note "one: the record's run 2 starts once $(kill -0 "$pid" 2> /dev/null && echo "native's runs have" \
-        || echo "its run 1 has") ended ($("${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native))"
+        || echo "its run 1 has") ended ($room)"
     fi
     sbs --only record --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
       --budget-s "$(left_s)" --out "$R/one-w1-record-2" > "$R/one-w1-record-2.txt" 2>&1 &

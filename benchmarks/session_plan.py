@@ -321,9 +321,14 @@ def slowest_s(item: Item) -> float:
     return sum(max(times_s(k, item.gpu)) for k in item.parts)
 
 
+def footprint_gib(programs: list[str]) -> float:
+    """What these runs hold at once at their peaks, each with its process's own share."""
+    return sum(PEAK_GIB[p] + PROCESS_GIB for p in programs)
+
+
 def room(programs: list[str], gpu_mib: float) -> bool:
     """Whether these runs, at once on one GPU of gpu_mib MiB (nvidia-smi's memory.total), fit at their peaks."""
-    return sum(PEAK_GIB[p] + PROCESS_GIB for p in programs) * 1024 <= gpu_mib
+    return footprint_gib(programs) * 1024 <= gpu_mib
 
 
 RERUNS = {"run-record": "record", "run-native": "native"}  # a failed wave-1 run again, alone: its program's need
@@ -407,9 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.command == "room":
         ok = room(a.programs, a.gpu_mib)
-        need = sum(PEAK_GIB[p] + PROCESS_GIB for p in a.programs)
-        print(f"{' + '.join(a.programs)}: {need:.1f} GiB at their peaks, the GPU {a.gpu_mib / 1024:.1f} GiB: "
-              f"{'they fit' if ok else 'they do not fit'}")
+        print(f"{' + '.join(a.programs)}: {footprint_gib(a.programs):.1f} GiB at their peaks, "
+              f"the GPU {a.gpu_mib / 1024:.1f} GiB: {'they fit' if ok else 'they do not fit'}")
         return 0 if ok else 1
     if a.command in ("plan", "has"):
         planned = plan(a.budget_s, a.warm, gpu=a.gpu)
