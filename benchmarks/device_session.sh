@@ -59,10 +59,12 @@
 #   wave 1, nothing timed (the GPU shared; the record's cold compile, ~12 min, sets its length): the record's
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
-#      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). The record runs with
-#      the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each saves
-#      torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at world
-#      size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card holds three
+#      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). Cold, native's second
+#      run always runs (inside the record's compile), and where the plan dropped parity the record's is decided
+#      again at its run 1's first timed step, with the clock left then (session_plan.py has --at-first-step). The
+#      record runs with the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each
+#      saves torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at
+#      world size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card holds three
 #      runs' peaks (session_plan.py room: an H200 does, an 80 GB H100 does not), else once run 1 or native's runs
 #      have ended;
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
@@ -71,8 +73,9 @@
 #      timed steps native's warm-up reached is marked void. Each pair starts only when the plan's need for a whole
 #      pair is left (after the first, the slowest pair this session ran), so a cut drops a pair, never one side of
 #      it; sidebyside's --need-s does the same check;
-#   wave 1's failed runs again (a run that ran out of memory, say), each alone on its seed when its need is left:
-#      parity ranks above the startup options; the failed run's folder and log are kept as *.failed;
+#   wave 1's failed runs again (a run that ran out of memory, say), and its second runs that did not run, each
+#      alone on its seed when its need is left: parity ranks above the startup options; a failed run's folder and
+#      log are kept as *.failed;
 #   startup options, as (record, native) pairs of 6-step runs on the idle GPU after wave 2 (the load under which
 #      wave 2's warm startups, their baseline, were measured), each only when its pair and the end still fit:
 #      torch.compiler's saved artifacts loaded into empty caches (a new node), and TORCHINDUCTOR_AUTOGRAD_CACHE=0
@@ -235,14 +238,23 @@ left_s() { echo $(( ONE_END - SECONDS )); }
 wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) once run 1's compile is done (the
   # caches warm); when run 1 and native's wave 1 (NATIVE_PID) have exited, a cold session packs both programs'
   # compile artifacts beside run 2 (untimed: the xz takes no time from the clock), so that they leave this lease
-  # whatever the rest of it holds
-  local first="$R/one-w1-record-1/record-ws1/stdout.txt" second="" packer=""
+  # whatever the rest of it holds. A cold session whose plan dropped parity asks again at run 1's first timed step,
+  # with the clock it has then (the compile took 645 to 848 s on the H100s, and its slowest sets the plan's need)
+  local first="$R/one-w1-record-1/record-ws1/stdout.txt" second="" packer="" parity=$ONE_PARITY
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" --budget-s "$(left_s)" --out "$R/one-w1-record-1" \
     > "$R/one-w1-record-1.txt" 2>&1 &
   local pid=$!
-  if [ "$ONE_PARITY" = 1 ]; then
+  if [ "$parity" = 1 ] || [ ${#WARM[@]} -eq 0 ]; then
     until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
+  fi
+  if [ "$parity" = 0 ] && [ ${#WARM[@]} -eq 0 ] && grep -qs "^step:0/" "$first"; then
+    local left; left=$(left_s)
+    if "${PLAN[@]}" has parity --at-first-step --budget-s "$left" "${GPU[@]}"; then
+      parity=1; note "one: at the record's first timed step $left s are left: parity fits now, its run 2 starts"
+    else note "one: at the record's first timed step $left s are left: parity does not fit"; fi
+  fi
+  if [ "$parity" = 1 ]; then
     # three runs at once only where the card holds their peaks: on 2026-12-06 a warm H100 (80 GB) ran the record
     # twice beside native, and run 2 ran out of memory; elsewhere run 2 waits for run 1 or native's runs to end
     local room; room=$("${PLAN[@]}" room --gpu-mib "$GPU_MIB" record record native)
@@ -259,10 +271,11 @@ wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) on
   if [ ${#WARM[@]} -eq 0 ]; then pack_artifacts & packer=$!; fi  # a warm session compiled nothing new
   wait $second $packer
   note "one: wave 1 record runs done; startups $(startup_of "$R/one-w1-record-1")" \
-    "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-record-2")"
+    "$([ "$parity" = 1 ] && startup_of "$R/one-w1-record-2")"
 }
 
 wave1_native() {  # the loss kernels' GPU check first (its result sets native's options), then native's two runs
+  # (cold, its second always: it ends inside the record's compile, which sets wave 1's length)
   CUDA_VISIBLE_DEVICES=0 python3 benchmarks/xent_check.py > "$R/xent-check.txt" 2>&1 \
     || { ONE_NATIVES=(--native-set fused_loss=false); note "one: xent check FAILED: native without fused_loss"; }
   local v; : > "$R/one-natives.txt"  # wave 2 and the options run what wave 1 ran (this is a background subshell)
@@ -270,12 +283,13 @@ wave1_native() {  # the loss kernels' GPU check first (its result sets native's 
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-native.bin sbs --only native --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" "${ONE_NATIVES[@]}" --budget-s "$(left_s)" \
     --out "$R/one-w1-native-1" > "$R/one-w1-native-1.txt" 2>&1
-  if [ "$ONE_PARITY" = 1 ]; then
+  local second=$ONE_PARITY; [ ${#WARM[@]} -eq 0 ] && second=1
+  if [ "$second" = 1 ]; then
     sbs --only native --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1)) --shared-gpu \
       "${ONE_NATIVES[@]}" --budget-s "$(left_s)" --out "$R/one-w1-native-2" > "$R/one-w1-native-2.txt" 2>&1
   fi
   note "one: wave 1 native runs done; startups $(startup_of "$R/one-w1-native-1")" \
-    "$([ "$ONE_PARITY" = 1 ] && startup_of "$R/one-w1-native-2")"
+    "$([ "$second" = 1 ] && startup_of "$R/one-w1-native-2")"
 }
 
 ran_ok() {  # a sidebyside --out folder -> exit 0: it has runs, and every one exited 0
@@ -285,19 +299,21 @@ runs = [r for pair in json.load(open(sys.argv[1] + "/summary.json"))["runs"].val
 sys.exit(0 if runs and all(r.get("rc") == 0 for r in runs) else 1)' "$1" 2> /dev/null
 }
 
-rerun_failed() {  # wave 1's failed runs (one out of memory beside the others, say) again, each on its seed and the
-  # GPU alone, when its need and the end's are left: parity 5 + 5 ranks above the startup options. The failed run's
-  # folder and log are kept beside it as one-w1-PROGRAM-N.failed
+rerun_wave1() {  # wave 1's failed runs (one out of memory beside the others, say) again, and its second runs that
+  # did not run (parity dropped), each on its seed and the GPU alone, when its need and the end's are left: parity
+  # 5 + 5 ranks above the startup options. A failed run's folder and log are kept beside it as *.failed
   local dir who n
-  for dir in "$R"/one-w1-record-? "$R"/one-w1-native-?; do
-    [ -d "$dir" ] || continue
-    ran_ok "$dir" && continue
-    who=${dir##*/one-w1-}; n=${who##*-}; who=${who%-*}
-    fits "run-$who" || continue
-    mv "$dir" "$dir.failed" && mv "$dir.txt" "$dir.failed.txt"
-    sbs --only "$who" --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + n - 1)) "${ONE_NATIVES[@]}" \
-      --need-s "$who=$("${PLAN[@]}" need "$who" "${GPU[@]}")" --budget-s "$(left_s)" --out "$dir" > "$dir.txt" 2>&1
-    note "one: wave 1's $who run $n again, alone: $(startup_of "$dir")"
+  for who in record native; do
+    for n in 1 2; do
+      dir=$R/one-w1-$who-$n
+      [ -d "$dir" ] && ran_ok "$dir" && continue
+      fits "run-$who" || continue
+      if [ -d "$dir" ]; then mv "$dir" "$dir.failed" && mv "$dir.txt" "$dir.failed.txt"; fi
+      sbs --only "$who" --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + n - 1)) "${ONE_NATIVES[@]}" \
+        --need-s "$who=$("${PLAN[@]}" need "$who" "${GPU[@]}")" --budget-s "$(left_s)" --out "$dir" > "$dir.txt" 2>&1
+      note "one: wave 1's $who run $n $([ -d "$dir.failed" ] && echo again || echo "(not run in wave 1)"), alone:" \
+        "$(startup_of "$dir")"
+    done
   done
 }
 
@@ -400,7 +416,7 @@ one_gpu() {
   done
   sbs --summarize "$R"/one-wave2-? --out "$R/one-wave2" > "$R/one-wave2.txt" 2>&1
   note "one: wave 2 done; startups $(startup_of "$R/one-wave2")"
-  rerun_failed
+  rerun_wave1
   option_pair artifacts
   option_pair no-aot-cache
   sbs --summarize "$R"/one-w1-record-? "$R"/one-w1-native-? "$R"/one-wave2-? --out "$R/one-parity" \

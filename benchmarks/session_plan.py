@@ -4,6 +4,8 @@ starts, and the check made before each (record, native) pair.
     python3 benchmarks/session_plan.py plan [--budget-s N] [--warm]    # the plan, its times and what it drops;
                                                                         # exit 3: speed 3 + 3 does not fit
     python3 benchmarks/session_plan.py has parity [--budget-s N] [--warm]  # exit 0: the plan keeps that group
+    python3 benchmarks/session_plan.py has parity --at-first-step --budget-s LEFT  # the same, asked again at a
+                                                                        # cold wave 1's first timed step
     python3 benchmarks/session_plan.py fits pair --left-s N [--pair-took-s T ...]  # exit 0: a pair started now
                                                                         # can finish (T: this session's pairs)
     python3 benchmarks/session_plan.py budget [--held-s N] [--device-s N]  # the session's clock, in seconds
@@ -36,7 +38,11 @@ What the plan holds is chosen by priority, not by time order: the start, wave 1'
 count for parity) and the end always; then speed (wave 2's 3 pairs, required: without them the plan does not fit),
 then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then the startup options, each option
 pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
-higher one out is dropped before the session starts; `plan` prints what it drops. (Startup options the plan drops
+higher one out is dropped before the session starts; `plan` prints what it drops. Cold, the plan's wave 1 needs the
+slowest compile measured, so a session whose plan dropped parity asks again at the record's first timed step with
+the clock it has then (`has parity --at-first-step`: run 1's rest, the second runs, three pairs and the end; never
+at speed's cost), and runs a second run that wave 1 did not run alone after wave 2 where its need is left.
+(Startup options the plan drops
 still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
 A wave-2 pair is gated (sidebyside --gate-native): native starts the gate lead (SETTINGS, 20 s) before the record,
 waits after its warm-up, and runs its timed steps once the record has exited, so the pair takes the lead, the
@@ -102,6 +108,9 @@ MEASURED: dict[str, tuple[float, ...]] = {
     # what the second runs add to it: the record's run 2 starts at run 1's first timed step and takes 149.5 s
     # (702.5 + 149.5 - 802.7), 158.6 s (626.5 + 158.6 - 733.6) and 151.7 s; native's run 2 still ends before
     "wave1-cold-second": (49.3, 51.5, 53.6),
+    # the record's run 1 after its first timed step (wall less startup_s: 802.7 - 702.5, 733.6 - 626.5, 807.1 -
+    # 709.0): what wave 1 still takes when that step comes, where a session that planned no parity decides again
+    "wave1-cold-rest": (100.2, 107.1, 98.1),
     # wave 1 on carried compile caches: record run 1 as a warm shared run; run 2 from its first timed step adds
     # that step's time
     "wave1-warm": (149.5, 158.6, 151.7),
@@ -142,7 +151,8 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "load-carried": 21.0}
 # ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
     "start": (13.0, 10.0, 11.0), "end": (25.0, 11.0, 10.0), "load-carried": (21.0,),
-    "wave1-cold": (972.9, 757.9), "wave1-cold-second": (70.1,), "wave1-warm": (194.5,),
+    "wave1-cold": (972.9, 757.9), "wave1-cold-second": (70.1,), "wave1-cold-rest": (125.0, 112.7),
+    "wave1-warm": (194.5,),
     "record": (184.2, 176.8, 159.0, 133.5, 121.1, 120.5, 120.8), "native": (111.9,),
     "native-timed": (54.2, 54.0, 53.7, 53.1, 54.6, 54.4, 54.8), "pair-overhead": (2.2, 2.3, 3.4, 2.3, 2.1, 4.4),
     "record-artifacts": (101.8,), "record-no-aot-cache": (107.8,), "native-option": (56.5, 59.1),
@@ -231,13 +241,18 @@ def option_parts(option: str) -> tuple[str, ...]:
     return (f"record-{option}", "native-option", "pair-overhead")
 
 
-def items(warm: bool, gpu: str = "H200") -> list[Item]:
+def items(warm: bool, gpu: str = "H200", at_first_step: bool = False) -> list[Item]:
     """Phase one in time order: the start, wave 1 (its first runs, then what its second runs add), wave 2's three
-    pairs, the startup options' pairs, the end."""
+    pairs, the startup options' pairs, the end. at_first_step: what is left of it at the record's first timed
+    step in a cold wave 1 (its run 1's rest, then the rest as before), where a session whose plan dropped parity
+    asks again with the clock it has then: the compile, the lease's largest unknown, is behind it."""
     wave1 = "wave1-warm" if warm else "wave1-cold"
-    start = ("start", "load-carried") if warm else ("start",)  # warm: the carried artifacts loaded before wave 1
-    out = [Item("start", start, "base", gpu), Item("wave 1 runs 1", (wave1,), "base", gpu),
-           Item("wave 1 runs 2", (f"{wave1}-second",), "parity", gpu)]
+    if at_first_step:
+        out = [Item("wave 1 run 1's rest", ("wave1-cold-rest",), "base", gpu)]
+    else:
+        start = ("start", "load-carried") if warm else ("start",)  # warm: the carried artifacts loaded first
+        out = [Item("start", start, "base", gpu), Item("wave 1 runs 1", (wave1,), "base", gpu)]
+    out += [Item("wave 1 runs 2", (f"{wave1}-second",), "parity", gpu)]
     out += [Item(f"wave 2 pair {i}", PAIR, "speed", gpu) for i in (1, 2, 3)]
     out += [Item(f"startup {o}", option_parts(o), "startups", gpu) for o in OPTIONS]
     return out + [end_item(gpu)]
@@ -265,10 +280,10 @@ def gate(item: Item, left_s: float, pairs_took_s: tuple[float, ...] = ()) -> boo
     return left_s >= item_need_s(item, pairs_took_s) + (0 if item.name == END.name else end_item(item.gpu).need_s)
 
 
-def simulate(chosen: list[Item], budget_s: float, warm: bool, took, gpu: str = "H200") -> list[Planned]:
+def simulate(every: list[Item], chosen: list[Item], budget_s: float, took) -> list[Planned]:
     """Time order: a chosen item runs when its gate passes, and the clock moves on by what it took."""
     clock, out, pairs = 0.0, [], ()
-    for item in items(warm, gpu):
+    for item in every:
         runs = item in chosen and gate(item, budget_s - clock, pairs)
         out.append(Planned(item, clock, runs, item_need_s(item, pairs)))
         if runs:
@@ -277,16 +292,15 @@ def simulate(chosen: list[Item], budget_s: float, warm: bool, took, gpu: str = "
     return out
 
 
-def choose(budget_s: float, warm: bool, gpu: str = "H200") -> list[Item]:
+def choose(every: list[Item], budget_s: float) -> list[Item]:
     """The base always; then, in priority order, each speed pair (all three, or the plan does not fit: only a short
     session, ONE_SHORT, runs fewer), parity's item and each startup pair, each kept only when, with it, every item
     kept so far still passes its gate at its expected start, and none after parity or startups not kept whole."""
-    every = items(warm, gpu)
     kept = [i for i in every if i.group == "base"]
     for group in GROUPS:
         for item in [i for i in every if i.group == group]:
             trial = kept + [item]
-            if all(p.runs for p in simulate(trial, budget_s, warm, lambda i: i.expected_s, gpu) if p.item in trial):
+            if all(p.runs for p in simulate(every, trial, budget_s, lambda i: i.expected_s) if p.item in trial):
                 kept = trial
         if group != "speed" and not all(i in kept for i in every if i.group == group):
             break  # a lower group never runs where a higher one did not (a startup option fits where a warm H100's
@@ -295,10 +309,11 @@ def choose(budget_s: float, warm: bool, gpu: str = "H200") -> list[Item]:
 
 
 def plan(budget_s: float = BUDGET_S, warm: bool = False, took=lambda item: item.expected_s,
-         gpu: str = "H200") -> list[Planned]:
+         gpu: str = "H200", at_first_step: bool = False) -> list[Planned]:
     """The chosen items gated as the script gates them, the clock moving by what each took (its expected time
     unless `took` says otherwise); an item not chosen, or cut by its gate, takes none."""
-    return simulate(choose(budget_s, warm, gpu), budget_s, warm, took, gpu)
+    every = items(warm, gpu, at_first_step)
+    return simulate(every, choose(every, budget_s), budget_s, took)
 
 
 def holds(planned: list[Planned], *groups: str) -> bool:
@@ -378,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     for q in (p, h):
         q.add_argument("--budget-s", type=float, default=BUDGET_S)
         q.add_argument("--warm", action="store_true", help="the compile caches are carried: no cold compile")
+        q.add_argument("--at-first-step", action="store_true",
+                       help="plan what is left at a cold wave 1's first timed step of the record (budget: the "
+                            "clock's time left then)")
     g = sub.add_parser("gpu", help="print the key of a GPU's measured times (exit 2: none measured)")
     g.add_argument("name", help="nvidia-smi's name of the GPU, e.g. 'NVIDIA H100 80GB HBM3'")
     b = sub.add_parser("budget", help="print the session's budget (s)")
@@ -416,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
               f"the GPU {a.gpu_mib / 1024:.1f} GiB: {'they fit' if ok else 'they do not fit'}")
         return 0 if ok else 1
     if a.command in ("plan", "has"):
-        planned = plan(a.budget_s, a.warm, gpu=a.gpu)
-        if a.command == "has":
-            return 0 if holds(planned, a.group) else 1
+        if a.at_first_step and a.warm:
+            ap.error("--at-first-step is a cold wave 1's decision: not with --warm")
+        planned = plan(a.budget_s, a.warm, gpu=a.gpu, at_first_step=a.at_first_step)
+        if a.command == "has":  # asked again at the first step, parity must leave speed 3 + 3 whole
+            return 0 if holds(planned, a.group) and (fits_whole(planned) or not a.at_first_step) else 1
         print(render(planned, a.budget_s))
         return 0 if fits_whole(planned) else 3
     try:

@@ -472,17 +472,20 @@ def who(call: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("budget", [1560, sp.BUDGET_S])
-def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp_path, budget):
-    """At 1,560 s the plan drops parity: wave 1 runs each program once (seed 101) and the parity summary takes the
-    runs that exist; at the default budget wave 1 runs each twice (seeds 101, 102). Wave 2 runs 3 pairs either
-    way, each after its gate, and every startup option run is handed its own need."""
+def test_a_cold_session_asks_for_parity_again_at_the_records_first_timed_step(tmp_path, budget):
+    """At 1,560 s the plan drops parity, at the default budget it keeps it. Cold, wave 1 runs each program twice
+    (seeds 101, 102) either way: native's second run inside the record's compile, and, where the plan dropped
+    parity, the record's once the plan asked again at its run 1's first timed step found it fits the clock left
+    then (the stand-ins take no time). Wave 2 runs 3 pairs, each after its gate, and every startup option run is
+    handed its own need."""
     keeps = sp.main(["has", "parity", "--budget-s", str(budget)]) == 0
     assert keeps == (budget == sp.BUDGET_S)
     progress, calls = run_phase_one(tmp_path, budget)
     wave1 = [c for c in calls if "--shared-gpu" in c]
-    assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in wave1) == (
-        ["native101", "native102", "record101", "record102"] if keeps else ["native101", "record101"])
+    assert sorted(who(c) + re.search(r"--seed (\d+)", c)[1] for c in wave1) == [
+        "native101", "native102", "record101", "record102"]
     assert ("drops: startups" if keeps else "drops: parity startups") in progress
+    assert ("parity fits now, its run 2 starts" in progress) == (not keeps)
     wave2 = [c for c in calls if "one-wave2-" in c and "--summarize" not in c]
     assert progress.count("one: pair: needs") == 3 and len(wave2) == 3
     # the second and third pairs' need is the slowest pair of this session
@@ -496,7 +499,41 @@ def test_the_script_runs_wave_1s_second_runs_only_when_the_plan_keeps_parity(tmp
     options = [c for c in calls if "one-startup-" in c]
     assert options and all(f"--need-s {who(c)}=" in c for c in options)
     (parity,) = [c for c in calls if "--out" in c and c.endswith("one-parity")]
-    assert ("one-w1-record-2" in parity) == keeps and "one-w1-record-1" in parity
+    assert "one-w1-record-2" in parity and "one-w1-native-2" in parity and "one-w1-record-1" in parity
+
+
+@pytest.mark.parametrize("gpu", ["H100", "H200"])
+def test_asked_again_at_the_first_timed_step_parity_fits_after_a_fast_compile_and_never_at_speeds_cost(gpu):
+    """The plan's need for a cold wave 1 is its slowest compile (972.9 s on the H100s, 645.2 the fastest): once the
+    record's first timed step has come, what is left is run 1's rest, the second runs, three pairs and the end. On
+    an H100 whose lease had held 90 s (1,599 s after a refused call: the plan drops parity), the compile of
+    2026-12-06 leaves 943 s at that step, and parity fits; that of 2026-12-05, 740 s, where speed alone does not,
+    so parity is not taken from it."""
+    def has_parity(left: float) -> bool:
+        return sp.main(["has", "parity", "--at-first-step", "--budget-s", str(left), "--gpu", gpu]) == 0
+
+    def speed_fits(left: float) -> bool:
+        return sp.fits_whole(sp.plan(left, gpu=gpu, at_first_step=True))
+
+    if gpu == "H100":
+        assert sp.main(["has", "parity", "--budget-s", "1599", "--gpu", "H100"]) == 1
+        assert has_parity(1599 - 11 - 645.2) and not has_parity(1599 - 11 - 847.9)
+    for left in range(300, 1200, 3):  # what runs is gated at its need; parity only with speed whole
+        planned = sp.plan(left, gpu=gpu, at_first_step=True)
+        assert ends_in_time(planned, left), left
+        assert has_parity(left) == (speed_fits(left) and sp.holds(planned, "parity")), left
+    assert any(has_parity(left) for left in range(300, 1200)) and not has_parity(600)
+    with pytest.raises(SystemExit):
+        sp.main(["has", "parity", "--at-first-step", "--warm", "--budget-s", "900"])
+
+
+def test_a_cold_wave_1s_rest_is_the_records_run_1_after_its_first_timed_step():
+    """wave1-cold-rest: each cold lease's record run 1, wall less startup."""
+    days = {"H200": DAYS, "H100": ("2026-12-05-h100-one-short", "2026-12-06-h100-one-short-3x3")}
+    for gpu, leases in days.items():
+        rests = [round(wall - startup, 1) for day in leases
+                 for _, wall, startup in walls(day, "one-w1-record-1.txt")[:1]]
+        assert rests == list(sp.times_s("wave1-cold-rest", gpu)), gpu
 
 
 def site_that_loads(tree) -> Path:
@@ -632,3 +669,23 @@ def test_a_failed_wave_1_run_runs_again_alone_before_the_startup_options(tmp_pat
     assert "run-record: needs" in progress
     (parity,) = [c for c in calls if c.endswith("one-parity")]
     assert "one-w1-record-2 " in parity and ".failed" not in parity
+
+
+@pytest.mark.slow
+def test_second_runs_a_warm_plan_dropped_run_alone_after_wave_2_where_their_need_is_left(tmp_path):
+    """Warm at 950 s an H200's plan keeps speed but not parity: wave 1 runs each program once (no compile to hide
+    a second run in), and after wave 2, before the startup options, the record's and native's seed-102 runs run
+    alone, each gated by its program's need; parity takes them."""
+    assert sp.main(["has", "parity", "--budget-s", "950", "--warm"]) == 1
+    progress, calls = run_phase_one(tmp_path, 950, ONE_WARM="1")
+    assert sorted(who(c) for c in calls if "--shared-gpu" in c) == ["native", "record"]
+    alone = [i for i, c in enumerate(calls) if "--summarize" not in c and "--seed 102" in c]
+    assert [who(calls[i]) for i in alone] == ["record", "native"]
+    assert all("--shared-gpu" not in calls[i] and f"--need-s {who(calls[i])}=" in calls[i] for i in alone)
+    (pair3,) = [i for i, c in enumerate(calls) if "--summarize" not in c and c.endswith("one-wave2-3")]
+    first_option = next((i for i, c in enumerate(calls) if "one-startup-" in c), len(calls))
+    assert pair3 < alone[0] < alone[1] < first_option
+    assert "one: wave 1's record run 2 (not run in wave 1), alone: record 1.0 s (rc 0)" in progress
+    assert not (tmp_path / "results" / "one-w1-record-2.failed").exists()
+    (parity,) = [c for c in calls if c.endswith("one-parity")]
+    assert "one-w1-record-2 " in parity and "one-w1-native-2 " in parity
