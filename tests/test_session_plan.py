@@ -372,7 +372,7 @@ def test_the_script_refuses_a_plan_that_does_not_fit(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_short_session_runs_the_pairs_that_fit_and_says_it_is_no_table(tmp_path):
+def test_a_short_session_runs_the_pairs_that_fit_and_says_what_makes_it_a_table(tmp_path):
     """2026-12-05: a call taken back after 310 s left 1,490 s of device time, a clock of about 1,410 s: speed 3 + 3
     no longer fits. Refused by default; ONE_SHORT=1 runs wave 1 with its parity runs, as the plan keeps them, and
     each pair its gate passes on the clock (here every one: the stand-ins take no time)."""
@@ -381,7 +381,7 @@ def test_a_short_session_runs_the_pairs_that_fit_and_says_it_is_no_table(tmp_pat
     assert [p.item.name for p in planned if p.runs and p.item.group in ("speed", "parity")] == [
         "wave 1 runs 2", "wave 2 pair 1", "wave 2 pair 2"]
     progress, calls = run_phase_one(tmp_path, 1410, ONE_SHORT="1")
-    assert "SHORT (ONE_SHORT=1)" in progress and "what runs is no table" in progress
+    assert "SHORT (ONE_SHORT=1)" in progress and "a table only with 3 + 3 pairs and parity 5 + 5" in progress
     # its artifacts, what lets the next session on this GPU hold the table, are packed in wave 1 (as every cold
     # session's), before wave 2
     assert -1 < progress.index("artifacts-record.bin packed") < progress.index("one: wave 2 (GPU alone)")
