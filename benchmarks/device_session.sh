@@ -60,8 +60,8 @@
 #      program from the start, then, after the loss kernels' GPU check, native; 80-step schedule, fresh seed
 #      ONE_SEED (default 101) and, when the plan keeps parity, a second run of each on ONE_SEED+1, their losses
 #      for parity (sidebyside --shared-gpu keeps their step times out of the speed table). Cold, native's second
-#      run always runs (inside the record's compile), and where the plan dropped parity the record's is decided
-#      again at its run 1's first timed step, with the clock left then (session_plan.py has --at-first-step). The
+#      run always runs (inside the record's compile), and the record's is decided at its run 1's first timed
+#      step, with the clock left then (session_plan.py has --at-first-step; never at speed's cost). The
 #      record runs with the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each
 #      saves torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at
 #      world size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card holds three
@@ -240,8 +240,8 @@ left_s() { echo $(( ONE_END - SECONDS )); }
 wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) once run 1's compile is done (the
   # caches warm); when run 1 and native's wave 1 (NATIVE_PID) have exited, a cold session packs both programs'
   # compile artifacts beside run 2 (untimed: the xz takes no time from the clock), so that they leave this lease
-  # whatever the rest of it holds. A cold session whose plan dropped parity asks again at run 1's first timed step,
-  # with the clock it has then (the compile took 645 to 848 s on the H100s, and its slowest sets the plan's need)
+  # whatever the rest of it holds. Cold, run 2 is decided at run 1's first timed step, by the clock it has then
+  # (the compile took 645 to 848 s on the H100s, and the plan's need is its slowest): parity where speed still fits
   local first="$R/one-w1-record-1/record-ws1/stdout.txt" second="" packer="" parity=$ONE_PARITY
   REPRO_COMPILE_ARTIFACTS_SAVE=$R/artifacts-record.bin sbs --only record --world-sizes 1 --steps "$ONE_STEPS" \
     --seed "$ONE_SEED" --shared-gpu "${ONE_SITE[@]}" --budget-s "$(left_s)" --out "$R/one-w1-record-1" \
@@ -250,11 +250,11 @@ wave1_record() {  # NATIVE_PID: record run 1 of phase one, and run 2 (parity) on
   if [ "$parity" = 1 ] || [ ${#WARM[@]} -eq 0 ]; then
     until grep -qs "^step:0/" "$first" || ! kill -0 "$pid" 2> /dev/null; do sleep 5; done
   fi
-  if [ "$parity" = 0 ] && [ ${#WARM[@]} -eq 0 ] && grep -qs "^step:0/" "$first"; then
+  if [ ${#WARM[@]} -eq 0 ] && grep -qs "^step:0/" "$first"; then  # cold: the plan's guess is behind it now
     local left; left=$(left_s)
     if "${PLAN[@]}" has parity --at-first-step --budget-s "$left" "${GPU[@]}"; then
-      parity=1; note "one: at the record's first timed step $left s are left: parity fits now, its run 2 starts"
-    else note "one: at the record's first timed step $left s are left: parity does not fit"; fi
+      parity=1; note "one: at the record's first timed step $left s are left: parity fits, its run 2 starts"
+    else parity=0; note "one: at the record's first timed step $left s are left: parity does not fit beside speed"; fi
   fi
   if [ "$parity" = 1 ]; then
     # three runs at once only where the card holds their peaks: on 2026-12-06 a warm H100 (80 GB) ran the record

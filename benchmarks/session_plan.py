@@ -39,7 +39,7 @@ count for parity) and the end always; then speed (wave 2's 3 pairs, required: wi
 then parity (wave 1's second runs: 5 + 5 final losses instead of 4 + 4), then the startup options, each option
 pair kept only if everything kept before it still fits. Wave 1 runs first, so a lower group that would push a
 higher one out is dropped before the session starts; `plan` prints what it drops. Cold, the plan's wave 1 needs the
-slowest compile measured, so a session whose plan dropped parity asks again at the record's first timed step with
+slowest compile measured, so a cold session decides the record's second run again at its first timed step with
 the clock it has then (`has parity --at-first-step`: run 1's rest, the second runs, three pairs and the end; never
 at speed's cost), and runs a second run that wave 1 did not run alone after wave 2 where its need is left.
 (Startup options the plan drops
