@@ -135,10 +135,17 @@ if [[ " $PHASES " == *" one "* ]] && ! "${PLAN[@]}" plan "${ONE_PLAN[@]}" > /dev
       "(ONE_SHORT=1 runs what fits)" >&2
     exit 3
   fi
-  # a short session without one pair would time nothing: refused too
-  if ! grep -Eq '^wave 2 pair 1 .* runs$' <<< "$("${PLAN[@]}" plan "${ONE_PLAN[@]}")"; then
-    echo "phase one: not even one pair fits ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}" >&2
-    exit 3
+  # a short session without one pair times nothing: cold, it still runs wave 1 where that fits, for the compile
+  # artifacts it packs (they make the next lease on this GPU's kind warm, and the table fit); warm, it is refused
+  short_plan=$("${PLAN[@]}" plan "${ONE_PLAN[@]}")
+  if ! grep -Eq '^wave 2 pair 1 .* runs$' <<< "$short_plan"; then
+    if [ ${#WARM[@]} -eq 0 ] && grep -Eq '^wave 1 runs 1 .* runs$' <<< "$short_plan"; then
+      ONE_ARTIFACTS_ONLY=1
+    else
+      echo "phase one: not even one pair fits ONE_BUDGET_S=$ONE_BUDGET_S s on an ${GPU[1]}" \
+        "$([ ${#WARM[@]} -eq 0 ] && echo "(nor a cold wave 1)")" >&2
+      exit 3
+    fi
   fi
 fi
 STEPS=${STEPS:-40}
@@ -393,6 +400,7 @@ one_gpu() {
   "${PLAN[@]}" plan "${ONE_PLAN[@]}" > "$R/plan.txt" \
     || { note "one: SHORT (ONE_SHORT=1): at the slowest measured times speed 3 + 3 does not fit the budget; each" \
            "pair runs where its gate passes, a table only with 3 + 3 pairs and parity 5 + 5"; }
+  [ "${ONE_ARTIFACTS_ONLY:-0}" = 1 ] && note "one: not one pair fits: wave 1 runs for the compile artifacts it packs"
   ONE_PARITY=0; "${PLAN[@]}" has parity "${ONE_PLAN[@]}" && ONE_PARITY=1
   note "one: wave 1 (shared GPU), seed $ONE_SEED$([ "$ONE_PARITY" = 1 ] && echo " and $((ONE_SEED + 1))");" \
     "budget $ONE_BUDGET_S s${LEASE_HELD_S:+ (the lease had held $LEASE_HELD_S s)}; plan.txt drops: $(grep -o '^drops [a-z]*' "$R/plan.txt" | cut -d' ' -f2 | xargs)"

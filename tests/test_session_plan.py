@@ -358,11 +358,26 @@ def test_a_refused_call_spends_from_the_lease_so_the_plan_shrinks_with_the_devic
     assert not (tmp_path / "results").exists()
 
 
-def test_a_short_session_with_not_one_pair_is_refused_too(tmp_path):
-    """ONE_SHORT=1 runs what fits, but a clock that holds wave 1 and no pair would time nothing: refused at once."""
-    done = script(tmp_path, ONE_SHORT="1", ONE_BUDGET_S="1000", ONE_GPU="NVIDIA H200")
-    assert done.returncode == 3 and "not even one pair fits ONE_BUDGET_S=1000 s on an H200" in done.stderr
-    assert not (tmp_path / "results").exists()
+def test_a_short_session_with_not_one_pair_is_refused_warm_or_where_a_cold_wave_1_does_not_fit(tmp_path):
+    """ONE_SHORT=1 runs what fits; a clock that holds no pair times nothing: warm, it is refused at once, and cold
+    too where wave 1 itself does not fit (H200: 12 + 807.1 + 21 s)."""
+    warm = script(tmp_path / "w", ONE_SHORT="1", ONE_BUDGET_S="400", ONE_GPU="NVIDIA H200", ONE_WARM="1")
+    assert warm.returncode == 3 and "not even one pair fits ONE_BUDGET_S=400 s on an H200" in warm.stderr
+    cold = script(tmp_path / "c", ONE_SHORT="1", ONE_BUDGET_S="830", ONE_GPU="NVIDIA H200")
+    assert cold.returncode == 3 and "on an H200 (nor a cold wave 1)" in cold.stderr
+    assert not (tmp_path / "w" / "results").exists() and not (tmp_path / "c" / "results").exists()
+
+
+@pytest.mark.slow
+def test_a_cold_short_session_with_not_one_pair_runs_wave_1_for_its_artifacts(tmp_path):
+    """Cold at 1,000 s (H200) no pair fits but wave 1 does: it runs, packs both programs' compile artifacts (what
+    makes the next lease warm); its pairs are still each gated on the clock as it is (the stand-ins take no time,
+    so here they run)."""
+    progress, calls = run_phase_one(tmp_path, 1000, ONE_SHORT="1")
+    assert "not one pair fits: wave 1 runs for the compile artifacts it packs" in progress
+    assert "artifacts-record.bin packed" in progress and "artifacts-native.bin packed" in progress
+    assert (tmp_path / "results" / "parts" / "PARTS.sha256").exists()
+    assert progress.index("artifacts-record.bin packed") < progress.index("one: pair: needs")
 
 
 def test_the_script_refuses_a_plan_that_does_not_fit(tmp_path):
