@@ -64,9 +64,9 @@
 #      step, with the clock left then (session_plan.py has --at-first-step; never at speed's cost). The
 #      record runs with the world-size-8 Muon patch (benchmarks/record_patch.py MUON_SPLIT). The first run of each
 #      saves torch.compiler's cache artifacts (benchmarks/compile_artifacts). ONE_DIFF=1 adds device_diff.py at
-#      world size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card holds three
-#      runs' peaks (session_plan.py room: an H200 does, an 80 GB H100 does not), else once run 1 or native's runs
-#      have ended;
+#      world size 1 beside them (not in the plan). The record's run 2 starts beside run 1 only where the card
+#      holds three runs' peaks (session_plan.py room: an H200 does, an 80 GB H100 does not), else once run 1 or
+#      native's runs have ended;
 #   wave 2, the GPU alone: 3 (record, native) pairs, seeds ONE_SEED+2 .. +4: speed by window phase, warm startups,
 #      3 + 3 more final losses (5 + 5). Each pair is gated (sidebyside --gate-native): native starts 20 s before the
 #      record and waits after its warm-up; its timed steps start when the record has exited, and a record run whose
