@@ -76,7 +76,9 @@ def keep(repo: Path, gpu: str, built_at: str) -> str:
     names = check_parts(source)
     built_at = git(repo, "rev-parse", "--verify", f"{built_at}^{{commit}}")
     tracked = Path("benchmarks") / "kept-artifacts" / gpu
-    shutil.copytree(source, repo / tracked, dirs_exist_ok=False)
+    if (repo / tracked).exists():
+        raise KeepError(f"{repo / tracked} exists (an earlier keep that stopped half-way?): remove it, then keep again")
+    shutil.copytree(source, repo / tracked)
     git(repo, "add", "--", str(tracked))
     git(repo, "commit", "-q", "-m", f"artifacts: the {gpu} compile artifacts of {built_at[:7]}'s lease, in history",
         "-m", f"Taken out of the tree in the next commit; {KEPT} names this one, and benchmarks/kept_artifacts.py "

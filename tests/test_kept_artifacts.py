@@ -91,3 +91,11 @@ def test_keep_refuses_a_parts_folder_that_is_not_whole(repo, capsys):
     assert ka.main(["keep", "H100", "--built-at", "HEAD", "--repo", str(repo)]) == 1
     assert "part-01: missing, or its sha256 differs" in capsys.readouterr().err
     assert git(repo, "rev-list", "--count", "HEAD") == "1"  # nothing committed
+
+
+def test_keep_refuses_to_write_over_a_keep_that_stopped_half_way(repo, capsys):
+    (repo / "benchmarks" / "kept-artifacts" / "H100").mkdir(parents=True)
+    assert ka.main(["keep", "H100", "--built-at", "HEAD", "--repo", str(repo)]) == 1
+    err = capsys.readouterr().err
+    assert "kept-artifacts/H100 exists (an earlier keep that stopped half-way?)" in err and "Traceback" not in err
+    assert git(repo, "rev-list", "--count", "HEAD") == "1"
