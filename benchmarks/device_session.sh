@@ -317,11 +317,11 @@ rerun_wave1() {  # wave 1's failed runs (one out of memory beside the others, sa
       dir=$R/one-w1-$who-$n
       [ -d "$dir" ] && ran_ok "$dir" && continue
       fits "run-$who" || continue
-      if [ -d "$dir" ]; then mv "$dir" "$dir.failed" && mv "$dir.txt" "$dir.failed.txt"; fi
+      local why="(not run in wave 1)"
+      if [ -d "$dir" ]; then mv "$dir" "$dir.failed" && mv "$dir.txt" "$dir.failed.txt"; why=again; fi
       sbs --only "$who" --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + n - 1)) "${ONE_NATIVES[@]}" \
         --need-s "$who=$("${PLAN[@]}" need "$who" "${GPU[@]}")" --budget-s "$(left_s)" --out "$dir" > "$dir.txt" 2>&1
-      note "one: wave 1's $who run $n $([ -d "$dir.failed" ] && echo again || echo "(not run in wave 1)"), alone:" \
-        "$(startup_of "$dir")"
+      note "one: wave 1's $who run $n $why, alone: $(startup_of "$dir")"
     done
   done
 }

@@ -42,8 +42,8 @@ higher one out is dropped before the session starts; `plan` prints what it drops
 slowest compile measured, so a cold session decides the record's second run again at its first timed step with
 the clock it has then (`has parity --at-first-step`: run 1's rest, the second runs, three pairs and the end; never
 at speed's cost), and runs a second run that wave 1 did not run alone after wave 2 where its need is left.
-(Startup options the plan drops
-still run when the clock, after wave 2, has their need left: they come last, so that takes nothing from the rest.)
+(Startup options the plan drops still run when the clock, after wave 2, has their need left: they come last, so that
+takes nothing from the rest.)
 A wave-2 pair is gated (sidebyside --gate-native): native starts the gate lead (SETTINGS, 20 s) before the record,
 waits after its warm-up, and runs its timed steps once the record has exited, so the pair takes the lead, the
 record's run and native's run after its startup (native-timed), not both runs whole: 230 s on the H200 (the gated
@@ -109,7 +109,7 @@ MEASURED: dict[str, tuple[float, ...]] = {
     # (702.5 + 149.5 - 802.7), 158.6 s (626.5 + 158.6 - 733.6) and 151.7 s; native's run 2 still ends before
     "wave1-cold-second": (49.3, 51.5, 53.6),
     # the record's run 1 after its first timed step (wall less startup_s: 802.7 - 702.5, 733.6 - 626.5, 807.1 -
-    # 709.0): what wave 1 still takes when that step comes, where a session that planned no parity decides again
+    # 709.0): what wave 1 still takes when that step comes, where a cold session decides on the record's run 2
     "wave1-cold-rest": (100.2, 107.1, 98.1),
     # wave 1 on carried compile caches: record run 1 as a warm shared run; run 2 from its first timed step adds
     # that step's time
@@ -244,8 +244,8 @@ def option_parts(option: str) -> tuple[str, ...]:
 def items(warm: bool, gpu: str = "H200", at_first_step: bool = False) -> list[Item]:
     """Phase one in time order: the start, wave 1 (its first runs, then what its second runs add), wave 2's three
     pairs, the startup options' pairs, the end. at_first_step: what is left of it at the record's first timed
-    step in a cold wave 1 (its run 1's rest, then the rest as before), where a session whose plan dropped parity
-    asks again with the clock it has then: the compile, the lease's largest unknown, is behind it."""
+    step in a cold wave 1 (its run 1's rest, then the rest as before), where a cold session decides on the
+    record's run 2 with the clock it has then: the compile, the lease's largest unknown, is behind it."""
     wave1 = "wave1-warm" if warm else "wave1-cold"
     if at_first_step:
         out = [Item("wave 1 run 1's rest", ("wave1-cold-rest",), "base", gpu)]

@@ -491,8 +491,7 @@ def test_a_cold_session_asks_for_parity_again_at_the_records_first_timed_step(tm
     """At 1,560 s the plan drops parity, at the default budget it keeps it. Cold, wave 1 runs each program twice
     (seeds 101, 102) either way: native's second run inside the record's compile, and the record's once the plan,
     asked again at its run 1's first timed step, found that it fits the clock left then (the stand-ins take no
-    time). Wave 2 runs 3 pairs, each after its gate, and every startup option run is
-    handed its own need."""
+    time). Wave 2 runs 3 pairs, each after its gate, and every startup option run is handed its own need."""
     keeps = sp.main(["has", "parity", "--budget-s", str(budget)]) == 0
     assert keeps == (budget == sp.BUDGET_S)
     progress, calls = run_phase_one(tmp_path, budget)
