@@ -71,8 +71,8 @@
 #      3 + 3 more final losses (5 + 5). Each pair is gated (sidebyside --gate-native): native starts 20 s before the
 #      record and waits after its warm-up; its timed steps start when the record has exited, and a record run whose
 #      timed steps native's warm-up reached is marked void. Each pair starts only when the plan's need for a whole
-#      pair is left (after the first, the slowest pair this session ran), so a cut drops a pair, never one side of
-#      it; sidebyside's --need-s does the same check;
+#      pair is left (after the first, the slowest pair this session ran after its first, which carries the first
+#      warm start), so a cut drops a pair, never one side of it; sidebyside's --need-s does the same check;
 #   wave 1's failed runs again (a run that ran out of memory, say), and its second runs that did not run, each
 #      alone on its seed when its need is left: parity ranks above the startup options; a failed run's folder and
 #      log are kept as *.failed;
@@ -415,11 +415,13 @@ one_gpu() {
   mapfile -t ONE_NATIVES < "$R/one-natives.txt"
   note "one: wave 2 (GPU alone), seeds $((ONE_SEED + 2))..$((ONE_SEED + 4)), $(left_s) s left"
   # gated pairs: native starts first and waits after its warm-up; its timed steps follow the record's exit
-  local i began took=() needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
-                 --need-s "record=$("${PLAN[@]}" need record "${GPU[@]}")"
-                 --need-s "native=$("${PLAN[@]}" need native-timed "${GPU[@]}")")
-  for i in 1 2 3; do  # a pair after the first needs the slowest of this session's pairs
+  local i began took=() needs
+  for i in 1 2 3; do  # a pair after the first needs this session's pairs' pace (session_plan.py item_need_s)
     fits pair "${took[@]}" || break
+    # sidebyside checks the pair's runs again against what it is handed: the record's part of the same need
+    needs=(--gate-native "$("${PLAN[@]}" need gate-lead)"
+           --need-s "record=$("${PLAN[@]}" need record "${took[@]}" "${GPU[@]}")"
+           --need-s "native=$("${PLAN[@]}" need native-timed "${GPU[@]}")")
     began=$SECONDS
     sbs --world-sizes 1 --steps "$ONE_STEPS" --seed $((ONE_SEED + 1 + i)) "${ONE_NATIVES[@]}" "${needs[@]}" \
       --budget-s "$(left_s)" --out "$R/one-wave2-$i" > "$R/one-wave2-$i.txt" 2>&1
