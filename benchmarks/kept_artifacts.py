@@ -5,7 +5,8 @@ make the next lease on that GPU's kind warm: no 10-minute compile of the record,
 But .devcarry/ is ignored, so they die with the checkout that fetched them, and the working tree cannot hold them:
 every device call carries the tree (49 MB on 2026-12-06) and 64 MiB at most in all. So `keep` commits them once and
 takes them out again in the next commit. Their blobs stay in history, the tree stays small, and KEPT (tracked) names
-the commit that holds them and the tree hashes of the compile's inputs at the commit the lease ran.
+the commit that holds them and a hash of the compile's inputs (their code, not their docs) at the commit the lease
+ran.
 
     python3 benchmarks/kept_artifacts.py keep H100 --built-at COMMIT   # .devcarry/artifacts-H100/ into history
     python3 benchmarks/kept_artifacts.py restore H100                  # back into .devcarry/artifacts-H100/
@@ -61,7 +62,16 @@ def check_parts(folder: Path) -> list[str]:
 
 
 def input_hashes(repo: Path, commit: str) -> dict[str, str]:
-    return {path: git(repo, "rev-parse", f"{commit}:{path}") for path in INPUTS}
+    """Each input path -> the sha256 of its files' names and blobs at commit, documentation (*.md) left out: nothing
+    compiles from train/BENCHMARKS.md, and a lease's numbers written there must not void the artifacts it made."""
+    hashes = {}
+    for path in INPUTS:
+        listing = git(repo, "ls-tree", "-r", commit, "--", path)
+        if not listing:
+            raise KeepError(f"{path}: not in commit {commit[:7]} (an input of the compile)")
+        code = [line for line in listing.splitlines() if not line.endswith(".md")]
+        hashes[path] = hashlib.sha256("\n".join(code).encode()).hexdigest()
+    return hashes
 
 
 def read_kept(repo: Path) -> dict:

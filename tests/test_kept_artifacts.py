@@ -74,6 +74,22 @@ def test_restore_refuses_artifacts_whose_compile_inputs_changed_and_names_them(r
     assert not (repo / ".devcarry" / "artifacts-H100.tmp").exists()
 
 
+def test_a_changed_note_in_an_input_folder_does_not_void_the_artifacts(repo):
+    """A lease's numbers go into train/BENCHMARKS.md after the lease: documentation, not an input of the compile."""
+    (repo / "train" / "BENCHMARKS.md").write_text("# before\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "notes")
+    ka.keep(repo, "H100", "HEAD")
+    (repo / "train" / "BENCHMARKS.md").write_text("# the lease's numbers\n")
+    git(repo, "commit", "-q", "-am", "numbers")
+    shutil.rmtree(repo / ".devcarry")
+    assert ka.main(["restore", "H100", "--repo", str(repo)]) == 0
+    (repo / "train" / "y.py").write_text("# new code\n")  # a new code file is a change
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "code")
+    assert ka.main(["restore", "H100", "--repo", str(repo)]) == 1
+
+
 def test_restore_says_when_nothing_is_kept_or_the_commit_is_not_in_this_clone(repo, capsys):
     assert ka.main(["restore", "H100", "--repo", str(repo)]) == 1
     assert "no H100 artifacts kept" in capsys.readouterr().err
