@@ -34,6 +34,24 @@ def test_the_h100s_artifacts_take_two_calls_not_three():
                                      ["docs-v1.txz", "native.part-00"]]
 
 
+DOCS_V1_TXZ = 7_396_320  # .devcarry/docs-v1.txz, the shards a table's session reads (tar -cJ of data/docs-v1)
+
+
+def test_one_call_beside_this_tree_carries_the_shards_and_every_kept_artifact_part():
+    """The table's start call carries the shards and the kept compile artifacts (benchmarks/kept_artifacts.json;
+    the parts' sizes from the commit that holds them). With the run logs uncompressed the tree was 51 MB on
+    2026-12-06 and a 16 MB part fitted no call at all: compress a new lease's logs (docs/device-runs/README.md)."""
+    kept = json.loads((REPO_ROOT / "benchmarks" / "kept_artifacts.json").read_text())
+    room = cc.CALL_BYTES - cc.tree_bytes(REPO_ROOT) - cc.SLACK
+    for gpu, entry in kept.items():
+        sizes = [int(subprocess.run(["git", "cat-file", "-s", f"{entry['commit']}:{entry['path']}/{name}"],
+                                    cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout)
+                 for name in entry["files"]]
+        files = [("docs-v1.txz", DOCS_V1_TXZ)] + list(zip(entry["files"], sizes))
+        assert len(cc.calls(files, room)) == 1, (gpu, room, sum(sizes))
+    assert "H100" in kept
+
+
 def test_every_call_but_the_last_stashes_and_the_last_starts_the_table_with_the_first_calls_clock():
     """2026-12-06: a LEASE_T0 typed by hand was 54 s late; written out from `date +%s`, it is what was given."""
     two = cc.lease_calls([["record.part-00"], ["docs-v1.txz", "native.part-00"]], 1796535006, 1800)
