@@ -41,6 +41,13 @@ def stamps(day: str) -> list[tuple[int, str]]:
             for h, m, s, text in STAMP.findall((RUNS / day / "progress.txt").read_text())]
 
 
+def pairs_took(day: str) -> list[int]:
+    """Each wave-2 pair's seconds: from its progress line "pair: ... start" to the next progress line."""
+    lines = stamps(day)
+    return [lines[i + 1][0] - lines[i][0] for i, (_, text) in enumerate(lines)
+            if text.startswith("one: pair:") and text.endswith(": start")]
+
+
 def gate_waits(day: str, pair: int) -> float:
     """A gated pair's native: how long it waited at the gate (its wall holds the wait, its startup_s does not)."""
     summary = json.loads((RUNS / day / f"one-wave2-{pair}" / "summary.json").read_text())
@@ -83,10 +90,7 @@ def test_the_measured_times_are_the_committed_runs():
 def test_a_gated_pairs_overhead_is_its_time_in_progress_less_its_lead_record_and_native_timed():
     """2026-12-06: each pair's line "pair: ... start" to the next progress line, less the gate's lead, the record's
     wall and native's run after its startup and its wait (native-timed)."""
-    lines = stamps(GATED)
-    started = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
-    assert len(started) == 2
-    took = [lines[i + 1][0] - lines[i][0] for i in started]
+    took = pairs_took(GATED)
     assert took == [238, 229]
     runs = []
     for n in (1, 2):
@@ -113,14 +117,12 @@ def gated_pairs(day: str) -> tuple[list[float], list[float], list[float]]:
     """A lease's gated pairs: the record's wall, native's run after its startup and gate wait, and the pair's
     overhead (its time in progress.txt less the lead and those two)."""
     records, timed, overheads = [], [], []
-    lines = stamps(day)
-    started = [i for i, (_, text) in enumerate(lines) if text.startswith("one: pair:") and text.endswith(": start")]
-    for n, i in enumerate(started, 1):
+    for n, took in enumerate(pairs_took(day), 1):
         pair = walls(day, f"one-wave2-{n}.txt")
         (rec,), (nat,) = ([w for w in pair if w[0] == who] for who in ("record", "native"))
         records.append(rec[1])
         timed.append(round(nat[1] - nat[2] - gate_waits(day, n), 1))
-        overheads.append(round(lines[i + 1][0] - lines[i][0] - sp.SETTINGS["gate-lead"] - rec[1] - timed[-1], 1))
+        overheads.append(round(took - sp.SETTINGS["gate-lead"] - rec[1] - timed[-1], 1))
     return records, timed, overheads
 
 
@@ -265,17 +267,17 @@ def test_a_pair_after_the_first_needs_the_slowest_pair_of_its_session():
     assert planned["wave 2 pair 3"].need_s == pytest.approx(sp.item_of("pair").expected_s)
 
 
-# (GPU, the wave-2 pairs' seconds in a lease that ran three, from progress.txt's pair lines)
-THREE_PAIRS = [("H100", (253, 235, 210)),  # 2026-12-06-h100-one-short-3x3, cold
-               ("H100", (198, 197, 200))]  # 2026-12-06-h100-one-warm
+# the leases that ran three gated pairs: 253, 235, 210 s (cold) and 198, 197, 200 s (warm)
+THREE_PAIRS = [("H100", "2026-12-06-h100-one-short-3x3"), ("H100", "2026-12-06-h100-one-warm")]
 
 
-@pytest.mark.parametrize("gpu, took", THREE_PAIRS)
-def test_no_third_pair_measured_took_more_than_its_need(gpu, took):
+@pytest.mark.parametrize("gpu, day", THREE_PAIRS)
+def test_no_third_pair_measured_took_more_than_its_need(gpu, day):
     """The first pair after wave 1 carries the record's slowest warm start, so a third pair's need leaves it out;
     every third pair measured took no more than that need (the warm lease's 200 s after 197 only under the floor
     of a pair's expected time)."""
-    assert took[2] <= sp.item_need_s(sp.item_of("pair", gpu), took[:2])
+    took = tuple(pairs_took(day))
+    assert len(took) == 3 and took[2] <= sp.item_need_s(sp.item_of("pair", gpu), took[:2])
 
 
 @pytest.mark.parametrize("gpu", sp.GPUS)
