@@ -60,21 +60,22 @@ artifacts of an earlier lease on this GPU's kind carried), 984 s with parity and
 everything fits. The medians are not a promise: on 2026-12-04 wave 1 took 804 s and the first pair 293; on
 2026-12-06 wave 1 took 877 s.
 
-Times are per GPU: a call may be given an H100 (MEASURED_H100, four leases). Its record's cold compile took 847.9 s
+Times are per GPU: a call may be given an H100 (MEASURED_H100, five leases). Its record's cold compile took 847.9 s
 on 2026-12-05, and 645.2 and 606.7 s on 2026-12-06 (626.5-709.0 s on the H200s). Cold, the table there needs a clock
-of 1,425 s for speed 3 + 3 and 1,486 s with parity 5 + 5: a lease that had held at most 295 s at the start holds
-speed, at most 234 s parity. Warm, from the compile artifacts a cold H100 lease packed (the plan's --warm: loaded in
-21 s before wave 1), it needs 883 s for speed, 1,077 s with parity and 1,453 s with the startup options: the whole
-table fits (2026-12-06's warm lease ended with 454 s of its 1,679 left). There the record's second wave-1 run
-follows its first (three runs' peaks do not fit 80 GB: PEAK_GIB, `room`), which ESTIMATED_H100 bounds by the
-first's wall.
+of 1,401 s for speed 3 + 3 and 1,462 s with parity 5 + 5: a lease that had held at most 319 s at the start holds
+speed, at most 258 s parity. Warm, from the compile artifacts a cold H100 lease packed (the plan's --warm: loaded in
+18-21 s before wave 1), it needs 853 s for speed, 1,024 s with parity and 1,498 s with the startup options: the
+whole table fits (the twentieth session's warm lease, whose clock was 1,465 s, ran all of it and ended with 119 s
+left; the record's no-aot-cache startup took 194.2 s there against 90.1 s in the seventeenth's, which raised the
+options' need). There the record's second wave-1 run follows its first (three runs' peaks do not fit 80 GB:
+PEAK_GIB, `room`).
 
 The measured seconds are sidebyside's `wall` per run in docs/device-runs/2026-12-01-h200-one,
 2026-12-04-h200-one-table and 2026-12-06-h200-one-2x2, and on the H100 2026-12-05-h100-one-short,
-2026-12-06-h100-one-short-3x3, 2026-12-06-h100-one-warm and 2026-12-06-h100-nineteenth-2x2 (80 steps, 524,288
-validation tokens, FlexAttention, world size 1), and their progress.txt for the start, the end and a pair's
-overhead. The record's artifacts option has run on the H100 only: on the H200 its figure is an estimate
-(ESTIMATED), the budget the script gave it on 2026-12-01.
+2026-12-06-h100-one-short-3x3, 2026-12-06-h100-one-warm, 2026-12-06-h100-nineteenth-2x2 and
+2026-12-06-h100-twentieth-warm-table (80 steps, 524,288 validation tokens, FlexAttention, world size 1), and
+their progress.txt for the start, the end and a pair's overhead. The record's artifacts option has run on the H100
+only: on the H200 its figure is an estimate (ESTIMATED), the budget the script gave it on 2026-12-01.
 """
 
 from __future__ import annotations
@@ -141,8 +142,9 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "load-carried": 21.0}
 
 # The same kinds on one H100, one tuple per kind, in lease order: 2026-12-05 (h100-one-short, an ungated pair),
 # 2026-12-06 (h100-one-short-3x3, three gated pairs), both asked for an nvidia-h200 and given an H100, both ONE_SHORT;
-# then 2026-12-06 (h100-one-warm, the seventeenth session: nvidia-h100-x1, warm from the artifacts the second packed)
-# and 2026-12-06 (h100-nineteenth-2x2: nvidia-h100-x1, cold, ONE_SHORT, two gated pairs).
+# then 2026-12-06 (h100-one-warm, the seventeenth session: nvidia-h100-x1, warm from the artifacts the second packed),
+# 2026-12-06 (h100-nineteenth-2x2: nvidia-h100-x1, cold, ONE_SHORT, two gated pairs) and 2026-12-06
+# (h100-twentieth-warm-table: nvidia-h100-x1, warm from the nineteenth's artifacts, the whole plan).
 # 2026-12-05: its host compiled the record 35 % slower than the H200 of 2026-12-04 (847.9 s to its first step
 # against 626.5); start 16:56:36 -> 16:56:49; end 17:19:50 -> 17:20:15; wave 1: the record's run 1 (972.9 s), run 2
 # adding 847.9 + 195.1 - 972.9; its pair ungated (record 184.2 s, native 111.9 s whole), so its overhead is not a
@@ -155,22 +157,23 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "load-carried": 21.0}
 # 09:14:12. The nineteenth session's: start 16:28:17 -> 16:28:33; the record's cold compile 606.7 s (wall 711.5 s),
 # its run 2 from the first timed step on (wall 156.9 s); gated pairs of 244 and 206 s (16:41:22 -> 16:48:52: record
 # 167.0 and 130.8 s; native after its startup and wait 54.1 and 52.8 s); the artifacts option's pair (record 101.9 s,
-# native 100.0 s from artifacts into empty caches); end 16:52:19 -> 16:52:30. A kind not measured there (each a run)
-# takes the H200's times H100_UNMEASURED (the widest ratio of an H100 median to the H200's measured for a run, wave
-# 1's second runs' 61.1 / 51.5, rounded up): an estimate, like ESTIMATED.
+# native 100.0 s from artifacts into empty caches); end 16:52:19 -> 16:52:30. The twentieth's: start 19:37:48 ->
+# 19:37:57, the carried artifacts loaded by 19:38:15; the record's run 1 on the shared GPU 186.1 s, its run 2 after
+# it 170.9 s (wave1-warm-second); gated pairs of 187, 186 and 187 s (19:44:14 -> 19:53:34: record 111.8, 111.0,
+# 110.0 s; native after its startup and wait 53.5, 53.5, 53.2 s); both options' pairs; end 20:00:12 -> 20:00:20.
+# A kind not measured there (each a run) takes the H200's times H100_UNMEASURED (the widest ratio of an H100 median to
+# the H200's measured for a run, wave 1's second runs' 61.1 / 51.5, rounded up): an estimate, like ESTIMATED.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
-    "start": (13.0, 10.0, 11.0, 16.0), "end": (25.0, 11.0, 10.0, 11.0), "load-carried": (21.0,),
+    "start": (13.0, 10.0, 11.0, 16.0, 9.0), "end": (25.0, 11.0, 10.0, 11.0, 8.0), "load-carried": (21.0, 18.0),
     "wave1-cold": (972.9, 757.9, 711.5), "wave1-cold-second": (70.1, 52.1), "wave1-cold-rest": (125.0, 112.7, 104.8),
-    "wave1-warm": (194.5,),
-    "record": (184.2, 176.8, 159.0, 133.5, 121.1, 120.5, 120.8, 167.0, 130.8), "native": (111.9,),
-    "native-timed": (54.2, 54.0, 53.7, 53.1, 54.6, 54.4, 54.8, 54.1, 52.8),
-    "pair-overhead": (2.2, 2.3, 3.4, 2.3, 2.1, 4.4, 2.9, 2.4),
-    "record-artifacts": (101.8, 101.9), "record-no-aot-cache": (107.8,), "native-option": (56.5, 59.1, 100.0),
+    # warm, the record's second wave-1 run follows its first: three programs' peaks do not fit 80 GB (PEAK_GIB)
+    "wave1-warm": (194.5, 186.1), "wave1-warm-second": (170.9,),
+    "record": (184.2, 176.8, 159.0, 133.5, 121.1, 120.5, 120.8, 167.0, 130.8, 111.8, 111.0, 110.0), "native": (111.9,),
+    "native-timed": (54.2, 54.0, 53.7, 53.1, 54.6, 54.4, 54.8, 54.1, 52.8, 53.5, 53.5, 53.2),
+    "pair-overhead": (2.2, 2.3, 3.4, 2.3, 2.1, 4.4, 2.9, 2.4, 1.7, 1.5, 3.8),
+    "record-artifacts": (101.8, 101.9, 87.5), "record-no-aot-cache": (107.8, 209.1),
+    "native-option": (56.5, 59.1, 100.0, 47.8, 49.7),
 }
-# Warm on an H100 the record's second wave-1 run cannot start beside run 1 while native runs (three programs' peaks
-# do not fit 80 GB: PEAK_GIB), so it follows run 1 and shares the GPU with native's second run at most: run 1's own
-# shared wall stands in for it, an upper bound (its run beside run 1 ran out of memory on 2026-12-06)
-ESTIMATED_H100: dict[str, float] = {"wave1-warm-second": 194.5}
 # Not measured but set: how long native starts before the record in a gated pair. The record's warm startup was
 # 60.8-117 s, native's 44-58 s alone: the lead keeps native's warm-up (under the record's startup load) clear of the
 # record's first timed step with about 20 s to spare, and a pair where it is not is marked (sidebyside's "void").
@@ -194,15 +197,13 @@ def gpu_of(name: str) -> str:
 
 
 def times_s(kind: str, gpu: str) -> tuple[float, ...]:
-    """A kind's times on a GPU: measured there, else estimated there, else (on an H100) the H200's figures times
-    H100_UNMEASURED."""
+    """A kind's times on a GPU: measured there, else estimated there (the H200), else (on an H100) the H200's figures
+    times H100_UNMEASURED."""
     if kind in SETTINGS:
         return (SETTINGS[kind],)
     if gpu == "H100":
         if kind in MEASURED_H100:
             return MEASURED_H100[kind]
-        if kind in ESTIMATED_H100:
-            return (ESTIMATED_H100[kind],)
         return tuple(t * H100_UNMEASURED for t in times_s(kind, "H200"))
     return (ESTIMATED[kind],) if kind in ESTIMATED else MEASURED[kind]
 
