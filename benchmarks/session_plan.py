@@ -161,8 +161,7 @@ ESTIMATED: dict[str, float] = {"record-artifacts": 200.0, "load-carried": 21.0}
 # 19:37:57, the carried artifacts loaded by 19:38:15; the record's run 1 on the shared GPU 186.1 s, its run 2 after
 # it 170.9 s (wave1-warm-second); gated pairs of 187, 186 and 187 s (19:44:14 -> 19:53:34: record 111.8, 111.0,
 # 110.0 s; native after its startup and wait 53.5, 53.5, 53.2 s); both options' pairs; end 20:00:12 -> 20:00:20.
-# A kind not measured there (each a run) takes the H200's times H100_UNMEASURED (the widest ratio of an H100 median to
-# the H200's measured for a run, wave 1's second runs' 61.1 / 51.5, rounded up): an estimate, like ESTIMATED.
+# Every kind the plan times is measured there (a test holds it), so nothing on an H100 is scaled from the H200's.
 MEASURED_H100: dict[str, tuple[float, ...]] = {
     "start": (13.0, 10.0, 11.0, 16.0, 9.0), "end": (25.0, 11.0, 10.0, 11.0, 8.0), "load-carried": (21.0, 18.0),
     "wave1-cold": (972.9, 757.9, 711.5), "wave1-cold-second": (70.1, 52.1), "wave1-cold-rest": (125.0, 112.7, 104.8),
@@ -184,7 +183,6 @@ SETTINGS: dict[str, float] = {"gate-lead": 20.0}
 # Wave 1 shares the GPU; a run starts beside others only when their sum fits the card (`room`)
 PEAK_GIB: dict[str, float] = {"record": 31.45, "native": 27.65}
 PROCESS_GIB = 2.0
-H100_UNMEASURED = 1.2
 GPUS = ("H200", "H100")  # the GPUs with measured times: nvidia-smi's name holds one of them
 
 
@@ -197,14 +195,11 @@ def gpu_of(name: str) -> str:
 
 
 def times_s(kind: str, gpu: str) -> tuple[float, ...]:
-    """A kind's times on a GPU: measured there, else estimated there (the H200), else (on an H100) the H200's figures
-    times H100_UNMEASURED."""
+    """A kind's times on a GPU: a setting, or measured there, or (on the H200) estimated there."""
     if kind in SETTINGS:
         return (SETTINGS[kind],)
     if gpu == "H100":
-        if kind in MEASURED_H100:
-            return MEASURED_H100[kind]
-        return tuple(t * H100_UNMEASURED for t in times_s(kind, "H200"))
+        return MEASURED_H100[kind]
     return (ESTIMATED[kind],) if kind in ESTIMATED else MEASURED[kind]
 
 
